@@ -1,0 +1,33 @@
+"""Small models the notebooks train (kept here so DataLoader workers and tests can import them)."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class SmallCNN(nn.Module):
+    """Conv + batch-norm blocks and a linear head: the model profiled in ``01_profiler_basics``.
+
+    ``width`` channels after the stem, ``blocks`` (conv 3x3, BN, ReLU, max-pool) blocks,
+    then global average pooling and a linear layer to ``num_classes``.
+    """
+
+    def __init__(self, in_channels: int = 3, width: int = 32, blocks: int = 3, num_classes: int = 10):
+        super().__init__()
+        layers: list[nn.Module] = []
+        c = in_channels
+        for i in range(blocks):
+            out = width * (2 ** i)
+            layers += [nn.Conv2d(c, out, 3, padding=1, bias=False), nn.BatchNorm2d(out), nn.ReLU(inplace=True),
+                       nn.MaxPool2d(2)]
+            c = out
+        self.features = nn.Sequential(*layers)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.head = nn.Linear(c, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.flatten(self.pool(self.features(x)), 1))
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

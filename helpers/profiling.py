@@ -1,0 +1,205 @@
+"""torch.profiler with a schedule, a fresh trace directory per run, tables and exports.
+
+Taught in ``01_profiler_basics``; used by every later notebook.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import gzip
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from .env import runs_dir
+
+
+def activities(device=None) -> list:
+    """Profiler activities this install supports *and* this machine can use.
+
+    ``torch.profiler.supported_activities()`` lists what the build supports (a CUDA
+    build reports CUDA even on a machine with no GPU), so CUDA is kept only when a
+    GPU is actually available.
+    """
+    import torch
+    from torch.profiler import ProfilerActivity
+
+    acts = []
+    for a in torch.profiler.supported_activities():
+        if a == ProfilerActivity.CPU:
+            acts.append(a)
+        elif a == ProfilerActivity.CUDA and torch.cuda.is_available():
+            if device is None or getattr(device, "type", str(device)) == "cuda":
+                acts.append(a)
+    return acts
+
+
+def has_device_activity(acts: Iterable) -> bool:
+    from torch.profiler import ProfilerActivity
+
+    return any(a != ProfilerActivity.CPU for a in acts)
+
+
+def sort_key(acts: Iterable | None = None, self_time: bool = True) -> str:
+    """Sort by device time where a device is profiled, by CPU time otherwise."""
+    acts = list(acts) if acts is not None else activities()
+    if has_device_activity(acts):
+        return "self_device_time_total" if self_time else "device_time_total"
+    return "self_cpu_time_total" if self_time else "cpu_time_total"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "run"
+
+
+def fresh_trace_dir(name: str, root: Path | str | None = None) -> Path:
+    """A new, empty directory ``runs/<name>/<timestamp>`` for one profiled run.
+
+    Recording twice into one directory makes TensorBoard's profiler plugin show
+    two "workers"; a fresh directory per run avoids that.
+    """
+    base = Path(root) if root is not None else runs_dir() / "traces"
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    path = base / _slug(name) / stamp
+    path.mkdir(parents=True, exist_ok=False)
+    return path
+
+
+def profile_steps(
+    step_fn: Callable[[], Any],
+    *,
+    wait: int = 1,
+    warmup: int = 1,
+    active: int = 3,
+    repeat: int = 1,
+    device=None,
+    trace_dir: Path | str | None = None,
+    record_shapes: bool = False,
+    profile_memory: bool = False,
+    with_stack: bool = False,
+    sync: bool = True,
+):
+    """Run ``step_fn`` under ``torch.profiler.profile`` with ``schedule(wait, warmup, active)``.
+
+    Each call of ``step_fn`` is one profiler step (``prof.step()`` is called after it).
+    With ``sync`` (the default) a CUDA device is synchronised after each step so a
+    step's CPU-side span covers its GPU work; ``sync=False`` leaves the CPU free to run
+    ahead, so the step's CPU time is only the time spent queueing work.
+    With ``trace_dir`` the trace is written there for TensorBoard's profiler plugin
+    (``tensorboard_trace_handler``). Returns the finished profiler object.
+    """
+    import torch
+    from torch.profiler import profile, schedule, tensorboard_trace_handler
+
+    for n, v in (("wait", wait), ("warmup", warmup), ("repeat", repeat)):
+        if v < 0:
+            raise ValueError(f"{n} cannot be negative")
+    if active < 1:
+        raise ValueError("active must be at least 1")
+    total = (wait + warmup + active) * max(repeat, 1)
+    handler = tensorboard_trace_handler(str(trace_dir)) if trace_dir is not None else None
+    with profile(
+        activities=activities(device),
+        schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=repeat),
+        on_trace_ready=handler,
+        record_shapes=record_shapes,
+        profile_memory=profile_memory,
+        with_stack=with_stack,
+    ) as prof:
+        for _ in range(total):
+            step_fn()
+            if sync and device is not None and getattr(device, "type", str(device)) == "cuda":
+                torch.cuda.synchronize(device)
+            prof.step()
+    return prof
+
+
+def table(prof, *, sort_by: str | None = None, row_limit: int = 10, group_by_input_shape: bool = False) -> str:
+    """``key_averages().table(...)`` sorted by device time where there is a device, else CPU time."""
+    acts = getattr(prof, "activities", None)
+    key = sort_by or sort_key(acts)
+    return prof.key_averages(group_by_input_shape=group_by_input_shape).table(sort_by=key, row_limit=row_limit)
+
+
+def events_frame(prof, group_by_input_shape: bool = False):
+    """``key_averages()`` as a DataFrame (times in ms), one row per op or label."""
+    import pandas as pd
+
+    rows = []
+    for e in prof.key_averages(group_by_input_shape=group_by_input_shape):
+        row = {
+            "name": e.key,
+            "calls": e.count,
+            "self_cpu_ms": e.self_cpu_time_total / 1000.0,
+            "cpu_total_ms": e.cpu_time_total / 1000.0,
+            "cpu_avg_ms": e.cpu_time_total / 1000.0 / max(e.count, 1),
+            "self_device_ms": getattr(e, "self_device_time_total", 0.0) / 1000.0,
+            "device_total_ms": getattr(e, "device_time_total", 0.0) / 1000.0,
+        }
+        if group_by_input_shape:
+            row["input_shapes"] = str(e.input_shapes)
+        if getattr(e, "cpu_memory_usage", 0) or getattr(e, "self_cpu_memory_usage", 0):
+            row["self_cpu_mem_mb"] = e.self_cpu_memory_usage / 2**20
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def label_totals(prof, labels: Iterable[str]) -> dict[str, float]:
+    """Total CPU time in ms of each ``record_function`` label (0.0 when absent)."""
+    df = events_frame(prof)
+    by_name = dict(zip(df["name"], df["cpu_total_ms"]))
+    return {lab: float(by_name.get(lab, 0.0)) for lab in labels}
+
+
+def step_events(prof) -> list:
+    """The ``ProfilerStep#N`` (``ProfilerStep*`` in newer releases) events of the recorded (active) steps."""
+    return [e for e in prof.events() if e.name.startswith("ProfilerStep")]
+
+
+def step_events_ms(prof) -> list[float]:
+    """CPU duration in ms of each recorded ``ProfilerStep#N``."""
+    return [e.cpu_time_total / 1000.0 for e in step_events(prof)]
+
+
+def table_rows(table_text: str) -> list[str]:
+    """The names in the first column of a ``key_averages().table()`` text (data rows only)."""
+    lines = table_text.splitlines()
+    seps = [i for i, ln in enumerate(lines) if ln.startswith("---")]
+    if len(seps) < 3:
+        return []
+    header = lines[seps[0] + 1]
+    width = header.index("Self CPU %") if "Self CPU %" in header else None
+    rows = []
+    for ln in lines[seps[1] + 1:seps[2]]:
+        name = (ln[:width] if width else ln.split("  ")[0]).strip()
+        if name:
+            rows.append(name)
+    return rows
+
+
+def export_chrome_trace(prof, path: Path | str) -> Path:
+    """Write a Chrome trace (open it in https://ui.perfetto.dev or chrome://tracing)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        prof.export_chrome_trace(str(path))
+    except RuntimeError as exc:
+        if "already saved" in str(exc):
+            raise ValueError("this profile was already written by its trace handler (trace_dir=...); that "
+                             "*.pt.trace.json file is itself a Chrome trace, open it directly") from None
+        raise
+    return path
+
+
+def trace_files(trace_dir: Path | str) -> list[Path]:
+    """The trace files a ``tensorboard_trace_handler`` wrote into ``trace_dir``."""
+    d = Path(trace_dir)
+    return sorted(list(d.glob("*.pt.trace.json")) + list(d.glob("*.pt.trace.json.gz")))
+
+
+def load_trace(path: Path | str) -> dict:
+    """Read a Chrome-trace JSON file (plain or gzipped)."""
+    p = Path(path)
+    opener = gzip.open if p.suffix == ".gz" else open
+    with opener(p, "rt") as f:
+        return json.load(f)

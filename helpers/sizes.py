@@ -1,0 +1,12 @@
+"""Every notebook's sizes at each scale, in one place (``env.params`` picks the row).
+
+``smoke``: a 2-core CPU in about 2 minutes per notebook (CI). ``full``: the source
+articles' sizes on a GPU.
+"""
+
+PROFILER_BASICS = {
+    "smoke": dict(batch_size=32, image_size=32, width=16, blocks=3, steps=10, warmup=5,
+                  wait=1, warmup_steps=1, active=3, matmul_size=256, matmul_repeats=20),
+    "full": dict(batch_size=256, image_size=224, width=64, blocks=4, steps=30, warmup=10,
+                 wait=1, warmup_steps=3, active=5, matmul_size=8192, matmul_repeats=50),
+}

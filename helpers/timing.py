@@ -1,0 +1,148 @@
+"""Timing done right: warm-up, synchronisation, medians with spread, first step apart.
+
+Taught in ``01_profiler_basics`` ("why wall-clock timing around asynchronous GPU work lies").
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+
+def synchronize(device=None) -> None:
+    """Wait for all queued work on ``device`` (a no-op on the CPU)."""
+    import torch
+
+    if device is not None and getattr(device, "type", str(device)).startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (``q`` in 0..100) of a non-empty list."""
+    if not values:
+        raise ValueError("percentile of an empty list")
+    xs = sorted(values)
+    if len(xs) == 1:
+        return xs[0]
+    pos = (len(xs) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+@dataclass
+class StepTimes:
+    """Per-step times in milliseconds; ``first_ms`` is the very first (warm-up) call."""
+
+    times_ms: list[float]
+    first_ms: float | None = None
+    warmup: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times_ms)
+
+    @property
+    def p25(self) -> float:
+        return percentile(self.times_ms, 25)
+
+    @property
+    def p75(self) -> float:
+        return percentile(self.times_ms, 75)
+
+    def metrics(self, batch_size: int | None = None) -> dict[str, float]:
+        """The results contract's timing metrics."""
+        m = {
+            "step_ms_median": round(self.median, 3),
+            "step_ms_p25": round(self.p25, 3),
+            "step_ms_p75": round(self.p75, 3),
+            "steps_timed": len(self.times_ms),
+        }
+        if self.first_ms is not None:
+            m["first_step_ms"] = round(self.first_ms, 3)
+        if batch_size:
+            m["samples_per_s"] = round(batch_size / (self.median / 1000.0), 2)
+        return m
+
+    def __str__(self) -> str:
+        s = f"median {self.median:.2f} ms (IQR {self.p25:.2f}-{self.p75:.2f}, n={len(self.times_ms)})"
+        if self.first_ms is not None:
+            s += f"; first step {self.first_ms:.2f} ms"
+        return s
+
+
+def time_steps(
+    fn: Callable[[], Any],
+    *,
+    steps: int = 10,
+    warmup: int = 3,
+    device=None,
+) -> StepTimes:
+    """Call ``fn`` ``warmup`` times, then time ``steps`` calls one by one.
+
+    On CUDA each call is bracketed by CUDA events and the stream is synchronised
+    before the times are read; on the CPU ``time.perf_counter`` is used. The first
+    warm-up call is timed on its own (``first_ms``): it holds one-off costs such as
+    cuDNN autotuning, lazy initialisation or a torch.compile compile.
+    """
+    if steps < 1:
+        raise ValueError("steps must be at least 1")
+    if warmup < 0:
+        raise ValueError("warmup cannot be negative")
+    import torch
+
+    use_cuda = device is not None and getattr(device, "type", str(device)).startswith("cuda")
+    first_ms = None
+    for i in range(warmup):
+        synchronize(device)
+        t0 = time.perf_counter()
+        fn()
+        synchronize(device)
+        if i == 0:
+            first_ms = (time.perf_counter() - t0) * 1000.0
+    times: list[float] = []
+    if use_cuda:
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
+        synchronize(device)
+        for s, e in zip(starts, ends):
+            s.record()
+            fn()
+            e.record()
+        torch.cuda.synchronize(device)
+        times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    else:
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1000.0)
+    return StepTimes(times_ms=times, first_ms=first_ms, warmup=warmup)
+
+
+def wallclock_unsynchronised(fn: Callable[[], Any], steps: int = 10) -> float:
+    """The naive way (``time.time()`` around the loop, no synchronisation): ms per step.
+
+    Shown in ``01_profiler_basics`` to demonstrate why it under-reports on a GPU.
+    """
+    t0 = time.time()
+    for _ in range(steps):
+        fn()
+    return (time.time() - t0) * 1000.0 / steps
+
+
+def peak_memory_mb(device=None) -> float | None:
+    """Peak allocated device memory since the last reset, in MiB (None on the CPU)."""
+    import torch
+
+    if device is not None and getattr(device, "type", str(device)).startswith("cuda"):
+        return round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
+    return None
+
+
+def reset_peak_memory(device=None) -> None:
+    import torch
+
+    if device is not None and getattr(device, "type", str(device)).startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats(device)

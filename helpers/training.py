@@ -1,0 +1,51 @@
+"""One training step, with its phases labelled for the profiler.
+
+Taught in ``01_profiler_basics``; reused by the later notebooks.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Callable
+
+import torch
+from torch.profiler import record_function
+
+PHASES = ("forward", "backward", "optimizer_step")
+_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def autocast(precision: str, device) -> contextlib.AbstractContextManager:
+    """``torch.autocast`` for ``bf16``/``fp16``; a no-op for ``fp32``."""
+    if precision not in _DTYPES:
+        raise ValueError(f"unknown precision {precision!r}; use one of {', '.join(_DTYPES)}")
+    dtype = _DTYPES[precision]
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=torch.device(device).type, dtype=dtype)
+
+
+def make_train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable,
+                    inputs: torch.Tensor, targets: torch.Tensor, *, precision: str = "fp32",
+                    label: bool = True) -> Callable[[], torch.Tensor]:
+    """A closure running forward, backward and the optimizer step on one fixed batch.
+
+    With ``label=True`` each phase is wrapped in ``record_function("forward")``,
+    ``("backward")`` and ``("optimizer_step")`` (which also zeroes the gradients), so
+    the phases show up by name in profiler tables and traces. Returns the loss
+    (a tensor: reading it with ``.item()`` would force a host-device sync).
+    """
+    device = inputs.device
+    maybe = record_function if label else (lambda name: contextlib.nullcontext())
+
+    def step() -> torch.Tensor:
+        with maybe("forward"):
+            with autocast(precision, device):
+                loss = loss_fn(model(inputs), targets)
+        with maybe("backward"):
+            loss.backward()
+        with maybe("optimizer_step"):
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    return step

@@ -1,0 +1,55 @@
+"""Committed notebooks are clean and follow the skeleton in shared/STYLE.md."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+EXPECTED = ["01_profiler_basics"]
+
+
+def test_notebooks_present_in_teaching_order():
+    stems = [p.stem for p in NOTEBOOKS]
+    for name in EXPECTED:
+        assert name in stems, f"notebooks/{name}.ipynb is missing"
+    assert stems == sorted(stems)
+
+
+def _load(path):
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_outputs_or_execution_counts(path):
+    nb = _load(path)
+    for i, c in enumerate(nb["cells"]):
+        if c["cell_type"] == "code":
+            assert not c.get("outputs"), f"{path.name} cell {i} has outputs: clear them before committing"
+            assert c.get("execution_count") is None, f"{path.name} cell {i} has an execution count"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_skeleton(path):
+    nb = _load(path)
+    cells = nb["cells"]
+    md = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in cells if c["cell_type"] == "markdown"]
+    assert cells[0]["cell_type"] == "markdown" and re.match(r"#\s+\S", "".join(cells[0]["source"])), "title first"
+    text = "\n".join(md)
+    assert "What you will learn" in "".join(cells[0]["source"]), "the title cell says what you will learn"
+    tagged = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1 and tagged[0]["cell_type"] == "code", "exactly one code cell tagged 'parameters'"
+    assert re.search(r"^##\s+Set-up", text, re.M), "a set-up section"
+    assert re.search(r"^##\s+Results", text, re.M), "a results section"
+    assert re.search(r"^##\s+Takeaways", text, re.M), "a takeaways section"
+    order = [text.find("## Set-up"), text.find("## Results"), text.find("## Takeaways")]
+    assert order == sorted(order), "set-up, results, takeaways in that order"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_hub_downloads_or_exits(path):
+    src = "\n".join("".join(c["source"]) for c in _load(path)["cells"] if c["cell_type"] == "code")
+    assert "pretrained=True" not in src
+    assert "sys.exit" not in src and "exit()" not in src
+    assert "0.0.0.0" not in src
