@@ -1,0 +1,63 @@
+"""Count host-device synchronisations inside a phase of a profiler trace.
+
+Taught in ``03_backward_hooks``. Works on the Chrome-trace dict that
+``prof.export_chrome_trace`` / ``tensorboard_trace_handler`` write (``profiling.load_trace``):
+
+- ``cudaStreamSynchronize`` / ``cudaDeviceSynchronize`` / ``cudaEventSynchronize`` runtime calls, and
+- device-to-host copies (``gpu_memcpy`` events named ``Memcpy DtoH ...``), attributed to the
+  phase by their launching runtime call (``correlation`` id), since the copy itself runs later
+  on the GPU timeline.
+
+A CPU-only trace has none of these events: every count is 0.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+KEYS = ("stream_sync", "device_sync", "event_sync", "dtoh_copies")
+
+
+def phase_ranges(trace: Mapping[str, Any], phase: str = "backward") -> list[tuple[float, float]]:
+    """(start, end) in microseconds of every complete event named ``phase`` (a ``record_function`` label)."""
+    return sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0)))
+                  for e in trace.get("traceEvents", []) if e.get("name") == phase and e.get("ph") == "X")
+
+
+def count_syncs(trace: Mapping[str, Any], phase: str | None = "backward") -> dict[str, float]:
+    """Synchronisations inside ``phase`` (or the whole trace with ``phase=None``).
+
+    Returns the counts per kind (``KEYS``), ``total`` (sync calls + DtoH copies), ``phases``
+    (how many ``phase`` ranges were found) and ``per_step`` (total / phases).
+    """
+    events = trace.get("traceEvents", [])
+    ranges = phase_ranges(trace, phase) if phase else [(float("-inf"), float("inf"))]
+
+    def inside(e) -> bool:
+        ts = float(e.get("ts", 0.0))
+        return any(a <= ts <= b for a, b in ranges)
+
+    counts = dict.fromkeys(KEYS, 0)
+    launched_inside = set()
+    for e in events:
+        name = e.get("name", "")
+        if e.get("ph") != "X":
+            continue
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and inside(e):
+            corr = (e.get("args") or {}).get("correlation")
+            if corr is not None:
+                launched_inside.add(corr)
+            if name == "cudaStreamSynchronize":
+                counts["stream_sync"] += 1
+            elif name == "cudaDeviceSynchronize":
+                counts["device_sync"] += 1
+            elif name == "cudaEventSynchronize":
+                counts["event_sync"] += 1
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "gpu_memcpy" and "DtoH" in e.get("name", ""):
+            corr = (e.get("args") or {}).get("correlation")
+            if (corr is not None and corr in launched_inside) or (corr is None and inside(e)):
+                counts["dtoh_copies"] += 1
+    total = sum(counts.values())
+    n = len(ranges) if phase else 1
+    return {**counts, "total": total, "phases": n if ranges else 0, "per_step": total / n if n and ranges else 0.0}
