@@ -10,3 +10,10 @@ PROFILER_BASICS = {
     "full": dict(batch_size=256, image_size=224, width=64, blocks=4, steps=30, warmup=10,
                  wait=1, warmup_steps=3, active=5, matmul_size=8192, matmul_repeats=50),
 }
+
+BACKWARD_HOOKS = {
+    "smoke": dict(batch_size=8, image_size=64, patch_size=16, depth=2, width=192, heads=3, steps=6, warmup=2,
+                  wait=1, warmup_steps=1, active=2),
+    "full": dict(batch_size=128, image_size=224, patch_size=16, depth=12, width=768, heads=12, steps=20, warmup=5,
+                 wait=1, warmup_steps=4, active=3),
+}
