@@ -11,6 +11,14 @@ PROFILER_BASICS = {
                  wait=1, warmup_steps=3, active=5, matmul_size=8192, matmul_repeats=50),
 }
 
+DATA_PIPELINE = {
+    # crop: RandomCrop size = model input (power of two); dataset_size: paths (all to the sample JPEGs)
+    "smoke": dict(crop=64, batch_size=16, dataset_size=128, steps=4, warmup=2, ceiling_steps=10,
+                  sweep_steps=3, profile_steps=2, dilation_repeats=20, decode_repeats=10, mask_ratio=0.25),
+    "full": dict(crop=256, batch_size=256, dataset_size=10_000, steps=20, warmup=5, ceiling_steps=30,
+                 sweep_steps=10, profile_steps=3, dilation_repeats=100, decode_repeats=50, mask_ratio=0.25),
+}
+
 BACKWARD_HOOKS = {
     "smoke": dict(batch_size=8, image_size=64, patch_size=16, depth=2, width=192, heads=3, steps=6, warmup=2,
                   wait=1, warmup_steps=1, active=2),

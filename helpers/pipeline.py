@@ -1,0 +1,483 @@
+"""The data-input pipeline of ``02_data_pipeline``: dataset, transforms, collates, toy CNN, timed runs.
+
+Everything a DataLoader worker needs lives here, at module top level, so that it pickles
+(workers started with ``spawn`` re-import it). The pipeline variants, fastest last:
+
+- ``baseline``       open + decode (PIL), PILToTensor, RandomCrop, RandomMask (dilation by
+                     ``scipy.signal.convolve2d``), ConvertColor (RGB->YUV), Scale (/255)
+- ``bool_dilation``  the same, with the dilation done by boolean shifts of a padded mask
+- ``crop_first``     RandomCrop on the PIL image before PILToTensor (4x fewer pixels converted)
+- ``batch_collate``  ConvertColor + Scale once per batch inside the collate function
+- ``uint8_device``   the workers ship uint8 (4x fewer bytes); colour + scale run on the device
+- ``gpu_decode``     (CUDA only) workers read the JPEG bytes; ``torchvision.io.decode_jpeg``
+                     decodes the batch on the GPU, then crop, mask, colour and scale there
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from torch.profiler import record_function
+from torch.utils.data import DataLoader, Dataset, default_collate
+
+from . import timing
+
+VARIANTS = ("baseline", "bool_dilation", "crop_first", "batch_collate", "uint8_device", "gpu_decode")
+CPU_VARIANTS = VARIANTS[:-1]
+REGENERATE = "python data/make_sample_images.py"
+DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "images"
+CROSS = np.array([[0, 1, 0], [1, 1, 1], [0, 1, 0]])
+
+# RGB -> YUV (BT.601, full range), as in the source article: yuv = M @ rgb + offset
+YUV_MATRIX = torch.tensor([[0.299, 0.587, 0.114],
+                           [-0.168736, -0.331264, 0.5],
+                           [0.5, -0.418688, -0.081312]])
+YUV_OFFSET = torch.tensor([0.0, 128.0, 128.0])
+
+
+class ImageLoadError(RuntimeError):
+    """An image that is missing or cannot be decoded (the message says which and what to do)."""
+
+
+# -- data ------------------------------------------------------------------------------------------
+def sample_paths(data_dir: Path | str = DATA_DIR) -> list[Path]:
+    """The sample JPEGs, or a clear error saying how to make them."""
+    d = Path(data_dir)
+    paths = sorted(d.glob("*.jpg"))
+    if not paths:
+        raise FileNotFoundError(f"no sample images in {d}; run `{REGENERATE}` from the project folder to make them.")
+    return paths
+
+
+def load_image(path: Path | str):
+    """Open and decode one image as RGB PIL, with a clear message when it is missing or corrupt."""
+    from PIL import Image, UnidentifiedImageError
+
+    p = Path(path)
+    if not p.exists():
+        raise ImageLoadError(f"image {p} does not exist; `{REGENERATE}` regenerates the sample images.")
+    try:
+        with Image.open(p) as im:
+            return im.convert("RGB")
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise ImageLoadError(f"image {p} could not be decoded ({type(exc).__name__}: {exc}); it is corrupt or "
+                             f"not an image. `{REGENERATE}` regenerates the sample images.") from None
+
+
+class ImageDataset(Dataset):
+    """``length`` samples cycling over ``paths`` (the article: 10,000 paths to one JPEG), random labels.
+
+    ``mode="pil"`` returns ``transform(decoded PIL image)``; ``mode="bytes"`` returns the
+    file's bytes as a uint8 tensor (for decoding on the GPU) plus ``transform`` applied to nothing
+    (it receives the path). ``die_at`` makes a *worker* process exit at that index (for the
+    "worker that dies" demonstration; in the main process it raises instead).
+    """
+
+    def __init__(self, paths: Sequence[Path | str], length: int, transform: Callable | None = None,
+                 num_classes: int = 10, seed: int = 0, mode: str = "pil", die_at: int | None = None):
+        if not paths:
+            raise ValueError("the dataset needs at least one image path")
+        if length < 1:
+            raise ValueError(f"dataset length must be at least 1 (got {length})")
+        self.paths = [str(p) for p in paths]
+        self.length = int(length)
+        self.transform = transform
+        self.mode = mode
+        self.die_at = die_at
+        g = torch.Generator().manual_seed(seed)
+        self.labels = torch.randint(0, num_classes, (self.length,), generator=g)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, idx: int):
+        if self.die_at is not None and idx == self.die_at:
+            if torch.utils.data.get_worker_info() is not None:
+                os._exit(3)  # simulate a crash (segfault, OOM kill) of this worker process
+            raise RuntimeError("die_at only kills DataLoader worker processes; here num_workers=0")
+        path = self.paths[idx % len(self.paths)]
+        if self.mode == "bytes":
+            with record_function("read_bytes"):
+                if not os.path.exists(path):
+                    raise ImageLoadError(f"image {path} does not exist; `{REGENERATE}` regenerates it.")
+                from torchvision.io import read_file
+                data = read_file(path)
+            return (data, self.transform(None) if self.transform else None), self.labels[idx]
+        with record_function("load_image"):
+            img = load_image(path)
+        if self.transform is not None:
+            img = self.transform(img)
+        return img, self.labels[idx]
+
+
+# -- transforms ------------------------------------------------------------------------------------
+class Compose:
+    """``torchvision.transforms.Compose`` that wraps each transform in ``record_function(its class name)``."""
+
+    def __init__(self, transforms: Sequence[Callable]):
+        self.transforms = list(transforms)
+
+    def __call__(self, x):
+        for t in self.transforms:
+            with record_function(type(t).__name__):
+                x = t(x)
+        return x
+
+
+def dilate_convolve(mask: np.ndarray) -> np.ndarray:
+    """4-neighbour dilation the article's way: a 2-D convolution with a cross kernel (scipy)."""
+    from scipy.signal import convolve2d
+
+    return convolve2d(mask.astype(np.uint8), CROSS, mode="same").astype(bool)
+
+
+def dilate_shift(mask: np.ndarray) -> np.ndarray:
+    """The same dilation with boolean shifts of a zero-padded mask: an OR of 5 views, no arithmetic."""
+    p = np.pad(mask.astype(bool), 1)
+    return p[1:-1, 1:-1] | p[:-2, 1:-1] | p[2:, 1:-1] | p[1:-1, :-2] | p[1:-1, 2:]
+
+
+DILATIONS = {"convolve2d": dilate_convolve, "bool_shift": dilate_shift}
+
+
+class RandomMask:
+    """Zero a random, dilated set of pixels: mask ~ Bernoulli(ratio), dilated with a 4-neighbour cross."""
+
+    def __init__(self, ratio: float = 0.25, dilation: str = "convolve2d"):
+        if not 0.0 <= ratio <= 1.0:
+            raise ValueError(f"mask ratio must be in [0, 1] (got {ratio})")
+        if dilation not in DILATIONS:
+            raise ValueError(f"unknown dilation {dilation!r}; use one of {', '.join(DILATIONS)}")
+        self.ratio, self.dilation = ratio, dilation
+
+    def make_mask(self, h: int, w: int) -> np.ndarray:
+        # torch's generator is seeded per DataLoader worker (numpy's global one is not)
+        mask = (torch.rand(h, w) < self.ratio).numpy()
+        return DILATIONS[self.dilation](mask)
+
+    def __call__(self, img: torch.Tensor) -> torch.Tensor:
+        mask = torch.from_numpy(self.make_mask(img.shape[-2], img.shape[-1]))
+        return img.masked_fill(mask, 0)
+
+
+class ConvertColor:
+    """RGB -> YUV: a 3x3 matrix on the channel axis plus the offset (0, 128, 128); float32 out.
+
+    Works on one image (C, H, W) or a batch (B, C, H, W) on any device.
+    """
+
+    def __call__(self, img: torch.Tensor) -> torch.Tensor:
+        m = YUV_MATRIX.to(img.device)
+        off = YUV_OFFSET.to(img.device)
+        x = img.float()
+        return torch.einsum("ij,...jhw->...ihw", m, x) + off[:, None, None]
+
+
+class Scale:
+    """Divide by 255."""
+
+    def __call__(self, img: torch.Tensor) -> torch.Tensor:
+        return img / 255.0
+
+
+class PILRandomCrop:
+    """RandomCrop on a PIL image (so only the crop is converted to a tensor); errors like torchvision's."""
+
+    def __init__(self, size: int):
+        from torchvision.transforms import RandomCrop
+
+        self.crop = RandomCrop(size)
+
+    def __call__(self, img):
+        return self.crop(img)
+
+
+class CropParams:
+    """For ``gpu_decode``: draw the crop offsets and the dilated mask in the worker (no pixels yet)."""
+
+    def __init__(self, size: int, image_hw: tuple[int, int], ratio: float = 0.25):
+        self.size, self.image_hw, self.mask = size, image_hw, RandomMask(ratio, "bool_shift")
+
+    def __call__(self, _):
+        h, w = self.image_hw
+        top = int(torch.randint(0, h - self.size + 1, ()))
+        left = int(torch.randint(0, w - self.size + 1, ()))
+        return torch.tensor([top, left]), torch.from_numpy(self.mask.make_mask(self.size, self.size))
+
+
+def build_transform(variant: str, crop: int, ratio: float = 0.25, image_hw: tuple[int, int] = (533, 800)):
+    """The per-sample transform of each variant (see the module docstring)."""
+    from torchvision.transforms import PILToTensor, RandomCrop
+
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown pipeline variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+    if variant == "baseline":
+        return Compose([PILToTensor(), RandomCrop(crop), RandomMask(ratio, "convolve2d"), ConvertColor(), Scale()])
+    if variant == "bool_dilation":
+        return Compose([PILToTensor(), RandomCrop(crop), RandomMask(ratio, "bool_shift"), ConvertColor(), Scale()])
+    if variant == "crop_first":
+        return Compose([PILRandomCrop(crop), PILToTensor(), RandomMask(ratio, "bool_shift"), ConvertColor(), Scale()])
+    if variant in ("batch_collate", "uint8_device"):
+        return Compose([PILRandomCrop(crop), PILToTensor(), RandomMask(ratio, "bool_shift")])
+    return CropParams(crop, image_hw, ratio)  # gpu_decode
+
+
+# -- collates --------------------------------------------------------------------------------------
+def collate(batch):
+    """``default_collate`` inside ``record_function("collate")``."""
+    with record_function("collate"):
+        return default_collate(batch)
+
+
+def collate_batch_transforms(batch):
+    """Stack uint8 images, then ConvertColor + Scale once for the whole batch."""
+    with record_function("collate"):
+        x, y = default_collate(batch)
+    with record_function("ConvertColor(batch)"):
+        x = ConvertColor()(x)
+    with record_function("Scale(batch)"):
+        x = Scale()(x)
+    return x, y
+
+
+def collate_bytes(batch):
+    """For ``gpu_decode``: a list of JPEG byte tensors, crop offsets, masks and labels."""
+    with record_function("collate"):
+        datas = [b[0][0] for b in batch]
+        offsets = torch.stack([b[0][1][0] for b in batch])
+        masks = torch.stack([b[0][1][1] for b in batch])
+        labels = default_collate([b[1] for b in batch])
+    return datas, offsets, masks, labels
+
+
+def collate_for(variant: str) -> Callable:
+    return {"batch_collate": collate_batch_transforms, "gpu_decode": collate_bytes}.get(variant, collate)
+
+
+# -- on the device ---------------------------------------------------------------------------------
+def to_device(batch, variant: str, device, crop: int | None = None):
+    """Move a collated batch to ``device`` (non-blocking) and finish the variant's work there.
+
+    Returns ``(x float32 (B, 3, H, W), y)``.
+    """
+    non_blocking = torch.device(device).type == "cuda"
+    with record_function("to_device"):
+        if variant == "gpu_decode":
+            from torchvision.io import decode_jpeg
+
+            datas, offsets, masks, y = batch
+            imgs = decode_jpeg(datas, device=device)
+            x = torch.stack([im[:, t:t + crop, l:l + crop] for im, (t, l) in zip(imgs, offsets.tolist())])
+            x = x.masked_fill(masks.to(device, non_blocking=non_blocking)[:, None], 0)
+            x = Scale()(ConvertColor()(x))
+            return x, y.to(device, non_blocking=non_blocking)
+        x, y = batch
+        x = x.to(device, non_blocking=non_blocking)
+        y = y.to(device, non_blocking=non_blocking)
+        if variant == "uint8_device":
+            x = Scale()(ConvertColor()(x))
+        return x, y
+
+
+# -- model and step --------------------------------------------------------------------------------
+def toy_cnn(image_size: int = 256, num_classes: int = 10) -> nn.Module:
+    """The article's toy CNN: conv 3->30, log2(size) x (conv 30->30 'same', ReLU, max-pool 2), conv 30->10, flatten."""
+    if image_size < 2 or image_size & (image_size - 1):
+        raise ValueError(f"image_size must be a power of two so the pooling ends at 1x1 (got {image_size})")
+    layers: list[nn.Module] = [nn.Conv2d(3, 30, 3, padding="same")]
+    for _ in range(int(math.log2(image_size))):
+        layers += [nn.Conv2d(30, 30, 3, padding="same"), nn.ReLU(), nn.MaxPool2d(2)]
+    layers += [nn.Conv2d(30, num_classes, 3, padding="same"), nn.Flatten()]
+    return nn.Sequential(*layers)
+
+
+def make_trainer(image_size: int, device, seed: int = 0):
+    """A fresh toy CNN + SGD(lr 0.001, momentum 0.9); returns ``train(x, y) -> loss`` with labelled phases."""
+    torch.manual_seed(seed)
+    model = toy_cnn(image_size).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def train(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        with record_function("forward"):
+            loss = loss_fn(model(x), y)
+        with record_function("backward"):
+            loss.backward()
+        with record_function("optimizer_step"):
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    return train
+
+
+# -- validation ------------------------------------------------------------------------------------
+def check_config(variant: str, num_workers: Any, batch_size: Any, device=None, max_workers: int | None = None):
+    """Refuse bad settings with a clear message (ValueError) before any process starts."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown pipeline variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+    cores = max_workers if max_workers is not None else (os.cpu_count() or 1)
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int):
+        raise ValueError(f"num_workers must be a whole number, not {num_workers!r}")
+    if num_workers < 0:
+        raise ValueError(f"num_workers cannot be negative (got {num_workers}); 0 loads in the main process")
+    if num_workers > cores:
+        raise ValueError(f"num_workers={num_workers} is more than this machine's {cores} CPU cores; choose 0..{cores}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch size must be a whole number of at least 1 (got {batch_size!r})")
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    if variant == "gpu_decode" and dev.type != "cuda":
+        raise ValueError("gpu_decode decodes JPEGs with nvJPEG on a CUDA device; this run is on the CPU")
+
+
+def _clean_worker_error(exc: BaseException) -> BaseException:
+    """A worker's exception arrives as 'Caught X in DataLoader worker process N. Original Traceback...':
+    keep the worker number and the original last line."""
+    text = str(exc)
+    if text.startswith("Caught "):
+        first = text.splitlines()[0]
+        last = [ln for ln in text.splitlines() if ln.strip()][-1]
+        return RuntimeError(f"{first.rstrip('.')}: {last.strip()}")
+    if "exited unexpectedly" in text:
+        return RuntimeError(f"a DataLoader worker died ({text.splitlines()[0]}); the run was stopped cleanly")
+    return exc
+
+
+# -- the timed run ---------------------------------------------------------------------------------
+def make_loader(variant: str, num_workers: int, batch_size: int, *, crop: int, length: int,
+                paths: Sequence[Path | str] | None = None, device=None, pin_memory: bool | None = None,
+                prefetch_factor: int | None = None, persistent_workers: bool = False,
+                die_at: int | None = None, seed: int = 0) -> DataLoader:
+    """The DataLoader of a variant (pin_memory defaults to True where the device is CUDA)."""
+    paths = list(paths) if paths is not None else sample_paths()
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    image_hw = (533, 800)
+    if variant == "gpu_decode":
+        from PIL import Image
+
+        with Image.open(paths[0]) as im:
+            image_hw = (im.height, im.width)
+    ds = ImageDataset(paths, length, build_transform(variant, crop, image_hw=image_hw), seed=seed,
+                      mode="bytes" if variant == "gpu_decode" else "pil", die_at=die_at)
+    kw: dict[str, Any] = {}
+    if num_workers > 0:
+        kw["persistent_workers"] = persistent_workers
+        if prefetch_factor is not None:
+            kw["prefetch_factor"] = prefetch_factor
+    g = torch.Generator().manual_seed(seed)
+    return DataLoader(ds, batch_size=batch_size, shuffle=True, num_workers=num_workers, drop_last=True,
+                      collate_fn=collate_for(variant), generator=g,
+                      pin_memory=(dev.type == "cuda") if pin_memory is None else pin_memory, **kw)
+
+
+def run_variant(variant: str = "baseline", num_workers: int = 0, batch_size: int = 16, steps: int = 10, *,
+                warmup: int = 2, crop: int = 64, device=None, paths: Sequence[Path | str] | None = None,
+                dataset_size: int | None = None, pin_memory: bool | None = None, prefetch_factor: int | None = None,
+                persistent_workers: bool = False, die_at: int | None = None, seed: int = 0,
+                max_workers: int | None = None) -> dict[str, Any]:
+    """Train the toy CNN for ``warmup + steps`` steps fed by the variant's DataLoader; time each step.
+
+    A step's time runs from the end of the previous step to the end of this one (device
+    synchronised), so it includes waiting for the batch. The first ``warmup`` steps are
+    reported apart: the first holds the workers' start-up. ``data_wait_share`` is the share
+    of the timed steps spent in ``next(iterator)``. Returns the metrics dict of a results row.
+    """
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    check_config(variant, num_workers, batch_size, dev, max_workers)
+    if steps < 1 or warmup < 0:
+        raise ValueError("steps must be at least 1 and warmup at least 0")
+    needed = (warmup + steps) * batch_size
+    length = max(dataset_size or 0, needed)
+    loader = make_loader(variant, num_workers, batch_size, crop=crop, length=length, paths=paths, device=dev,
+                         pin_memory=pin_memory, prefetch_factor=prefetch_factor,
+                         persistent_workers=persistent_workers, die_at=die_at, seed=seed)
+    train = make_trainer(crop, dev, seed)
+    times, waits, warm = [], [], []
+    it = iter(loader)
+    try:
+        t_prev = time.perf_counter()
+        for i in range(warmup + steps):
+            batch = next(it)
+            t_data = time.perf_counter()
+            x, y = to_device(batch, variant, dev, crop)
+            train(x, y)
+            timing.synchronize(dev)
+            t_end = time.perf_counter()
+            if i < warmup:
+                warm.append((t_end - t_prev) * 1000.0)
+            else:
+                times.append((t_end - t_prev) * 1000.0)
+                waits.append((t_data - t_prev) * 1000.0)
+            t_prev = t_end
+    except Exception as exc:  # noqa: BLE001 - re-raised with a readable message
+        raise _clean_worker_error(exc) from None
+    finally:
+        del it
+    st = timing.StepTimes(times_ms=times, first_ms=warm[0] if warm else None, warmup=warmup)
+    m = st.metrics(batch_size)
+    m["step_ms_mean"] = round(sum(times) / len(times), 3)
+    m["step_ms_max"] = round(max(times), 3)
+    m["samples_per_s"] = round(batch_size * len(times) / (sum(times) / 1000.0), 2)  # throughput over all timed steps
+    m["warmup_ms"] = [round(t, 2) for t in warm]
+    m["data_wait_ms_median"] = round(float(np.median(waits)), 3)
+    m["data_wait_share"] = round(sum(waits) / sum(times), 4)
+    m["peak_mem_mb"] = timing.peak_memory_mb(dev)
+    m["times_ms"] = [round(t, 3) for t in times]
+    m["x_shape"] = list(x.shape)
+    m["x_dtype"] = str(x.dtype)
+    return m
+
+
+def ceiling(batch_size: int, crop: int, steps: int = 10, warmup: int = 2, device=None, seed: int = 0) -> timing.StepTimes:
+    """The same training step on one batch already on the device: the fastest this loop can go."""
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(batch_size, 3, crop, crop, generator=g).to(dev)
+    y = torch.randint(0, 10, (batch_size,), generator=g).to(dev)
+    train = make_trainer(crop, dev, seed)
+    return timing.time_steps(lambda: train(x, y), steps=steps, warmup=warmup, device=dev)
+
+
+def first_batch(variant: str, batch_size: int = 4, crop: int = 64, device=None, paths=None):
+    """One batch of a variant as the model sees it (in the main process): ``(x, y)`` on ``device``."""
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    check_config(variant, 0, batch_size, dev)
+    loader = make_loader(variant, 0, batch_size, crop=crop, length=batch_size, paths=paths, device=dev)
+    return to_device(next(iter(loader)), variant, dev, crop)
+
+
+def per_sample_ms(fn: Callable[[], Any], repeats: int = 20) -> float:
+    """Median wall time of ``fn()`` in ms over ``repeats`` calls (after one warm-up call)."""
+    fn()
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        ts.append((time.perf_counter() - t0) * 1000.0)
+    return float(np.median(ts))
+
+
+def dataloader_wait_share(trace: dict) -> dict[str, float]:
+    """From a Chrome trace of the training loop: time in the DataLoader's ``__next__`` vs the profiled steps.
+
+    Returns ``{"next_ms", "step_ms", "share"}`` summed over the ``ProfilerStep*`` events.
+    """
+    evs = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
+    steps = [e for e in evs if str(e.get("name", "")).startswith("ProfilerStep")]
+    nexts = [e for e in evs if str(e.get("name", "")).startswith("enumerate(DataLoader)#")
+             and str(e.get("name", "")).endswith("__next__")]
+    step_us = sum(float(e["dur"]) for e in steps)
+    next_us = 0.0
+    for n in nexts:  # count only the parts inside a profiled step
+        s0, s1 = float(n["ts"]), float(n["ts"]) + float(n["dur"])
+        for s in steps:
+            a, b = float(s["ts"]), float(s["ts"]) + float(s["dur"])
+            next_us += max(0.0, min(s1, b) - max(s0, a))
+    return {"next_ms": next_us / 1000.0, "step_ms": step_us / 1000.0,
+            "share": next_us / step_us if step_us else float("nan")}
