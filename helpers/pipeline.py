@@ -481,3 +481,31 @@ def dataloader_wait_share(trace: dict) -> dict[str, float]:
             next_us += max(0.0, min(s1, b) - max(s0, a))
     return {"next_ms": next_us / 1000.0, "step_ms": step_us / 1000.0,
             "share": next_us / step_us if step_us else float("nan")}
+
+
+def profile_loop(variant: str, num_workers: int, batch_size: int, *, crop: int, trace_dir, device=None,
+                 warmup: int = 1, active: int = 2, paths=None, seed: int = 0):
+    """Profile ``warmup + active`` training steps fed by the variant's DataLoader into ``trace_dir``.
+
+    With ``num_workers=0`` the per-transform ``record_function`` labels run in this process and
+    appear in the profile; with workers they run elsewhere and only the wait in ``__next__`` shows.
+    """
+    from .profiling import profile_steps
+
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    check_config(variant, num_workers, batch_size, dev)
+    loader = make_loader(variant, num_workers, batch_size, crop=crop, length=(warmup + active + 1) * batch_size,
+                         paths=paths, device=dev, seed=seed)
+    train = make_trainer(crop, dev, seed)
+    it = iter(loader)
+
+    def step():
+        x, y = to_device(next(it), variant, dev, crop)
+        train(x, y)
+
+    try:
+        return profile_steps(step, wait=0, warmup=warmup, active=active, device=dev, trace_dir=trace_dir)
+    except Exception as exc:  # noqa: BLE001
+        raise _clean_worker_error(exc) from None
+    finally:
+        del it
