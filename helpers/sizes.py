@@ -25,3 +25,18 @@ BACKWARD_HOOKS = {
     "full": dict(batch_size=128, image_size=224, patch_size=16, depth=12, width=768, heads=12, steps=20, warmup=5,
                  wait=1, warmup_steps=4, active=3),
 }
+
+TORCH_COMPILE = {
+    # cells: (model, precision, mode) training runs; an eager cell per (model, precision) is the baseline.
+    "smoke": dict(cells=[("vit_tiny", "fp32", "eager"), ("vit_tiny", "fp32", "default"),
+                         ("vit_tiny", "fp32", "reduce-overhead")],
+                  image_size=64, batch_size=16, compile_steps=2, steps=8, n_batches=4,
+                  mlp_image_size=32, mlp_hidden=256, mlp_batch_size=64, mlp_steps=10, warm_steps=2),
+    "full": dict(cells=[("swin_t", "bf16", "eager"), ("swin_t", "bf16", "default"),
+                        ("swin_t", "bf16", "reduce-overhead"),
+                        ("swin_b", "bf16", "eager"), ("swin_b", "bf16", "default"),
+                        ("swin_b", "fp32", "eager"), ("swin_b", "fp32", "default"),
+                        ("convnext_large", "bf16", "eager"), ("convnext_large", "bf16", "default")],
+                 image_size=224, batch_size=64, compile_steps=3, steps=20, n_batches=4,
+                 mlp_image_size=64, mlp_hidden=4096, mlp_batch_size=256, mlp_steps=30, warm_steps=3),
+}
