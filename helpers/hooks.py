@@ -66,12 +66,13 @@ def refuse_compiled(module: nn.Module) -> None:
             "misplaced. Label the eager model (before torch.compile), find the bottleneck there, then compile.")
 
 
-def backward_hook_wrapper(module: nn.Module, details: str | None = None) -> list:
+def backward_hook_wrapper(module: nn.Module, details: str | None = None, wait_for_params: bool = True) -> list:
     """The article's wrapper: mark the start and end of ``module``'s backward in the profiler.
 
     Registers ``register_full_backward_pre_hook`` (emits "before backward of <class>[: details]")
     and ``register_full_backward_hook`` (emits "after backward of <class>[: details]").
-    Returns the two hook handles (call ``.remove()`` on them to undo).
+    With ``wait_for_params`` (see ``end_after_param_grads``) a module whose inputs need no
+    gradient gets a second, later "after" marker. Returns the hook handles (``remove(handles)``).
     """
     refuse_compiled(module)
     before = label(BEFORE, module, details)
@@ -85,12 +86,48 @@ def backward_hook_wrapper(module: nn.Module, details: str | None = None) -> list
         _emit(after)
         return None
 
-    return [module.register_full_backward_pre_hook(pre_hook), module.register_full_backward_hook(post_hook)]
+    handles = [module.register_full_backward_pre_hook(pre_hook), module.register_full_backward_hook(post_hook)]
+    if wait_for_params:
+        handles += end_after_param_grads(module, after)
+    return handles
+
+
+def end_after_param_grads(module: nn.Module, after: str) -> list:
+    """A later "after" marker for a module whose inputs need no gradient (the model itself, the patch embedding).
+
+    Its full backward hook then fires as soon as the gradient w.r.t. its *outputs* is ready,
+    before its own backward has run (PyTorch warns "Full backward hook is firing when gradients
+    are computed with respect to module outputs"). So a forward pre-hook notes whether any input
+    needs a gradient; if none does, the backward pre-hook arms a counter of the module's
+    trainable parameters, and each parameter's post-accumulate-grad hook counts down: when
+    the last gradient is accumulated, ``after`` is emitted again. ``label_pairs`` ends a span
+    at its last "after" marker.
+    """
+    params = [p for p in module.parameters() if p.requires_grad]
+    if not params:
+        return []
+    state = {"no_input_grad": False, "pending": 0}
+
+    def fwd_pre(mod, args):
+        state["no_input_grad"] = not any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+
+    def arm(mod, grad_output):
+        state["pending"] = len(params) if state["no_input_grad"] else 0
+
+    def count(p):
+        if state["pending"] > 0:
+            state["pending"] -= 1
+            if state["pending"] == 0:
+                _emit(after)
+
+    return ([module.register_forward_pre_hook(fwd_pre), module.register_full_backward_pre_hook(arm)]
+            + [p.register_post_accumulate_grad_hook(count) for p in params])
 
 
 def inplace_modules(model: nn.Module) -> list[str]:
-    """Qualified names of submodules configured to work in place (``inplace=True``)."""
-    return [n or ROOT_NAME for n, m in model.named_modules() if getattr(m, "inplace", False) is True]
+    """``"<qualified name> (<class>)"`` of each submodule configured to work in place (``inplace=True``)."""
+    return [f"{n or ROOT_NAME} ({type(m).__name__})" for n, m in model.named_modules()
+            if getattr(m, "inplace", False) is True]
 
 
 def explain(exc: BaseException, model: nn.Module | None = None) -> BaseException:
@@ -194,6 +231,8 @@ def _split(name: str) -> tuple[str, str, str] | None:
 def label_pairs(events) -> list[dict]:
     """Match "before"/"after" markers (per label and thread) into spans, in the order they closed.
 
+    A span ends at the last "after" marker before the label's next "before".
+
     ``events`` is ``prof.events()`` (``FunctionEvent`` objects, times in microseconds).
     Each span: module (details or class), cls, start_us, end_us, thread.
     """
@@ -204,14 +243,19 @@ def label_pairs(events) -> list[dict]:
             marks.append((e.time_range.start, e.time_range.end, parts, getattr(e, "thread", 0)))
     marks.sort(key=lambda m: m[0])
     open_: dict[tuple, list] = {}
+    last: dict[tuple, dict] = {}
     spans = []
     for start, end, (kind, cls, details), thread in marks:
         key = (cls, details, thread)
         if kind == "before":
             open_.setdefault(key, []).append(end)
+            last.pop(key, None)
         elif open_.get(key):
             begun = open_[key].pop()
-            spans.append({"module": details or cls, "cls": cls, "start_us": begun, "end_us": start, "thread": thread})
+            last[key] = {"module": details or cls, "cls": cls, "start_us": begun, "end_us": start, "thread": thread}
+            spans.append(last[key])
+        elif key in last:  # a later "after" of the same span (end_after_param_grads): the span ends there
+            last[key]["end_us"] = start
     return spans
 
 
@@ -263,3 +307,23 @@ def backward_table(prof, steps: int | None = None):
     df["share"] = df["backward_ms"] / total if total > 0 else 0.0
     df = df.sort_values("backward_ms", ascending=False).reset_index(drop=True)
     return df[["module", "cls", "depth", "calls", "backward_ms", "device_ms", "share"]]
+
+
+def forward_completion_order(model: nn.Module, *inputs, names: Iterable[str] | None = None) -> list[str]:
+    """Qualified names in the order their forward *finished* (children before their parent).
+
+    Its reverse is the order in which the backward reaches the modules of a chain, i.e. the
+    order the "before backward" markers should fire. Runs one forward without gradients.
+    """
+    wanted = set(names) if names is not None else None
+    order: list[str] = []
+    handles = []
+    for n, m in model.named_modules():
+        if wanted is None or n in wanted:
+            handles.append(m.register_forward_hook(lambda mod, i, o, n=n: order.append(n or ROOT_NAME)))
+    try:
+        with torch.no_grad():
+            model(*inputs)
+    finally:
+        remove(handles)
+    return order

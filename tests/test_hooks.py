@@ -1,6 +1,4 @@
 """helpers.hooks, helpers.patch_dropout and helpers.syncs (notebook 03_backward_hooks)."""
-import warnings
-
 import pytest
 import torch
 from torch import nn
@@ -8,7 +6,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from helpers import hooks, patch_dropout as pdm, syncs
 
-warnings.filterwarnings("ignore", message="Full backward hook is firing")
+pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
 
 
 def _mlp():
@@ -198,3 +196,22 @@ def test_sync_counter_on_a_real_cpu_trace(tmp_path):
 
     c = syncs.count_syncs(profiling.load_trace(path))
     assert c["phases"] == 1 and c["total"] == 0
+
+
+def test_span_of_a_module_whose_input_needs_no_gradient_waits_for_its_parameters():
+    model = _mlp()
+    hooks.label_modules(model)  # wait_for_params=True by default
+    prof = _profile_backward(model, torch.randn(3, 4))  # the input needs no gradient
+    spans = {s["module"]: s for s in hooks.label_pairs(prof.events())}
+    assert set(spans) == {"(model)", "0", "1", "2"}
+    # the model's and the first layer's spans end after the first layer's weight gradient, not at their start
+    assert spans["(model)"]["end_us"] >= spans["1"]["end_us"] and spans["0"]["end_us"] >= spans["1"]["end_us"]
+    accumulate = [e for e in prof.events() if "AccumulateGrad" in e.name]
+    assert spans["(model)"]["end_us"] >= max(e.time_range.start for e in accumulate)
+
+    plain = _mlp()
+    for name, mod in plain.named_modules():
+        hooks.backward_hook_wrapper(mod, name or "(model)", wait_for_params=False)  # the article's version
+    prof = _profile_backward(plain, torch.randn(3, 4))
+    early = {s["module"]: s for s in hooks.label_pairs(prof.events())}
+    assert early["(model)"]["end_us"] <= early["2"]["start_us"]  # "after" fired before the backward even started
