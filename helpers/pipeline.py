@@ -75,8 +75,9 @@ class ImageDataset(Dataset):
 
     ``mode="pil"`` returns ``transform(decoded PIL image)``; ``mode="bytes"`` returns the
     file's bytes as a uint8 tensor (for decoding on the GPU) plus ``transform`` applied to nothing
-    (it receives the path). ``die_at`` makes a *worker* process exit at that index (for the
-    "worker that dies" demonstration; in the main process it raises instead).
+    (it receives the path). ``die_at=n`` makes a *worker* process exit when it loads its n-th
+    sample (counted per worker, so it happens whatever the shuffle order; for the "worker that
+    dies" demonstration; in the main process it raises instead).
     """
 
     def __init__(self, paths: Sequence[Path | str], length: int, transform: Callable | None = None,
@@ -90,6 +91,7 @@ class ImageDataset(Dataset):
         self.transform = transform
         self.mode = mode
         self.die_at = die_at
+        self._loaded = 0
         g = torch.Generator().manual_seed(seed)
         self.labels = torch.randint(0, num_classes, (self.length,), generator=g)
 
@@ -97,7 +99,8 @@ class ImageDataset(Dataset):
         return self.length
 
     def __getitem__(self, idx: int):
-        if self.die_at is not None and idx == self.die_at:
+        self._loaded += 1
+        if self.die_at is not None and self._loaded > self.die_at:
             if torch.utils.data.get_worker_info() is not None:
                 os._exit(3)  # simulate a crash (segfault, OOM kill) of this worker process
             raise RuntimeError("die_at only kills DataLoader worker processes; here num_workers=0")
@@ -176,7 +179,8 @@ class ConvertColor:
         m = YUV_MATRIX.to(img.device)
         off = YUV_OFFSET.to(img.device)
         x = img.float()
-        return torch.einsum("ij,...jhw->...ihw", m, x) + off[:, None, None]
+        # (3, 3) @ (..., 3, H*W): a plain matmul (einsum lowers to a bmm that is slow for tiny CPU inputs)
+        return (m @ x.reshape(*x.shape[:-2], -1)).reshape(x.shape) + off[:, None, None]
 
 
 class Scale:
@@ -380,13 +384,14 @@ def run_variant(variant: str = "baseline", num_workers: int = 0, batch_size: int
                 warmup: int = 2, crop: int = 64, device=None, paths: Sequence[Path | str] | None = None,
                 dataset_size: int | None = None, pin_memory: bool | None = None, prefetch_factor: int | None = None,
                 persistent_workers: bool = False, die_at: int | None = None, seed: int = 0,
-                max_workers: int | None = None) -> dict[str, Any]:
+                max_workers: int | None = None, train: bool = True) -> dict[str, Any]:
     """Train the toy CNN for ``warmup + steps`` steps fed by the variant's DataLoader; time each step.
 
     A step's time runs from the end of the previous step to the end of this one (device
     synchronised), so it includes waiting for the batch. The first ``warmup`` steps are
     reported apart: the first holds the workers' start-up. ``data_wait_share`` is the share
-    of the timed steps spent in ``next(iterator)``. Returns the metrics dict of a results row.
+    of the timed steps spent in ``next(iterator)``. With ``train=False`` the model step is skipped:
+    the pipeline alone (batches delivered to the device). Returns the metrics dict of a results row.
     """
     dev = torch.device(device) if device is not None else torch.device("cpu")
     check_config(variant, num_workers, batch_size, dev, max_workers)
@@ -397,7 +402,7 @@ def run_variant(variant: str = "baseline", num_workers: int = 0, batch_size: int
     loader = make_loader(variant, num_workers, batch_size, crop=crop, length=length, paths=paths, device=dev,
                          pin_memory=pin_memory, prefetch_factor=prefetch_factor,
                          persistent_workers=persistent_workers, die_at=die_at, seed=seed)
-    train = make_trainer(crop, dev, seed)
+    step = make_trainer(crop, dev, seed) if train else (lambda x, y: None)
     times, waits, warm = [], [], []
     it = iter(loader)
     try:
@@ -406,7 +411,7 @@ def run_variant(variant: str = "baseline", num_workers: int = 0, batch_size: int
             batch = next(it)
             t_data = time.perf_counter()
             x, y = to_device(batch, variant, dev, crop)
-            train(x, y)
+            step(x, y)
             timing.synchronize(dev)
             t_end = time.perf_counter()
             if i < warmup:

@@ -14,9 +14,9 @@ PROFILER_BASICS = {
 DATA_PIPELINE = {
     # crop: RandomCrop size = model input (power of two); dataset_size: paths (all to the sample JPEGs)
     "smoke": dict(crop=64, batch_size=8, dataset_size=128, num_workers=4, steps=4, warmup=2, ceiling_steps=8,
-                  sweep_steps=3, profile_steps=2, dilation_repeats=20, decode_repeats=10, mask_ratio=0.25),
+                  sweep_steps=3, pipe_steps=12, profile_steps=2, dilation_repeats=20, decode_repeats=10, mask_ratio=0.25),
     "full": dict(crop=256, batch_size=256, dataset_size=10_000, num_workers=4, steps=20, warmup=5, ceiling_steps=30,
-                 sweep_steps=10, profile_steps=3, dilation_repeats=100, decode_repeats=50, mask_ratio=0.25),
+                 sweep_steps=10, pipe_steps=10, profile_steps=3, dilation_repeats=100, decode_repeats=50, mask_ratio=0.25),
 }
 
 BACKWARD_HOOKS = {

@@ -142,3 +142,8 @@ def test_wait_share_from_a_trace():
     ]}
     w = pl.dataloader_wait_share(trace)
     assert w["step_ms"] == pytest.approx(0.2) and w["next_ms"] == pytest.approx(0.04) and w["share"] == pytest.approx(0.2)
+
+
+def test_pipeline_only_mode_skips_the_model():
+    m = pl.run_variant("crop_first", 0, 2, 2, warmup=1, crop=32, train=False)
+    assert m["steps_timed"] == 2 and m["x_shape"] == [2, 3, 32, 32] and m["data_wait_share"] > 0.5
