@@ -113,11 +113,16 @@ def compile_seconds(before: Mapping[str, float], after: Mapping[str, float]) -> 
 
 
 def graph_counters() -> dict[str, int]:
-    """Graphs compiled and graph breaks seen since the last ``torch._dynamo.reset()``/counter clear."""
+    """Graphs, graph breaks, extern calls and FX-graph cache hits/misses since Dynamo's counters were cleared."""
     from torch._dynamo.utils import counters
 
+    ind = counters["inductor"]
     return {"graphs": int(counters["stats"].get("unique_graphs", 0)),
-            "graph_breaks": int(sum(counters["graph_break"].values()))}
+            "graph_breaks": int(sum(counters["graph_break"].values())),
+            # ops inductor handed to external libraries (GEMM/conv: the same kernels eager calls)
+            "extern_calls": int(ind.get("extern_calls", 0)),
+            "fx_graph_cache_hits": int(ind.get("fxgraph_cache_hit", 0)),
+            "fx_graph_cache_misses": int(ind.get("fxgraph_cache_miss", 0))}
 
 
 def use_inductor_cache(path: str | os.PathLike, clear: bool = True) -> Path:
@@ -277,11 +282,12 @@ def cell_name(model_name: str, precision: str, mode: str, batch_size: int) -> st
     return f"{model_name} {precision} {mode} bs={batch_size}"
 
 
-def record_cell(results, model_name: str, precision: str, mode: str, batch_size: int, steps: int,
-                **kwargs) -> dict[str, Any]:
+def record_cell(results, model_name: str, precision: str, mode: str, batch_size: int, steps: int, *,
+                name: str | None = None, extra_config: Mapping[str, Any] | None = None, **kwargs) -> dict[str, Any]:
     """``run_cell`` as a row of ``results`` (a ``helpers.results.Results``); a failure is a ``failed`` row."""
-    cfg = {"model": model_name, "precision": precision, "mode": mode, "batch_size": batch_size, "steps": steps}
-    name = cell_name(model_name, precision, mode, batch_size)
+    cfg = {"model": model_name, "precision": precision, "mode": mode, "batch_size": batch_size, "steps": steps,
+           **(extra_config or {})}
+    name = name or cell_name(model_name, precision, mode, batch_size)
     return results.record(name, cfg, lambda: run_cell(model_name, precision, mode, batch_size, steps, **kwargs))
 
 
