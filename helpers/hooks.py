@@ -228,6 +228,11 @@ def _split(name: str) -> tuple[str, str, str] | None:
     return None
 
 
+def _host(events) -> list:
+    """Host-side (CPU) events only: on CUDA a label can also be drawn on the GPU timeline."""
+    return [e for e in events if str(getattr(e, "device_type", "CPU")).endswith("CPU")]
+
+
 def label_pairs(events) -> list[dict]:
     """Match "before"/"after" markers (per label and thread) into spans, in the order they closed.
 
@@ -237,7 +242,7 @@ def label_pairs(events) -> list[dict]:
     Each span: module (details or class), cls, start_us, end_us, thread.
     """
     marks = []
-    for e in events:
+    for e in _host(events):
         parts = _split(e.name)
         if parts is not None:
             marks.append((e.time_range.start, e.time_range.end, parts, getattr(e, "thread", 0)))
@@ -262,7 +267,7 @@ def label_pairs(events) -> list[dict]:
 def label_order(events, kind: str = "before") -> list[str]:
     """The modules in the order their "before"/"after" markers fired (first backward only is up to the caller)."""
     out = []
-    for e in sorted(events, key=lambda e: e.time_range.start):
+    for e in sorted(_host(events), key=lambda e: e.time_range.start):
         parts = _split(e.name)
         if parts is not None and parts[0] == kind:
             out.append(parts[2] or parts[1])
@@ -279,7 +284,7 @@ def backward_table(prof, steps: int | None = None):
     """
     import pandas as pd
 
-    events = list(prof.events())
+    events = _host(prof.events())
     spans = label_pairs(events)
     n_steps = steps or max(1, sum(1 for e in events if e.name.startswith("ProfilerStep")))
     ops_by_thread: dict = {}

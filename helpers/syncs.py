@@ -19,9 +19,14 @@ KEYS = ("stream_sync", "device_sync", "event_sync", "dtoh_copies")
 
 
 def phase_ranges(trace: Mapping[str, Any], phase: str = "backward") -> list[tuple[float, float]]:
-    """(start, end) in microseconds of every complete event named ``phase`` (a ``record_function`` label)."""
+    """(start, end) in microseconds of every complete event named ``phase`` (a ``record_function`` label).
+
+    Only the host-side range counts: on CUDA the profiler also draws the label on the GPU timeline
+    (category ``gpu_user_annotation``), later than the host range; that copy is skipped.
+    """
     return sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0)))
-                  for e in trace.get("traceEvents", []) if e.get("name") == phase and e.get("ph") == "X")
+                  for e in trace.get("traceEvents", [])
+                  if e.get("name") == phase and e.get("ph") == "X" and not str(e.get("cat", "")).startswith("gpu_"))
 
 
 def count_syncs(trace: Mapping[str, Any], phase: str | None = "backward") -> dict[str, float]:

@@ -175,13 +175,15 @@ def test_sync_counter_on_a_synthetic_trace():
         _ev("cudaStreamSynchronize", 215),
         _ev("cudaDeviceSynchronize", 290),
         _ev("backward", 500, 100, "user_annotation"),
+        _ev("backward", 600, 300, "gpu_user_annotation"),      # the GPU-timeline copy of the label: not a range
+        _ev("cudaStreamSynchronize", 700),                      # after the host-side backward: not counted
         _ev("cudaStreamSynchronize", 550),
         {"ph": "i", "name": "cudaStreamSynchronize", "ts": 560},  # not a complete event
     ]}
     c = syncs.count_syncs(trace)
     assert (c["stream_sync"], c["device_sync"], c["event_sync"], c["dtoh_copies"]) == (2, 1, 0, 1)
     assert c["total"] == 4 and c["phases"] == 2 and c["per_step"] == 2.0
-    assert syncs.count_syncs(trace, phase=None)["stream_sync"] == 3
+    assert syncs.count_syncs(trace, phase=None)["stream_sync"] == 4
     assert syncs.count_syncs({"traceEvents": []})["per_step"] == 0.0
 
 
