@@ -217,3 +217,11 @@ def test_span_of_a_module_whose_input_needs_no_gradient_waits_for_its_parameters
     prof = _profile_backward(plain, torch.randn(3, 4))
     early = {s["module"]: s for s in hooks.label_pairs(prof.events())}
     assert early["(model)"]["end_us"] <= early["2"]["start_us"]  # "after" fired before the backward even started
+
+
+def test_model_compiled_in_place_is_refused():
+    model = _mlp()
+    model.compile()  # Module.compile(): compiled in place, still a Sequential
+    assert hooks.is_compiled(model) and not hooks.is_compiled(_mlp())
+    with pytest.raises(hooks.HookError, match="torch.compile"):
+        hooks.label_modules(model)
