@@ -204,12 +204,14 @@ def check_cell(model_name: Any, precision: Any, mode: Any, batch_size: Any, devi
 def run_cell(model_name: str, precision: str = "fp32", mode: str = "eager", batch_size: int = 16,
              steps: int = 8, *, compile_steps: int = 2, image_size: int = 64, num_classes: int = 10,
              n_batches: int = 4, seed: int = 0, lr: float = 1e-3, device=None, backend: str = "inductor",
-             hidden: int = 256, keep_losses: bool = True) -> dict[str, Any]:
+             hidden: int = 256, keep_losses: bool = True, keep: dict | None = None) -> dict[str, Any]:
     """Train one cell: ``compile_steps`` warm-up steps (the first holds the compile), then ``steps`` timed ones.
 
     ``mode="eager"`` runs without ``torch.compile``; any other mode compiles the model
     (only the model, as the source article did) with ``torch.compile(model, mode=...)``.
-    Returns metrics; raises with a clear message on bad input or a failed compile.
+    Returns metrics; raises with a clear message on bad input or a failed compile. Pass a dict
+    as ``keep`` to get the cell's training step back (``keep["step"]``) for ``interleaved_times``;
+    Dynamo is then not reset, so earlier kept steps stay compiled.
     """
     device = torch.device(device) if device is not None else torch.device("cpu")
     check_cell(model_name, precision, mode, batch_size, device)
@@ -217,7 +219,13 @@ def run_cell(model_name: str, precision: str = "fp32", mode: str = "eager", batc
         raise ValueError("compile_steps must be at least 1: the first step is the one that compiles")
     from .env import seed_everything
 
-    torch._dynamo.reset()  # per-cell compile metrics and counters
+    if keep is None:  # free the previous cells' graphs (a kept step must stay compiled, so no reset then)
+        torch._dynamo.reset()
+    if device.type == "cuda":
+        import gc
+
+        gc.collect()
+        torch.cuda.empty_cache()  # the previous cell's memory (CUDA-graph pools included) is not this cell's peak
     from torch._dynamo.utils import counters
 
     counters.clear()
@@ -275,7 +283,29 @@ def run_cell(model_name: str, precision: str = "fp32", mode: str = "eager", batc
     if keep_losses:
         m["losses"] = curve
     m["step_times_ms"] = [round(t, 3) for t in times.times_ms]
+    if keep is not None:
+        keep["step"] = step
     return m
+
+
+def interleaved_times(steps: Mapping[str, Callable[[], Any]], rounds: int, device=None) -> dict[str, timing.StepTimes]:
+    """Time several cells' steps in alternation: round ``r`` runs every step once, starting at a rotating cell.
+
+    On a shared machine a burst of someone else's work then hits every cell alike, instead of
+    whichever cell happened to be timing at that moment (as in sequential timing).
+    """
+    if rounds < 1:
+        raise ValueError("rounds must be at least 1")
+    names = list(steps)
+    out: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            timing.synchronize(device)
+            t0 = time.perf_counter()
+            steps[n]()
+            timing.synchronize(device)
+            out[n].append((time.perf_counter() - t0) * 1000.0)
+    return {n: timing.StepTimes(times_ms=v) for n, v in out.items()}
 
 
 def cell_name(model_name: str, precision: str, mode: str, batch_size: int) -> str:
@@ -293,6 +323,14 @@ def record_cell(results, model_name: str, precision: str, mode: str, batch_size:
 
 def summarise(rows: Sequence[Mapping[str, Any]], rtol: float, atol: float = 0.0) -> list[dict[str, Any]]:
     """Per cell: speed-up over the eager cell of the same model/precision/batch, parity, break-even."""
+    def meds(base, m):
+        """Eager and cell medians: from the same interleaved window when measured, else sequential."""
+        if "interleaved_eager_ms_median" in m:
+            return m["interleaved_eager_ms_median"], m["interleaved_ms_median"]
+        key = "interleaved_ms_median" if "interleaved_ms_median" in base and "interleaved_ms_median" in m \
+            else "step_ms_median"
+        return base[key], m[key]
+
     eager = {}
     for r in rows:
         c = r["config"]
@@ -305,14 +343,17 @@ def summarise(rows: Sequence[Mapping[str, Any]], rtol: float, atol: float = 0.0)
              "status": r["status"], "error": r["error"] or ""}
         base = eager.get((c["model"], c["precision"], c["batch_size"]))
         if r["status"] == "ok":
-            s.update(step_ms=m["step_ms_median"], iqr_ms=round(m["step_ms_p75"] - m["step_ms_p25"], 3),
-                     peak_mem_mb=m.get("peak_mem_mb"), compile_s=m.get("compile_s"))
+            s.update(step_ms=m["step_ms_median"], iqr_ms=round(m["step_ms_p75"] - m["step_ms_p25"], 3))
+            if "interleaved_ms_median" in m:
+                s.update(interleaved_ms=m["interleaved_ms_median"],
+                         interleaved_iqr_ms=round(m["interleaved_ms_p75"] - m["interleaved_ms_p25"], 3))
+            s.update(peak_mem_mb=m.get("peak_mem_mb"), compile_s=m.get("compile_s"))
             if base is not None:
-                s["speedup"] = round(base["step_ms_median"] / m["step_ms_median"], 3)
+                b_ms, c_ms = meds(base, m)
+                s["speedup"] = round(b_ms / c_ms, 3)
                 if c["mode"] != "eager":
                     p = loss_parity(base["losses"], m["losses"], rtol, atol)
                     s["loss_match"], s["max_rel_loss_diff"] = p["match"], p["max_rel_diff"]
-                    s["break_even_steps"] = break_even_steps(m.get("compile_s"), base["step_ms_median"],
-                                                             m["step_ms_median"])
+                    s["break_even_steps"] = break_even_steps(m.get("compile_s"), b_ms, c_ms)
         out.append(s)
     return out

@@ -134,3 +134,25 @@ def test_use_inductor_cache_makes_an_empty_dir(tmp_path, monkeypatch):
     import os
 
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(d)
+
+
+def test_interleaved_times_alternate_and_keep_step():
+    keep = {}
+    cl.run_cell("mlp", "fp32", "eager", 4, 2, keep=keep, **TINY)
+    calls = []
+    fns = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b"), "k": keep["step"]}
+    t = cl.interleaved_times(fns, rounds=3)
+    assert set(t) == {"a", "b", "k"} and all(len(v.times_ms) == 3 for v in t.values())
+    assert calls == ["a", "b", "b", "a", "a", "b"]  # rotating start: a b k / b k a / k a b
+    with pytest.raises(ValueError):
+        cl.interleaved_times(fns, rounds=0)
+
+
+def test_summarise_prefers_interleaved_medians():
+    base = {"step_ms_median": 100.0, "step_ms_p25": 1, "step_ms_p75": 2, "losses": [1.0],
+            "interleaved_ms_median": 50.0, "interleaved_ms_p25": 45.0, "interleaved_ms_p75": 55.0}
+    comp = {**base, "interleaved_ms_median": 40.0, "compile_s": 1.0}
+    rows = [{"name": n, "config": {"model": "m", "precision": "fp32", "mode": mo, "batch_size": 1},
+             "metrics": m, "status": "ok", "error": None} for n, mo, m in [("e", "eager", base), ("c", "default", comp)]]
+    s = {r["cell"]: r for r in cl.summarise(rows, rtol=1e-3)}
+    assert s["c"]["speedup"] == 1.25 and s["c"]["break_even_steps"] == 100 and s["c"]["interleaved_ms"] == 40.0
