@@ -156,3 +156,14 @@ def test_summarise_prefers_interleaved_medians():
              "metrics": m, "status": "ok", "error": None} for n, mo, m in [("e", "eager", base), ("c", "default", comp)]]
     s = {r["cell"]: r for r in cl.summarise(rows, rtol=1e-3)}
     assert s["c"]["speedup"] == 1.25 and s["c"]["break_even_steps"] == 100 and s["c"]["interleaved_ms"] == 40.0
+
+
+def test_summarise_uses_the_same_windows_eager_median():
+    base = {"step_ms_median": 100.0, "step_ms_p25": 1, "step_ms_p75": 2, "losses": [1.0], "interleaved_ms_median": 90.0}
+    warm = {"step_ms_median": 10.0, "step_ms_p25": 1, "step_ms_p75": 2, "losses": [1.0], "compile_s": 1.0,
+            "interleaved_ms_median": 40.0, "interleaved_ms_p25": 39.0, "interleaved_ms_p75": 41.0,
+            "interleaved_eager_ms_median": 50.0}
+    rows = [{"name": n, "config": {"model": "m", "precision": "fp32", "mode": mo, "batch_size": 1},
+             "metrics": m, "status": "ok", "error": None} for n, mo, m in [("e", "eager", base), ("w", "default", warm)]]
+    s = {r["cell"]: r for r in cl.summarise(rows, rtol=1e-3)}
+    assert s["w"]["speedup"] == 1.25 and s["w"]["break_even_steps"] == 100
