@@ -159,7 +159,8 @@ def test_summarise_prefers_interleaved_medians():
 
 
 def test_summarise_uses_the_same_windows_eager_median():
-    base = {"step_ms_median": 100.0, "step_ms_p25": 1, "step_ms_p75": 2, "losses": [1.0], "interleaved_ms_median": 90.0}
+    base = {"step_ms_median": 100.0, "step_ms_p25": 1, "step_ms_p75": 2, "losses": [1.0], "interleaved_ms_median": 90.0,
+            "interleaved_ms_p25": 89.0, "interleaved_ms_p75": 91.0}
     warm = {"step_ms_median": 10.0, "step_ms_p25": 1, "step_ms_p75": 2, "losses": [1.0], "compile_s": 1.0,
             "interleaved_ms_median": 40.0, "interleaved_ms_p25": 39.0, "interleaved_ms_p75": 41.0,
             "interleaved_eager_ms_median": 50.0}
