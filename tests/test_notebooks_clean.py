@@ -7,14 +7,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-EXPECTED = ["01_profiler_basics"]
+EXPECTED = ["01_profiler_basics", "02_data_pipeline", "03_backward_hooks", "04_torch_compile"]
 
 
 def test_notebooks_present_in_teaching_order():
     stems = [p.stem for p in NOTEBOOKS]
-    for name in EXPECTED:
-        assert name in stems, f"notebooks/{name}.ipynb is missing"
-    assert stems == sorted(stems)
+    assert stems == EXPECTED, f"expected exactly {EXPECTED}, found {stems}"
 
 
 def _load(path):

@@ -40,3 +40,44 @@ def test_profiler_basics_structure():
     assert prof["status"] == "ok"
     for phase in ("forward", "backward", "optimizer_step"):
         assert prof["metrics"][f"{phase}_ms_per_step"] > 0
+
+
+def _rows(doc):
+    return {e["name"]: e for e in doc["experiments"]}
+
+
+def test_data_pipeline_structure():
+    doc = _doc("02_data_pipeline")
+    rows = _rows(doc)
+    for name in ("baseline", "ceiling", "bool_dilation", "crop_first", "batch_collate", "uint8_device",
+                 "dilation per sample", "decode bound"):
+        assert rows[name]["status"] == "ok", f"{name}: {rows[name]['error']}"
+    dil = rows["dilation per sample"]["metrics"]
+    assert dil["convolve2d_ms_256"] > 0 and dil["bool_shift_ms_256"] > 0
+    expected_failures = [e for e in doc["experiments"] if e["name"].startswith("expected failure")]
+    assert len(expected_failures) >= 4
+    assert all(e["status"] == "failed" and e["error"] for e in expected_failures)
+
+
+def test_backward_hooks_structure():
+    doc = _doc("03_backward_hooks")
+    rows = _rows(doc)
+    matrix = [n for n in rows if n.startswith(("nondet ", "det ")) and ("gather" in n or "indexing" in n)]
+    assert len(matrix) >= 4, matrix
+    assert all(rows[n]["status"] == "ok" for n in matrix)
+    eq = rows["equivalence gather vs indexing"]["metrics"]
+    assert eq["grads_close"] is True and eq["loss_close"] is True
+    assert "top_module" in doc["notes"] and "syncs_per_step" in doc["notes"]
+
+
+def test_torch_compile_structure():
+    doc = _doc("04_torch_compile")
+    cells = [e for e in doc["experiments"] if e["config"].get("mode") in ("eager", "default", "reduce-overhead",
+                                                                          "max-autotune")]
+    assert any(e["config"]["mode"] == "eager" and e["status"] == "ok" for e in cells)
+    compiled_ok = [e for e in cells if e["config"]["mode"] != "eager" and e["status"] == "ok"]
+    assert compiled_ok, "at least one compiled cell ran"
+    for e in compiled_ok:
+        assert "compile_s" in e["metrics"] and "break_even_steps" in e["metrics"], e["name"]
+    failed = [e for e in doc["experiments"] if e["status"] == "failed"]
+    assert failed and all(e["error"] for e in failed)
