@@ -18,6 +18,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c constraints.txt -e ".[test]"
+	@test -x /usr/bin/chromium || echo "NOTE: the browser test needs Debian's Chromium: sudo apt-get install -y chromium"
 	@touch $@
 
 lab: setup
