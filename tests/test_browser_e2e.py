@@ -34,7 +34,6 @@ NOTEBOOKS = ROOT / "notebooks"
 ARTIFACTS = ROOT / "test-artifacts" / "browser_e2e"
 CHROMIUM = os.environ.get("PERF_CHROMIUM", "/usr/bin/chromium")
 NOTEBOOK = "02_data_pipeline.ipynb"
-FALLBACK = "01_profiler_basics.ipynb"  # only while notebook 02 is not in the tree yet
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 RUN_ALL_TIMEOUT_S = 600
@@ -66,10 +65,8 @@ def _require_browser():
 
 def _notebook() -> Path:
     nb = NOTEBOOKS / NOTEBOOK
-    if nb.exists():
-        return nb
-    print(f"NOTE: {NOTEBOOK} is not in the tree yet; testing {FALLBACK} instead.")
-    return NOTEBOOKS / FALLBACK
+    assert nb.exists(), f"{nb} is missing"
+    return nb
 
 
 def _sha(path: Path) -> str:
