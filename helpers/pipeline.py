@@ -26,7 +26,7 @@ from torch import nn
 from torch.profiler import record_function
 from torch.utils.data import DataLoader, Dataset, default_collate
 
-from . import timing
+from . import timing, training, widgets
 
 VARIANTS = ("baseline", "bool_dilation", "crop_first", "batch_collate", "uint8_device", "gpu_decode")
 CPU_VARIANTS = VARIANTS[:-1]
@@ -306,19 +306,7 @@ def make_trainer(image_size: int, device, seed: int = 0):
     torch.manual_seed(seed)
     model = toy_cnn(image_size).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9)
-    loss_fn = nn.CrossEntropyLoss()
-
-    def train(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        with record_function("forward"):
-            loss = loss_fn(model(x), y)
-        with record_function("backward"):
-            loss.backward()
-        with record_function("optimizer_step"):
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        return loss.detach()
-
-    return train
+    return training.labelled_step(model, opt, nn.CrossEntropyLoss())
 
 
 # -- validation ------------------------------------------------------------------------------------
@@ -326,15 +314,8 @@ def check_config(variant: str, num_workers: Any, batch_size: Any, device=None, m
     """Refuse bad settings with a clear message (ValueError) before any process starts."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown pipeline variant {variant!r}; choose one of {', '.join(VARIANTS)}")
-    cores = max_workers if max_workers is not None else (os.cpu_count() or 1)
-    if isinstance(num_workers, bool) or not isinstance(num_workers, int):
-        raise ValueError(f"num_workers must be a whole number, not {num_workers!r}")
-    if num_workers < 0:
-        raise ValueError(f"num_workers cannot be negative (got {num_workers}); 0 loads in the main process")
-    if num_workers > cores:
-        raise ValueError(f"num_workers={num_workers} is more than this machine's {cores} CPU cores; choose 0..{cores}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch size must be a whole number of at least 1 (got {batch_size!r})")
+    widgets.validate_num_workers(num_workers, max_workers)  # InvalidValue is a ValueError
+    widgets.validate_batch_size(batch_size, maximum=1 << 16)
     dev = torch.device(device) if device is not None else torch.device("cpu")
     if variant == "gpu_decode" and dev.type != "cuda":
         raise ValueError("gpu_decode decodes JPEGs with nvJPEG on a CUDA device; this run is on the CPU")

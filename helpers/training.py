@@ -24,23 +24,21 @@ def autocast(precision: str, device) -> contextlib.AbstractContextManager:
     return torch.autocast(device_type=torch.device(device).type, dtype=dtype)
 
 
-def make_train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable,
-                    inputs: torch.Tensor, targets: torch.Tensor, *, precision: str = "fp32",
-                    label: bool = True) -> Callable[[], torch.Tensor]:
-    """A closure running forward, backward and the optimizer step on one fixed batch.
+def labelled_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable, *,
+                  precision: str = "fp32", label: bool = True) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """``step(x, y)``: forward, backward and the optimizer step on the batch it is given.
 
     With ``label=True`` each phase is wrapped in ``record_function("forward")``,
     ``("backward")`` and ``("optimizer_step")`` (which also zeroes the gradients), so
     the phases show up by name in profiler tables and traces. Returns the loss
     (a tensor: reading it with ``.item()`` would force a host-device sync).
     """
-    device = inputs.device
     maybe = record_function if label else (lambda name: contextlib.nullcontext())
 
-    def step() -> torch.Tensor:
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         with maybe("forward"):
-            with autocast(precision, device):
-                loss = loss_fn(model(inputs), targets)
+            with autocast(precision, x.device):
+                loss = loss_fn(model(x), y)
         with maybe("backward"):
             loss.backward()
         with maybe("optimizer_step"):
@@ -49,3 +47,11 @@ def make_train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, lo
         return loss.detach()
 
     return step
+
+
+def make_train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable,
+                    inputs: torch.Tensor, targets: torch.Tensor, *, precision: str = "fp32",
+                    label: bool = True) -> Callable[[], torch.Tensor]:
+    """The labelled step of :func:`labelled_step` bound to one fixed batch (``step()``)."""
+    step = labelled_step(model, optimizer, loss_fn, precision=precision, label=label)
+    return lambda: step(inputs, targets)

@@ -45,18 +45,20 @@ def validate_choice(value: Any, choices, what: str) -> Any:
     return value
 
 
+def _device_type(device) -> str:
+    return getattr(device, "type", str(device)) if device is not None else "cpu"
+
+
 def validate_compile_mode(mode: Any, device=None) -> str:
     validate_choice(mode, COMPILE_MODES, "compile mode")
-    dev_type = getattr(device, "type", str(device)) if device is not None else "cpu"
-    if mode == "reduce-overhead" and dev_type != "cuda":
+    if mode == "reduce-overhead" and _device_type(device) != "cuda":
         raise InvalidValue("compile mode 'reduce-overhead' uses CUDA graphs and needs a GPU; this run is on the CPU.")
     return mode
 
 
 def validate_precision(p: Any, device=None) -> str:
     validate_choice(p, PRECISIONS, "precision")
-    dev_type = getattr(device, "type", str(device)) if device is not None else "cpu"
-    if p == "fp16" and dev_type != "cuda":
+    if p == "fp16" and _device_type(device) != "cuda":
         raise InvalidValue("fp16 autocast is meant for GPUs; on the CPU choose fp32 or bf16.")
     return p
 
