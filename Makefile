@@ -5,6 +5,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 HOST   := 127.0.0.1
 PORT   ?= 8888
+# JupyterLab refuses to start as root unless told to (containers, CI machines)
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 # Tests run at smoke scale unless PERF_SCALE says otherwise; their results and runs
 # go to build/ so they never overwrite the results of `make run`.
 TEST_SCALE ?= smoke
@@ -22,7 +24,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@touch $@
 
 lab: setup
-	cd notebooks && ../$(BIN)/jupyter lab --ip $(HOST) --port $(PORT) --no-browser
+	cd notebooks && ../$(BIN)/jupyter lab --ip $(HOST) --port $(PORT) --no-browser $(ROOT_FLAG)
 
 test: setup
 	rm -rf $(TEST_OUT)
