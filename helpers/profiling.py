@@ -114,21 +114,54 @@ def profile_steps(
     return prof
 
 
+def is_device_annotation(event) -> bool:
+    """True for the device-timeline copy of a ``record_function`` label (``gpu_user_annotation``).
+
+    With CUDA profiled, every label (``forward``, ``ProfilerStep#N``...) that launched GPU work is
+    also drawn on the GPU timeline; ``prof.events()`` and ``key_averages()`` then hold a second event
+    (or row) of the same name, with no CPU time and the label's whole GPU span as its "self" device
+    time. Host-side analysis must skip these copies.
+    """
+    if not getattr(event, "is_user_annotation", False):
+        return False
+    return not str(getattr(event, "device_type", "CPU")).endswith("CPU")
+
+
+def host_averages(prof, group_by_input_shape: bool = False):
+    """``prof.key_averages()`` without the device-side copies of the labels (see ``is_device_annotation``).
+
+    Kernel rows (device events that are not labels) stay. Returns the same ``EventList``, filtered in place.
+    """
+    avgs = prof.key_averages(group_by_input_shape=group_by_input_shape)
+    avgs[:] = [e for e in avgs if not is_device_annotation(e)]
+    return avgs
+
+
 def table(prof, *, sort_by: str | None = None, row_limit: int = 10, group_by_input_shape: bool = False) -> str:
-    """``key_averages().table(...)`` sorted by device time where there is a device, else CPU time."""
+    """``key_averages().table(...)`` sorted by device time where there is a device, else CPU time.
+
+    The GPU-timeline copies of the ``record_function`` labels are left out: sorted by device time
+    they would top the table (``ProfilerStep*`` with the whole step) and hide the ops.
+    """
     acts = getattr(prof, "activities", None)
     key = sort_by or sort_key(acts)
-    return prof.key_averages(group_by_input_shape=group_by_input_shape).table(sort_by=key, row_limit=row_limit)
+    return host_averages(prof, group_by_input_shape).table(sort_by=key, row_limit=row_limit)
 
 
 def events_frame(prof, group_by_input_shape: bool = False):
-    """``key_averages()`` as a DataFrame (times in ms), one row per op or label."""
+    """``key_averages()`` as a DataFrame (times in ms), one row per op or label (host side) or kernel.
+
+    ``on_device`` is True for rows of device events (kernels, memcpy: their time is
+    also counted in the ``self_device_ms`` of the op that launched them). The
+    device-timeline copies of the labels are dropped, so each label has one row.
+    """
     import pandas as pd
 
     rows = []
-    for e in prof.key_averages(group_by_input_shape=group_by_input_shape):
+    for e in host_averages(prof, group_by_input_shape):
         row = {
             "name": e.key,
+            "on_device": not str(getattr(e, "device_type", "CPU")).endswith("CPU"),
             "calls": e.count,
             "self_cpu_ms": e.self_cpu_time_total / 1000.0,
             "cpu_total_ms": e.cpu_time_total / 1000.0,
@@ -147,13 +180,17 @@ def events_frame(prof, group_by_input_shape: bool = False):
 def label_totals(prof, labels: Iterable[str]) -> dict[str, float]:
     """Total CPU time in ms of each ``record_function`` label (0.0 when absent)."""
     df = events_frame(prof)
+    df = df[~df["on_device"]]
     by_name = dict(zip(df["name"], df["cpu_total_ms"]))
     return {lab: float(by_name.get(lab, 0.0)) for lab in labels}
 
 
 def step_events(prof) -> list:
-    """The ``ProfilerStep#N`` (``ProfilerStep*`` in newer releases) events of the recorded (active) steps."""
-    return [e for e in prof.events() if e.name.startswith("ProfilerStep")]
+    """The ``ProfilerStep#N`` (``ProfilerStep*`` in newer releases) events of the recorded (active) steps.
+
+    Host-side events only: on CUDA each step label also has a GPU-timeline copy.
+    """
+    return [e for e in prof.events() if e.name.startswith("ProfilerStep") and not is_device_annotation(e)]
 
 
 def step_events_ms(prof) -> list[float]:

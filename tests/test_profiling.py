@@ -57,3 +57,65 @@ def test_fresh_trace_dirs_and_exports(tmp_path):
     plain = profiling.profile_steps(_step, wait=0, warmup=0, active=1)
     out = profiling.export_chrome_trace(plain, tmp_path / "t" / "chrome.json")
     assert json.loads(out.read_text())["traceEvents"]
+
+
+class _FakeProf:
+    """A profile as torch builds it with CUDA activity, from hand-made events (no GPU needed)."""
+
+    def __init__(self, events):
+        from torch.autograd.profiler_util import EventList
+
+        self._events = EventList(events, use_device="cuda")
+        self._events._build_tree()
+        self.activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+
+    def events(self):
+        return self._events
+
+    def key_averages(self, group_by_input_shape=False):
+        return self._events.key_averages(group_by_input_shape)
+
+
+def _cuda_like_profile():
+    """Two labelled steps; each label also has its GPU-timeline copy (``gpu_user_annotation``), and the
+    matmul's kernel is both attached to ``aten::mm`` and a device event of its own, as Kineto reports them."""
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import FunctionEvent
+
+    evs, i = [], 0
+
+    def ev(name, t0, t1, device=False, annotation=False, thread=1):
+        nonlocal i
+        i += 1
+        e = FunctionEvent(id=i, name=name, thread=thread if not device else 7, start_us=t0, end_us=t1,
+                          use_device="cuda", device_type=DeviceType.CUDA if device else DeviceType.CPU,
+                          is_user_annotation=annotation, stack=[], input_shapes=[])
+        evs.append(e)
+        return e
+
+    for s in (0, 1000):
+        ev(f"ProfilerStep#{s // 1000 + 1}", s, s + 500, annotation=True)
+        ev("forward", s + 10, s + 100, annotation=True)
+        mm = ev("aten::mm", s + 20, s + 40)
+        mm.append_kernel("gemm_kernel", 0, 300)
+        ev("ProfilerStep#%d" % (s // 1000 + 1), s + 30, s + 900, device=True, annotation=True)
+        ev("forward", s + 30, s + 400, device=True, annotation=True)
+        ev("gemm_kernel", s + 50, s + 350, device=True)
+    return _FakeProf(evs)
+
+
+def test_cuda_label_copies_are_left_out():
+    prof = _cuda_like_profile()
+    assert len([e for e in prof.events() if e.name.startswith("ProfilerStep")]) == 4  # host + device copies
+    assert len(profiling.step_events(prof)) == 2
+    assert profiling.step_events_ms(prof) == [0.5, 0.5]
+    df = profiling.events_frame(prof)
+    assert not df["name"].duplicated().any()
+    fwd = df.set_index("name").loc["forward"]
+    assert int(fwd["calls"]) == 2 and fwd["cpu_total_ms"] == pytest.approx(0.18)
+    assert bool(df.set_index("name").loc["gemm_kernel", "on_device"]) is True
+    assert profiling.label_totals(prof, ["forward"])["forward"] == pytest.approx(0.18)
+    text = profiling.table(prof, row_limit=5)
+    assert profiling.sort_key(prof.activities) == "self_device_time_total"
+    assert profiling.table_rows(text)[0] in ("aten::mm", "gemm_kernel")
+    assert "ProfilerStep" not in profiling.table_rows(text)[0]
