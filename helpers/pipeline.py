@@ -454,7 +454,8 @@ def dataloader_wait_share(trace: dict) -> dict[str, float]:
 
     Returns ``{"next_ms", "step_ms", "share"}`` summed over the ``ProfilerStep*`` events.
     """
-    evs = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
+    # host ranges only: on CUDA a label is also drawn on the GPU timeline (category gpu_user_annotation)
+    evs = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and not str(e.get("cat", "")).startswith("gpu_")]
     steps = [e for e in evs if str(e.get("name", "")).startswith("ProfilerStep")]
     nexts = [e for e in evs if str(e.get("name", "")).startswith("enumerate(DataLoader)#")
              and str(e.get("name", "")).endswith("__next__")]

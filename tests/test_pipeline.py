@@ -142,6 +142,12 @@ def test_wait_share_from_a_trace():
     ]}
     w = pl.dataloader_wait_share(trace)
     assert w["step_ms"] == pytest.approx(0.2) and w["next_ms"] == pytest.approx(0.04) and w["share"] == pytest.approx(0.2)
+    # a CUDA trace also has each step label's copy on the GPU timeline: it must not count as a step
+    trace["traceEvents"] += [
+        {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#1", "ts": 20, "dur": 150},
+        {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#2", "ts": 170, "dur": 100},
+    ]
+    assert pl.dataloader_wait_share(trace) == w
 
 
 def test_pipeline_only_mode_skips_the_model():
