@@ -12,10 +12,20 @@ A CPU-only trace has none of these events: every count is 0.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 KEYS = ("stream_sync", "device_sync", "event_sync", "dtoh_copies")
+
+
+_API_SUFFIX = re.compile(r"(_pt(sz|ds))?(_v\d+)?$")
+
+
+def api_name(name: str) -> str:
+    """A CUDA runtime call's base name: CUPTI's own names carry a version and/or per-thread-stream suffix
+    (``cudaStreamSynchronize_v3020``, ``cudaStreamSynchronize_ptsz``); Kineto's table drops the version."""
+    return _API_SUFFIX.sub("", name)
 
 
 def phase_ranges(trace: Mapping[str, Any], phase: str = "backward") -> list[tuple[float, float]]:
@@ -45,7 +55,7 @@ def count_syncs(trace: Mapping[str, Any], phase: str | None = "backward") -> dic
     counts = dict.fromkeys(KEYS, 0)
     launched_inside = set()
     for e in events:
-        name = e.get("name", "")
+        name = api_name(str(e.get("name", "")))
         if e.get("ph") != "X":
             continue
         if e.get("cat") in ("cuda_runtime", "cuda_driver") and inside(e):

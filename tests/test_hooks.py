@@ -185,6 +185,11 @@ def test_sync_counter_on_a_synthetic_trace():
     assert c["total"] == 4 and c["phases"] == 2 and c["per_step"] == 2.0
     assert syncs.count_syncs(trace, phase=None)["stream_sync"] == 4
     assert syncs.count_syncs({"traceEvents": []})["per_step"] == 0.0
+    # CUPTI's raw names carry a version / per-thread-stream suffix; they are the same calls
+    trace["traceEvents"] += [_ev("cudaStreamSynchronize_v3020", 520), _ev("cudaDeviceSynchronize_ptsz", 530)]
+    c = syncs.count_syncs(trace)
+    assert (c["stream_sync"], c["device_sync"]) == (3, 2)
+    assert syncs.api_name("cudaMemcpyAsync_ptsz_v7000") == "cudaMemcpyAsync" and syncs.api_name("x_v") == "x_v"
 
 
 def test_sync_counter_on_a_real_cpu_trace(tmp_path):
