@@ -29,7 +29,7 @@ def activities(device=None) -> list:
         if a == ProfilerActivity.CPU:
             acts.append(a)
         elif a == ProfilerActivity.CUDA and torch.cuda.is_available():
-            if device is None or getattr(device, "type", str(device)) == "cuda":
+            if device is None or getattr(device, "type", str(device)).startswith("cuda"):
                 acts.append(a)
     return acts
 
@@ -108,7 +108,7 @@ def profile_steps(
     ) as prof:
         for _ in range(total):
             step_fn()
-            if sync and device is not None and getattr(device, "type", str(device)) == "cuda":
+            if sync and device is not None and getattr(device, "type", str(device)).startswith("cuda"):
                 torch.cuda.synchronize(device)
             prof.step()
     return prof

@@ -23,6 +23,14 @@ def test_activities_only_usable_ones():
     assert profiling.sort_key([ProfilerActivity.CPU, ProfilerActivity.CUDA]) == "self_device_time_total"
 
 
+def test_cuda_activity_for_a_cuda_device_however_named(monkeypatch):
+    monkeypatch.setattr(torch.profiler, "supported_activities", lambda: {ProfilerActivity.CPU, ProfilerActivity.CUDA})
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for dev in ("cuda", "cuda:0", torch.device("cuda", 0)):
+        assert ProfilerActivity.CUDA in profiling.activities(dev)
+    assert ProfilerActivity.CUDA not in profiling.activities(torch.device("cpu"))
+
+
 def test_schedule_records_only_active_steps_and_labels():
     prof = profiling.profile_steps(_step, wait=1, warmup=1, active=2)
     assert len(profiling.step_events_ms(prof)) == 2
