@@ -34,6 +34,13 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def is_cuda(device) -> bool:
+    """Is ``device`` (a ``torch.device``, a string such as ``"cuda:0"``, or None) a CUDA device?"""
+    if device is None:
+        return False
+    return getattr(device, "type", str(device)).startswith("cuda")
+
+
 def get_device(prefer: str | None = None):
     """The device experiments run on: ``cuda`` when present, else ``cpu``.
 
@@ -120,7 +127,7 @@ def device_name(device=None) -> str:
     import torch
 
     dev = device if device is not None else get_device()
-    if getattr(dev, "type", str(dev)) == "cuda":
+    if is_cuda(dev):
         return torch.cuda.get_device_name(dev)
     return platform.processor() or platform.machine() or "cpu"
 

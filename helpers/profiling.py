@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .env import runs_dir
+from .env import is_cuda, runs_dir
 
 
 def activities(device=None) -> list:
@@ -29,7 +29,7 @@ def activities(device=None) -> list:
         if a == ProfilerActivity.CPU:
             acts.append(a)
         elif a == ProfilerActivity.CUDA and torch.cuda.is_available():
-            if device is None or getattr(device, "type", str(device)).startswith("cuda"):
+            if device is None or is_cuda(device):
                 acts.append(a)
     return acts
 
@@ -108,7 +108,7 @@ def profile_steps(
     ) as prof:
         for _ in range(total):
             step_fn()
-            if sync and device is not None and getattr(device, "type", str(device)).startswith("cuda"):
+            if sync and is_cuda(device):
                 torch.cuda.synchronize(device)
             prof.step()
     return prof

@@ -9,12 +9,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .env import is_cuda
+
 
 def synchronize(device=None) -> None:
     """Wait for all queued work on ``device`` (a no-op on the CPU)."""
     import torch
 
-    if device is not None and getattr(device, "type", str(device)).startswith("cuda"):
+    if is_cuda(device):
         torch.cuda.synchronize(device)
 
 
@@ -93,7 +95,7 @@ def time_steps(
         raise ValueError("warmup cannot be negative")
     import torch
 
-    use_cuda = device is not None and getattr(device, "type", str(device)).startswith("cuda")
+    use_cuda = is_cuda(device)
     first_ms = None
     for i in range(warmup):
         synchronize(device)
@@ -136,7 +138,7 @@ def peak_memory_mb(device=None) -> float | None:
     """Peak allocated device memory since the last reset, in MiB (None on the CPU)."""
     import torch
 
-    if device is not None and getattr(device, "type", str(device)).startswith("cuda"):
+    if is_cuda(device):
         return round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
     return None
 
@@ -144,5 +146,5 @@ def peak_memory_mb(device=None) -> float | None:
 def reset_peak_memory(device=None) -> None:
     import torch
 
-    if device is not None and getattr(device, "type", str(device)).startswith("cuda"):
+    if is_cuda(device):
         torch.cuda.reset_peak_memory_stats(device)

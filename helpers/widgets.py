@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Mapping
 
+from .env import is_cuda
+
 COMPILE_MODES = ("eager", "default", "reduce-overhead", "max-autotune")
 PRECISIONS = ("fp32", "bf16", "fp16")
 
@@ -45,20 +47,16 @@ def validate_choice(value: Any, choices, what: str) -> Any:
     return value
 
 
-def _device_type(device) -> str:
-    return getattr(device, "type", str(device)) if device is not None else "cpu"
-
-
 def validate_compile_mode(mode: Any, device=None) -> str:
     validate_choice(mode, COMPILE_MODES, "compile mode")
-    if mode == "reduce-overhead" and _device_type(device) != "cuda":
+    if mode == "reduce-overhead" and not is_cuda(device):
         raise InvalidValue("compile mode 'reduce-overhead' uses CUDA graphs and needs a GPU; this run is on the CPU.")
     return mode
 
 
 def validate_precision(p: Any, device=None) -> str:
     validate_choice(p, PRECISIONS, "precision")
-    if p == "fp16" and _device_type(device) != "cuda":
+    if p == "fp16" and not is_cuda(device):
         raise InvalidValue("fp16 autocast is meant for GPUs; on the CPU choose fp32 or bf16.")
     return p
 

@@ -60,3 +60,8 @@ def test_env_info_has_contract_keys():
 def test_runs_dir_honours_env(monkeypatch, tmp_path):
     monkeypatch.setenv("PERF_RUNS_DIR", str(tmp_path))
     assert env.runs_dir() == tmp_path
+
+
+def test_is_cuda_accepts_devices_and_strings():
+    assert env.is_cuda(torch.device("cuda", 0)) and env.is_cuda("cuda:1") and env.is_cuda("cuda")
+    assert not env.is_cuda(torch.device("cpu")) and not env.is_cuda("cpu") and not env.is_cuda(None)
