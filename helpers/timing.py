@@ -123,6 +123,31 @@ def time_steps(
     return StepTimes(times_ms=times, first_ms=first_ms, warmup=warmup)
 
 
+def interleaved_times(steps: dict[Any, Callable[[], Any]], rounds: int, device=None,
+                      warmup: int = 0) -> dict[Any, StepTimes]:
+    """Time several steps in alternation: round ``r`` runs every step once, starting at a rotating one.
+
+    On a shared machine a burst of someone else's work then hits every step alike, instead of
+    whichever step happened to be timing at that moment (as in sequential timing). Each step is
+    first called ``warmup`` times, untimed.
+    """
+    if rounds < 1:
+        raise ValueError("rounds must be at least 1")
+    for fn in steps.values():
+        for _ in range(warmup):
+            fn()
+    names = list(steps)
+    out: dict[Any, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            synchronize(device)
+            t0 = time.perf_counter()
+            steps[n]()
+            synchronize(device)
+            out[n].append((time.perf_counter() - t0) * 1000.0)
+    return {n: StepTimes(times_ms=v) for n, v in out.items()}
+
+
 def wallclock_unsynchronised(fn: Callable[[], Any], steps: int = 10) -> float:
     """The naive way (``time.time()`` around the loop, no synchronisation): ms per step.
 

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from helpers import compile_lab as cl
+from helpers import compile_lab as cl, timing
 from helpers.results import Results
 from helpers.widgets import InvalidValue
 
@@ -141,11 +141,11 @@ def test_interleaved_times_alternate_and_keep_step():
     cl.run_cell("mlp", "fp32", "eager", 4, 2, keep=keep, **TINY)
     calls = []
     fns = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b"), "k": keep["step"]}
-    t = cl.interleaved_times(fns, rounds=3)
+    t = timing.interleaved_times(fns, rounds=3)
     assert set(t) == {"a", "b", "k"} and all(len(v.times_ms) == 3 for v in t.values())
     assert calls == ["a", "b", "b", "a", "a", "b"]  # rotating start: a b k / b k a / k a b
     with pytest.raises(ValueError):
-        cl.interleaved_times(fns, rounds=0)
+        timing.interleaved_times(fns, rounds=0)
 
 
 def test_summarise_prefers_interleaved_medians():

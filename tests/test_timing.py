@@ -38,3 +38,10 @@ def test_time_steps_rejects_bad_counts():
 
 def test_peak_memory_is_none_on_cpu():
     assert timing.peak_memory_mb("cpu") is None
+
+
+def test_interleaved_times_warm_up_then_rotate():
+    calls = []
+    t = timing.interleaved_times({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, rounds=2, warmup=1)
+    assert calls == ["a", "b", "a", "b", "b", "a"]  # warm-up a b, then a b / b a
+    assert all(len(v.times_ms) == 2 for v in t.values())
