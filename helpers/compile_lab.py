@@ -210,7 +210,7 @@ def run_cell(model_name: str, precision: str = "fp32", mode: str = "eager", batc
     ``mode="eager"`` runs without ``torch.compile``; any other mode compiles the model
     (only the model, as the source article did) with ``torch.compile(model, mode=...)``.
     Returns metrics; raises with a clear message on bad input or a failed compile. Pass a dict
-    as ``keep`` to get the cell's training step back (``keep["step"]``) for ``interleaved_times``;
+    as ``keep`` to get the cell's training step back (``keep["step"]``) for ``timing.interleaved_times``;
     Dynamo is then not reset, so earlier kept steps stay compiled.
     """
     device = torch.device(device) if device is not None else torch.device("cpu")
@@ -240,19 +240,14 @@ def run_cell(model_name: str, precision: str = "fp32", mode: str = "eager", batc
         except Exception as exc:  # noqa: BLE001 - reported as a failed row by record_cell
             raise CompileFailed(f"torch.compile(mode={mode!r}) of {model_name} failed: "
                                 f"{type(exc).__name__}: {str(exc).strip()[:300]}") from exc
-    loss_fn = nn.CrossEntropyLoss()
+    train = training.labelled_step(run_model, opt, nn.CrossEntropyLoss(), precision=precision, label=False)
     losses: list[torch.Tensor] = []
     state = {"i": 0}
 
     def step() -> None:
         x, y = data[state["i"] % len(data)]
         state["i"] += 1
-        with training.autocast(precision, device):
-            loss = loss_fn(run_model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.detach())
+        losses.append(train(x, y))
 
     timing.reset_peak_memory(device)
     before = dynamo_times()
@@ -286,26 +281,6 @@ def run_cell(model_name: str, precision: str = "fp32", mode: str = "eager", batc
     if keep is not None:
         keep["step"] = step
     return m
-
-
-def interleaved_times(steps: Mapping[str, Callable[[], Any]], rounds: int, device=None) -> dict[str, timing.StepTimes]:
-    """Time several cells' steps in alternation: round ``r`` runs every step once, starting at a rotating cell.
-
-    On a shared machine a burst of someone else's work then hits every cell alike, instead of
-    whichever cell happened to be timing at that moment (as in sequential timing).
-    """
-    if rounds < 1:
-        raise ValueError("rounds must be at least 1")
-    names = list(steps)
-    out: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(rounds):
-        for n in names[r % len(names):] + names[:r % len(names)]:
-            timing.synchronize(device)
-            t0 = time.perf_counter()
-            steps[n]()
-            timing.synchronize(device)
-            out[n].append((time.perf_counter() - t0) * 1000.0)
-    return {n: timing.StepTimes(times_ms=v) for n, v in out.items()}
 
 
 def cell_name(model_name: str, precision: str, mode: str, batch_size: int) -> str:
