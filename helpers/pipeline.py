@@ -449,27 +449,6 @@ def per_sample_ms(fn: Callable[[], Any], repeats: int = 20) -> float:
     return float(np.median(ts))
 
 
-def dataloader_wait_share(trace: dict) -> dict[str, float]:
-    """From a Chrome trace of the training loop: time in the DataLoader's ``__next__`` vs the profiled steps.
-
-    Returns ``{"next_ms", "step_ms", "share"}`` summed over the ``ProfilerStep*`` events.
-    """
-    # host ranges only: on CUDA a label is also drawn on the GPU timeline (category gpu_user_annotation)
-    evs = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and not str(e.get("cat", "")).startswith("gpu_")]
-    steps = [e for e in evs if str(e.get("name", "")).startswith("ProfilerStep")]
-    nexts = [e for e in evs if str(e.get("name", "")).startswith("enumerate(DataLoader)#")
-             and str(e.get("name", "")).endswith("__next__")]
-    step_us = sum(float(e["dur"]) for e in steps)
-    next_us = 0.0
-    for n in nexts:  # count only the parts inside a profiled step
-        s0, s1 = float(n["ts"]), float(n["ts"]) + float(n["dur"])
-        for s in steps:
-            a, b = float(s["ts"]), float(s["ts"]) + float(s["dur"])
-            next_us += max(0.0, min(s1, b) - max(s0, a))
-    return {"next_ms": next_us / 1000.0, "step_ms": step_us / 1000.0,
-            "share": next_us / step_us if step_us else float("nan")}
-
-
 def profile_loop(variant: str, num_workers: int, batch_size: int, *, crop: int, trace_dir, device=None,
                  warmup: int = 1, active: int = 2, paths=None, seed: int = 0):
     """Profile ``warmup + active`` training steps fed by the variant's DataLoader into ``trace_dir``.

@@ -5,8 +5,6 @@ Taught in ``01_profiler_basics``; used by every later notebook.
 from __future__ import annotations
 
 import datetime as _dt
-import gzip
-import json
 import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -232,11 +230,3 @@ def trace_files(trace_dir: Path | str) -> list[Path]:
     """The trace files a ``tensorboard_trace_handler`` wrote into ``trace_dir``."""
     d = Path(trace_dir)
     return sorted(list(d.glob("*.pt.trace.json")) + list(d.glob("*.pt.trace.json.gz")))
-
-
-def load_trace(path: Path | str) -> dict:
-    """Read a Chrome-trace JSON file (plain or gzipped)."""
-    p = Path(path)
-    opener = gzip.open if p.suffix == ".gz" else open
-    with opener(p, "rt") as f:
-        return json.load(f)

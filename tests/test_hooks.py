@@ -1,10 +1,10 @@
-"""helpers.hooks, helpers.patch_dropout and helpers.syncs (notebook 03_backward_hooks)."""
+"""helpers.hooks and helpers.patch_dropout (notebook 03_backward_hooks)."""
 import pytest
 import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
-from helpers import hooks, patch_dropout as pdm, syncs
+from helpers import hooks, patch_dropout as pdm
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
 
@@ -155,54 +155,6 @@ def test_set_patch_dropout_refuses_bad_input():
         pdm.set_patch_dropout(_vit(), "scatter")
     with pytest.raises(ValueError, match="patch_drop_rate > 0"):
         pdm.set_patch_dropout(nn.Linear(2, 2), "indexing")
-
-
-def _ev(name, ts, dur=1.0, cat="cuda_runtime", corr=None):
-    e = {"ph": "X", "name": name, "ts": ts, "dur": dur, "cat": cat, "args": {}}
-    if corr is not None:
-        e["args"]["correlation"] = corr
-    return e
-
-
-def test_sync_counter_on_a_synthetic_trace():
-    trace = {"traceEvents": [
-        _ev("forward", 0, 100, "user_annotation"),
-        _ev("cudaStreamSynchronize", 50),                       # in the forward: not counted
-        _ev("backward", 200, 100, "user_annotation"),
-        _ev("cudaMemcpyAsync", 210, corr=7),
-        _ev("Memcpy DtoH (Device -> Pinned)", 400, 2, "gpu_memcpy", corr=7),  # runs later, launched inside
-        _ev("Memcpy HtoD (Pageable -> Device)", 220, 2, "gpu_memcpy", corr=8),
-        _ev("cudaStreamSynchronize", 215),
-        _ev("cudaDeviceSynchronize", 290),
-        _ev("backward", 500, 100, "user_annotation"),
-        _ev("backward", 600, 300, "gpu_user_annotation"),      # the GPU-timeline copy of the label: not a range
-        _ev("cudaStreamSynchronize", 700),                      # after the host-side backward: not counted
-        _ev("cudaStreamSynchronize", 550),
-        {"ph": "i", "name": "cudaStreamSynchronize", "ts": 560},  # not a complete event
-    ]}
-    c = syncs.count_syncs(trace)
-    assert (c["stream_sync"], c["device_sync"], c["event_sync"], c["dtoh_copies"]) == (2, 1, 0, 1)
-    assert c["total"] == 4 and c["phases"] == 2 and c["per_step"] == 2.0
-    assert syncs.count_syncs(trace, phase=None)["stream_sync"] == 4
-    assert syncs.count_syncs({"traceEvents": []})["per_step"] == 0.0
-    # CUPTI's raw names carry a version / per-thread-stream suffix; they are the same calls
-    trace["traceEvents"] += [_ev("cudaStreamSynchronize_v3020", 520), _ev("cudaDeviceSynchronize_ptsz", 530)]
-    c = syncs.count_syncs(trace)
-    assert (c["stream_sync"], c["device_sync"]) == (3, 2)
-    assert syncs.api_name("cudaMemcpyAsync_ptsz_v7000") == "cudaMemcpyAsync" and syncs.api_name("x_v") == "x_v"
-
-
-def test_sync_counter_on_a_real_cpu_trace(tmp_path):
-    model = _mlp()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        with torch.profiler.record_function("backward"):
-            model(torch.randn(2, 4)).sum().backward()
-    path = tmp_path / "t.json"
-    prof.export_chrome_trace(str(path))
-    from helpers import profiling
-
-    c = syncs.count_syncs(profiling.load_trace(path))
-    assert c["phases"] == 1 and c["total"] == 0
 
 
 def test_span_of_a_module_whose_input_needs_no_gradient_waits_for_its_parameters():

@@ -133,23 +133,6 @@ def test_unknown_variant_and_gpu_decode_on_cpu_refused():
         pl.check_config("gpu_decode", 0, 4, "cpu")
 
 
-def test_wait_share_from_a_trace():
-    trace = {"traceEvents": [
-        {"ph": "X", "name": "ProfilerStep#1", "ts": 0, "dur": 100},
-        {"ph": "X", "name": "ProfilerStep#2", "ts": 100, "dur": 100},
-        {"ph": "X", "name": "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", "ts": 10, "dur": 30},
-        {"ph": "X", "name": "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", "ts": 190, "dur": 50},
-    ]}
-    w = pl.dataloader_wait_share(trace)
-    assert w["step_ms"] == pytest.approx(0.2) and w["next_ms"] == pytest.approx(0.04) and w["share"] == pytest.approx(0.2)
-    # a CUDA trace also has each step label's copy on the GPU timeline: it must not count as a step
-    trace["traceEvents"] += [
-        {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#1", "ts": 20, "dur": 150},
-        {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#2", "ts": 170, "dur": 100},
-    ]
-    assert pl.dataloader_wait_share(trace) == w
-
-
 def test_pipeline_only_mode_skips_the_model():
     m = pl.run_variant("crop_first", 0, 2, 2, warmup=1, crop=32, train=False)
     assert m["steps_timed"] == 2 and m["x_shape"] == [2, 3, 32, 32] and m["data_wait_share"] > 0.5

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, record_function
 
-from helpers import profiling
+from helpers import profiling, trace
 
 
 def _step():
@@ -58,7 +58,7 @@ def test_fresh_trace_dirs_and_exports(tmp_path):
     prof = profiling.profile_steps(_step, wait=0, warmup=1, active=1, trace_dir=d1)
     files = profiling.trace_files(d1)
     assert len(files) == 1
-    doc = profiling.load_trace(files[0])
+    doc = trace.load_trace(files[0])
     assert any(e.get("name") == "phase_a" for e in doc["traceEvents"])
     with pytest.raises(ValueError, match="already written"):
         profiling.export_chrome_trace(prof, tmp_path / "t" / "again.json")

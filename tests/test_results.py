@@ -55,3 +55,23 @@ def test_nan_and_tensors_serialise(tmp_path):
     doc = json.loads((tmp_path / "results.json").read_text())
     assert doc["experiments"][0]["metrics"] == {"nan": None, "v": 1.5}
     assert doc["experiments"][0]["config"] == {"t": 2}
+
+
+def test_readable_table_integers_units_and_failed_rows_last():
+    import pandas as pd
+
+    df = pd.DataFrame([
+        {"experiment": "a", "num_workers": 1.0, "batch_size": 8.0, "step_ms_median": 3.25, "samples_per_s": 100.5,
+         "peak_mem_mb": None, "status": "failed", "error": "boom"},
+        {"experiment": "b", "num_workers": None, "batch_size": 16.0, "step_ms_median": 2.0, "samples_per_s": 200.0,
+         "peak_mem_mb": 12.5, "status": "ok", "error": ""},
+    ])
+    out = results.readable(df)
+    assert list(out["experiment"]) == ["b", "a"]  # failed rows after the others
+    assert str(out["num workers"].dtype) == "Int64" and out["batch size"].tolist() == [16, 8]
+    assert "step median (ms)" in out and "samples/s" in out and "peak mem (MB)" in out
+    assert out["step median (ms)"].tolist() == [2.0, 3.25]  # non-integer floats stay floats
+    assert "error" in out  # kept: one row has a message
+    assert "error" not in results.readable(df[df["status"] == "ok"])
+    assert list(df.columns)[3] == "step_ms_median"  # the input is untouched
+    assert results.header("step_ms_p25") == "step p25 (ms)" and results.header("compile_s") == "compile (s)"

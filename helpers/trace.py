@@ -1,19 +1,30 @@
-"""Count host-device synchronisations inside a phase of a profiler trace.
+"""Read profiler traces: one module that the notebooks, the tests and ``python -m helpers.doctor`` use.
 
-Taught in ``03_backward_hooks``. Works on the Chrome-trace dict that
-``prof.export_chrome_trace`` / ``tensorboard_trace_handler`` write (``profiling.load_trace``):
+Works on the Chrome-trace dict that ``prof.export_chrome_trace`` / ``tensorboard_trace_handler`` write.
 
-- ``cudaStreamSynchronize`` / ``cudaDeviceSynchronize`` / ``cudaEventSynchronize`` runtime calls, and
-- device-to-host copies (``gpu_memcpy`` events named ``Memcpy DtoH ...``), attributed to the
-  phase by their launching runtime call (``correlation`` id), since the copy itself runs later
-  on the GPU timeline.
-
-A CPU-only trace has none of these events: every count is 0.
+- ``count_syncs``: host-device synchronisations inside a phase (taught in ``03_backward_hooks``):
+  ``cudaStreamSynchronize`` / ``cudaDeviceSynchronize`` / ``cudaEventSynchronize`` runtime calls, and
+  device-to-host copies (``gpu_memcpy`` events named ``Memcpy DtoH ...``), attributed to the phase by their
+  launching runtime call (``correlation`` id), since the copy itself runs later on the GPU timeline.
+  A CPU-only trace has none of these events: every count is 0.
+- ``dataloader_wait_share``: the share of the profiled steps spent in the DataLoader's ``__next__``
+  (taught in ``02_data_pipeline``).
 """
 from __future__ import annotations
 
+import gzip
+import json
 import re
+from pathlib import Path
 from typing import Any, Mapping
+
+
+def load_trace(path: Path | str) -> dict:
+    """Read a Chrome-trace JSON file (plain or gzipped)."""
+    p = Path(path)
+    opener = gzip.open if p.suffix == ".gz" else open
+    with opener(p, "rt") as f:
+        return json.load(f)
 
 SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 KEYS = ("stream_sync", "device_sync", "event_sync", "dtoh_copies")
@@ -76,3 +87,24 @@ def count_syncs(trace: Mapping[str, Any], phase: str | None = "backward") -> dic
     total = sum(counts.values())
     n = len(ranges) if phase else 1
     return {**counts, "total": total, "phases": n if ranges else 0, "per_step": total / n if n and ranges else 0.0}
+
+
+def dataloader_wait_share(trace: dict) -> dict[str, float]:
+    """From a Chrome trace of the training loop: time in the DataLoader's ``__next__`` vs the profiled steps.
+
+    Returns ``{"next_ms", "step_ms", "share"}`` summed over the ``ProfilerStep*`` events.
+    """
+    # host ranges only: on CUDA a label is also drawn on the GPU timeline (category gpu_user_annotation)
+    evs = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and not str(e.get("cat", "")).startswith("gpu_")]
+    steps = [e for e in evs if str(e.get("name", "")).startswith("ProfilerStep")]
+    nexts = [e for e in evs if str(e.get("name", "")).startswith("enumerate(DataLoader)#")
+             and str(e.get("name", "")).endswith("__next__")]
+    step_us = sum(float(e["dur"]) for e in steps)
+    next_us = 0.0
+    for n in nexts:  # count only the parts inside a profiled step
+        s0, s1 = float(n["ts"]), float(n["ts"]) + float(n["dur"])
+        for s in steps:
+            a, b = float(s["ts"]), float(s["ts"]) + float(s["dur"])
+            next_us += max(0.0, min(s1, b) - max(s0, a))
+    return {"next_ms": next_us / 1000.0, "step_ms": step_us / 1000.0,
+            "share": next_us / step_us if step_us else float("nan")}
