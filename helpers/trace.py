@@ -491,7 +491,11 @@ def show(path_or_dir, steps: int = 3, top: int = 10) -> None:
 
     view("Overview: step time by category (ms; torch-tb-profiler)", overview_view)
     if t.has_gpu:
-        view("GPU time (%; Holistic Trace Analysis' temporal breakdown)", lambda: __import__("pandas").DataFrame([t.gpu_breakdown()]))
+        import pandas as pd
+
+        view("GPU time (%; Holistic Trace Analysis' temporal breakdown)", lambda: pd.DataFrame([t.gpu_breakdown()]))
+        view("GPU idle time by cause (Holistic Trace Analysis)", lambda: readable(t.idle_breakdown().round(3)))
+        view("Kernel launches (Holistic Trace Analysis; medians)", lambda: readable(pd.DataFrame([t.launch_summary()]).round(3)))
     def operators_view():
         note = t.operators_note()
         if note:
@@ -499,6 +503,13 @@ def show(path_or_dir, steps: int = 3, top: int = 10) -> None:
         return readable(t.operators().head(top).round(3))
 
     view("Operators (by device self time on a GPU, else host self time)", operators_view)
-    view("Kernels", lambda: readable(t.kernels().head(top).round(3)))
+    def kernels_view():
+        k = t.kernels()
+        tc = t.tensor_core_share()
+        print(f"  {len(k)} kernels, {k['total_ms'].sum():.2f} ms in all"
+              + (f"; {tc:.0%} of kernel time in kernels using tensor cores" if tc is not None else ""))
+        return readable(k.head(top).round(3))
+
+    view("Kernels", kernels_view)
     view("Memory", lambda: readable(t.memory().round(1)))
     view(f"Timeline of the first {steps} step(s)", lambda: t.timeline(steps))

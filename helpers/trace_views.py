@@ -281,6 +281,16 @@ class Trace:
         return df.rename(columns={"cpu_duration": "cpu_duration_us", "gpu_duration": "gpu_duration_us",
                                   "launch_delay": "launch_delay_us"})
 
+    def launch_summary(self) -> dict[str, float]:
+        """HTA's launch statistics in one row: ``launches``, the medians of ``cpu_duration_us`` (launch call),
+        ``gpu_duration_us`` (kernel) and ``launch_delay_us``, and ``short_kernel_share``: the share of kernels
+        that run for less time than their launch call took (the CPU cannot keep such a GPU busy)."""
+        df = self.launch_stats()
+        return {"launches": int(len(df)), "cpu_duration_us": float(df["cpu_duration_us"].median()),
+                "gpu_duration_us": float(df["gpu_duration_us"].median()),
+                "launch_delay_us": float(df["launch_delay_us"].median()),
+                "short_kernel_share": float((df["gpu_duration_us"] < df["cpu_duration_us"]).mean())}
+
     # ---- timeline -------------------------------------------------------------------------------------------
     def timeline(self, steps: int = 3):
         """A Perfetto-like picture of the first ``steps`` ProfilerSteps (matplotlib ``Figure``): one lane per

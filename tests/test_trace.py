@@ -384,3 +384,12 @@ def test_a_long_trace_is_trimmed_to_its_first_steps():
     t = trace.open_trace(CONTROL, max_steps=3)
     assert len(t.overview()) == 4 and any("first 3" in n for n in t.notes)
     assert trace.count_syncs(t.doc, phase="ProfilerStep")["per_step"] == 10.0
+
+
+def test_launch_summary_from_hta(control):
+    s = control.launch_summary()
+    launches = sum(1 for e in control.doc["traceEvents"] if e.get("name") == "cudaLaunchKernel")
+    assert 0 < s["launches"] <= launches and 0.0 <= s["short_kernel_share"] <= 1.0
+    assert s["cpu_duration_us"] > 0 and s["launch_delay_us"] >= 0
+    idle = control.idle_breakdown()
+    assert set(idle["idle_category"]) == {"host_wait", "kernel_wait", "other"} and (idle["idle_ms"] >= 0).all()
