@@ -413,7 +413,26 @@ def dataloader_wait_share(trace: dict) -> dict[str, float]:
 # ---------------------------------------------------------------------------------------------------------
 # The offline views (helpers/trace_views.py) and ``show``
 # ---------------------------------------------------------------------------------------------------------
-from .trace_views import CATEGORIES, Trace, open_trace  # noqa: E402  (the views build on the functions above)
+_VIEW_NAMES = ("Trace", "CATEGORIES", "OVERVIEW_COLUMNS", "OPERATOR_COLUMNS", "KERNEL_COLUMNS",
+               "MEMORY_COLUMNS")
+
+
+def __getattr__(name: str):
+    """``trace.Trace``, ``trace.open_trace`` and the views' column names live in ``helpers.trace_views``, which
+    builds on this module; they are looked up on first use, so either module can be imported first."""
+    if name in _VIEW_NAMES:
+        from . import trace_views
+
+        return getattr(trace_views, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def open_trace(src, max_steps: int | None = MAX_STEPS):
+    """A ``Trace`` (its methods are the views) from a path, a folder, a trace dict or a ``Trace``; a long trace is
+    cut to its first ``max_steps`` steps and a note says so (see ``trace_views.open_trace``)."""
+    from .trace_views import open_trace as _open
+
+    return _open(src, max_steps=max_steps)
 
 
 def gpu_breakdown(src) -> dict[str, float] | None:

@@ -393,3 +393,14 @@ def test_launch_summary_from_hta(control):
     assert s["cpu_duration_us"] > 0 and s["launch_delay_us"] >= 0
     idle = control.idle_breakdown()
     assert set(idle["idle_category"]) == {"host_wait", "kernel_wait", "other"} and (idle["idle_ms"] >= 0).all()
+
+
+def test_either_trace_module_imports_first():
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    for first in ("helpers.trace_views", "helpers.trace", "helpers.trace_timeline"):
+        r = subprocess.run([sys.executable, "-c", f"import {first}; from helpers import trace; trace.Trace, trace.CATEGORIES"],
+                           cwd=root, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-500:]
