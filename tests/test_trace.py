@@ -266,7 +266,7 @@ def test_memory_view_where_recorded(control, cpu_run):
 
 def test_gpu_breakdown_matches_hta(control, cpu_run, tmp_path):
     # HTA's own figures for the control trace (data/gpu-traces/README.md, traceinsight 0.6.1)
-    g = trace.gpu_breakdown(CONTROL)
+    g = trace.gpu_breakdown(control)  # the Trace opened from CONTROL (HTA's load is kept with it)
     assert g["idle_pct"] == pytest.approx(16.2, abs=1.0) and g["compute_pct"] == pytest.approx(61.23, abs=1.0)
     assert g["non_compute_pct"] == pytest.approx(22.57, abs=1.0)
     # the AlexNet trace: against HTA run the way its docs show, on a trace folder
@@ -295,8 +295,7 @@ def test_timeline_lanes(control, cpu_run):
 
 def test_show_prints_every_view_and_no_library_noise(control, cpu_run, capsys, caplog):
     pytest.importorskip("IPython")
-    trace.show(CONTROL, steps=2)
-    _, t = cpu_run
+    trace.show(control, steps=2)  # a Trace: its parsed views are reused; a path works the same (below)
     trace.show(cpu_run[0])
     captured = capsys.readouterr()
     out = captured.out + captured.err + caplog.text
