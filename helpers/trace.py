@@ -8,6 +8,10 @@ Works on the Chrome-trace dict that ``prof.export_chrome_trace`` / ``tensorboard
   (host wait, GPU idle after it) (taught in ``03_backward_hooks``). A CPU-only trace has none.
 - ``dataloader_wait_share``: the share of the profiled steps spent in the DataLoader's ``__next__``
   (taught in ``02_data_pipeline``).
+- ``show(path_or_dir, steps=3)``: the offline views in a notebook (beside ``%tensorboard`` in 01-04, and in
+  ``05_diagnose``); ``open_trace`` gives the same views as DataFrames and figures (``Trace.overview``,
+  ``operators``, ``kernels``, ``memory``, ``timeline``, ``gpu_breakdown`` ...), computed by torch-tb-profiler's
+  parser and Holistic Trace Analysis (in ``trace_views.py``). A long trace is cut to its first steps (``trim``).
 """
 from __future__ import annotations
 
@@ -514,7 +518,9 @@ def show(path_or_dir, steps: int = 3, top: int = 10) -> None:
 
         view("GPU time (%; Holistic Trace Analysis' temporal breakdown)", lambda: pd.DataFrame([t.gpu_breakdown()]))
         view("GPU idle time by cause (Holistic Trace Analysis)", lambda: readable(t.idle_breakdown().round(3)))
-        view("Kernel launches (Holistic Trace Analysis; medians)", lambda: readable(pd.DataFrame([t.launch_summary()]).round(3)))
+        view("Kernel launches (Holistic Trace Analysis; medians)",
+             lambda: readable(pd.DataFrame([t.launch_summary()]).round(3)))
+
     def operators_view():
         note = t.operators_note()
         if note:
@@ -522,6 +528,7 @@ def show(path_or_dir, steps: int = 3, top: int = 10) -> None:
         return readable(t.operators().head(top).round(3))
 
     view("Operators (by device self time on a GPU, else host self time)", operators_view)
+
     def kernels_view():
         k = t.kernels()
         tc = t.tensor_core_share()
