@@ -70,7 +70,9 @@ def load_trace(path: Path | str) -> dict:
     file, an empty folder, a damaged or truncated ``.gz``, or a file that is not a Chrome trace."""
     p, _ = find_trace(path)
     try:
-        with (gzip.open(p, "rb") if p.suffix == ".gz" else open(p, "rb")) as f:
+        with open(p, "rb") as f:
+            zipped = f.read(2) == b"\x1f\x8b"  # gzip's magic bytes, whatever the file is called
+        with (gzip.open(p, "rb") if zipped else open(p, "rb")) as f:
             raw = f.read()
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise TraceError(f"{p}: the .gz file is truncated or damaged ({exc}); copy or export the trace again") from None
@@ -88,6 +90,9 @@ def load_trace(path: Path | str) -> dict:
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise TraceError(f"{p}: JSON, but not a Chrome trace (no traceEvents list); give the file that "
                          "prof.export_chrome_trace or tensorboard_trace_handler wrote")
+    if not any(isinstance(e, dict) and e.get("ph") == "X" for e in doc["traceEvents"]):
+        raise TraceError(f"{p}: the trace holds no profiled events; run the code to profile inside the profiler "
+                         "(and past its schedule's wait and warm-up steps) before the trace is written")
     return doc
 
 

@@ -344,6 +344,18 @@ def test_bad_inputs_get_one_line_naming_the_file(tmp_path, capsys):
     with pytest.raises(trace.TraceError) as e:
         trace.load_trace(cut)
     assert "truncated or damaged" in _one_line_naming(e, cut)
+    nothing = tmp_path / "nothing.json"
+    nothing.write_text('{"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "x"}}]}')
+    with pytest.raises(trace.TraceError) as e:
+        trace.load_trace(nothing)
+    assert "holds no profiled events" in _one_line_naming(e, nothing)
+    # gzip is recognised by its bytes, not its name; a bare JSON array of events is a Chrome trace too
+    renamed = tmp_path / "alexnet.json"
+    renamed.write_bytes(ALEXNET.read_bytes())
+    assert len(trace.load_trace(renamed)["traceEvents"]) == len(trace.load_trace(ALEXNET)["traceEvents"])
+    bare = tmp_path / "bare.json"
+    bare.write_text('[{"ph": "X", "name": "aten::mm", "ts": 1, "dur": 5, "cat": "cpu_op", "pid": 1, "tid": 1}]')
+    assert trace.load_trace(bare)["traceEvents"][0]["name"] == "aten::mm"
     empty = tmp_path / "empty_run"
     empty.mkdir()
     with pytest.raises(trace.TraceError) as e:
@@ -352,6 +364,8 @@ def test_bad_inputs_get_one_line_naming_the_file(tmp_path, capsys):
     with pytest.raises(trace.TraceError) as e:
         trace.load_trace(tmp_path / "missing.json")
     assert "no such file" in _one_line_naming(e, tmp_path / "missing.json")
+    with pytest.raises(trace.TraceError, match="no profiled events"):
+        trace.open_trace({"traceEvents": []})
     # show() turns each into one printed line, no traceback
     for bad in (text, cut, empty):
         trace.show(bad)
