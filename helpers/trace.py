@@ -505,7 +505,8 @@ def show(path_or_dir, steps: int = 3, top: int = 10) -> None:
         except TraceError as exc:
             print(f"  {exc}")
         except Exception as exc:  # noqa: BLE001 - one view failing must not hide the others
-            print(f"  {title} could not be computed on {t.label}: {type(exc).__name__}: {str(exc)[:120]}")
+            why = (str(exc).strip().splitlines() or [""])[0][:120]
+            print(f"  {title} could not be computed on {t.label}: {type(exc).__name__}: {why}")
         else:
             if out is not None:
                 display(out)

@@ -431,3 +431,33 @@ def test_either_trace_module_imports_first():
         r = subprocess.run([sys.executable, "-c", f"import {first}; from helpers import trace; trace.Trace, trace.CATEGORIES"],
                            cwd=root, capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-500:]
+
+
+def test_a_failing_library_view_says_so_in_one_line_and_the_rest_still_show(cpu_run, capsys, monkeypatch):
+    from torch_tb_profiler.profiler.data import RunProfileData
+
+    def broken(*a, **k):
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(RunProfileData, "from_json", broken)
+    path, _ = cpu_run
+    trace.show(path)
+    out = capsys.readouterr().out
+    assert "torch-tb-profiler's parser failed on this trace (RuntimeError: boom" in out
+    assert "step (ms)" in out and "Timeline" in out and "Traceback" not in out and "second line" not in out
+    t = trace.open_trace(path)
+    for view in (t.overview, t.operators, t.memory):
+        with pytest.raises(trace.TraceError, match="parser failed"):
+            view()
+
+
+def test_a_folder_with_several_traces_shows_the_newest_and_says_so(tmp_path):
+    import os
+    import shutil
+
+    old, new = tmp_path / "w.1.pt.trace.json.gz", tmp_path / "w.2.pt.trace.json.gz"
+    shutil.copy(ALEXNET, old)
+    shutil.copy(CONTROL, new)
+    os.utime(old, (1, 1))
+    path, notes = trace.find_trace(tmp_path)
+    assert path == new and "2 trace files" in notes[0] and new.name in notes[0]
