@@ -461,3 +461,14 @@ def test_a_folder_with_several_traces_shows_the_newest_and_says_so(tmp_path):
     os.utime(old, (1, 1))
     path, notes = trace.find_trace(tmp_path)
     assert path == new and "2 trace files" in notes[0] and new.name in notes[0]
+
+
+def test_tb_profiler_intersect_complaint_is_kept_out_of_the_output(capsys, caplog):
+    """torch-tb-profiler logs "ranges on the same thread should not intersect" on some newer traces."""
+    doc = {"traceEvents": [_ev("ProfilerStep#1", 0, 100, "user_annotation") | {"pid": 1, "tid": 1},
+                           _ev("aten::a", 10, 20, "cpu_op") | {"pid": 1, "tid": 1},
+                           _ev("aten::b", 20, 20, "cpu_op") | {"pid": 1, "tid": 1}]}
+    with caplog.at_level("DEBUG"):
+        assert trace.open_trace(doc).overview().loc["average", "step_ms"] == pytest.approx(0.1)
+    captured = capsys.readouterr()
+    assert "intersect" not in captured.out + captured.err + caplog.text
