@@ -9,9 +9,11 @@ causes add up to the step and nothing is counted twice):
 GPU trace (there are kernels), in this order of precedence:
   1. **compute** — the GPU is busy (kernels, copies, memsets on any stream);
   2. **input** — the GPU is idle while the host waits in the DataLoader's ``__next__``;
-  3. **host sync** — the GPU is idle after a synchronisation (``cudaStreamSynchronize`` /
-     ``cudaDeviceSynchronize`` / ``cudaEventSynchronize`` / blocking ``cudaMemcpy``, which ``.item()``,
-     ``.cpu()``, ``print(tensor)`` cause): from the call until the next GPU work starts;
+  3. **host sync** — the GPU is idle after a synchronisation (``.item()``, ``.cpu()``, ``print(tensor)``,
+     ``torch.cuda.synchronize()``; the list, each sync once, is ``trace.sync_costs``): from the call until the
+     next GPU work starts. ``trace.sync_costs``' own ``gpu_idle_us`` stops at the end of the host call plus one
+     launch latency; the diagnosis goes on to the next GPU work, because with the queue drained by the sync the
+     host work that follows can no longer overlap with the GPU (the strict figure is in the evidence);
   4. **memory** — the GPU is idle while the host is in ``cudaMalloc`` / ``cudaFree`` (the caching allocator
      going back to the driver, typically after a retry near capacity);
   5. **launch/overhead** — the rest of the GPU's idle time: the host is busy launching (short kernels,
@@ -64,7 +66,6 @@ SEE = {
 }
 
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-SYNC_APIS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
 MALLOC_APIS = ("cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync")
 
 
@@ -269,13 +270,14 @@ def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | N
         input_iv = intersect(idle, dl)
         rem = subtract(idle, dl)
         starts = [a for a, _ in busy]
-        syncs = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
-                 and tr.api_name(str(e.get("name", ""))) in SYNC_APIS and clip(S, *_span(e))]
+        costs = tr.sync_costs(trace)  # each synchronisation once (helpers.trace)
+        syncs = [(float(t), float(t) + float(h), float(g))
+                 for t, h, g in zip(costs["ts_us"], costs["host_us"], costs["gpu_idle_us"]) if clip(S, t, t + h)]
         windows = []
-        for e in syncs:
-            a, b = _span(e)
+        for a, b, _ in syncs:
             k = bisect.bisect_left(starts, b)
             windows.append((a, starts[k] if k < len(starts) else b))
+        strict_idle = sum(g for _, _, g in syncs)
         sync_iv = intersect(rem, merge(windows))
         rem = subtract(rem, merge(windows))
         mallocs = merge(_span(e) for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
@@ -297,7 +299,9 @@ def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | N
                              if dl else "no DataLoader __next__ in the profiled steps."))
         causes.append(_cause("host sync", per(length(sync_iv)), step_ms,
                              f"{len(syncs)} synchronisation call(s) in {n} step(s) "
-                             f"({len(syncs) / n:.1f} per step); GPU idle after them until the next GPU work."))
+                             f"({len(syncs) / n:.1f} per step); GPU idle after them until the next GPU work "
+                             f"(of which {per(strict_idle):.2f} ms/step before the host could launch again: "
+                             f"trace.sync_costs)."))
         retries = f"; allocator retries: {alloc_retries}" if alloc_retries is not None else ""
         peak, cap = _peak_reserved(trace), capacity_bytes or _capacity(trace)
         near = bool(peak and cap and peak / cap >= NEAR_CAPACITY)
