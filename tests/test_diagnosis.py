@@ -143,3 +143,13 @@ def test_training_step_from_own_parts(tmp_path):
         step()
     r = dg.diagnose_step(step, trace_root=tmp_path, wait=0, warmup=1, active=2)
     assert r.steps == 2 and r.ms("input") > 0
+
+
+def test_sizes_have_both_scales():
+    from helpers import sizes
+
+    keys = {"batch_size", "features", "hidden", "input_ms", "tiny_ops", "matmul", "sync_ms", "wait",
+            "warmup_steps", "active"}
+    for scale in ("smoke", "full"):
+        assert keys <= set(sizes.DIAGNOSE[scale])
+        assert all(sizes.DIAGNOSE[scale][k] > 0 for k in keys - {"wait"})
