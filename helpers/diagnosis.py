@@ -442,7 +442,7 @@ def training_step(model, optimizer, loader, loss_fn=None, *, device=None) -> Cal
 
 
 # --- planted bottlenecks (notebook 05 and the tests) -------------------------------------------------------------
-PLANTED = ("input", "launch/overhead", "compute", "host sync")
+PLANTED = ("none", "input", "launch/overhead", "compute", "host sync")
 
 
 class _SlowDataset:
@@ -468,6 +468,7 @@ def planted_step(kind: str, size: float, *, device=None, batch_size: int = 8, fe
                  hidden: int = 64, threads: int | None = 1) -> Callable[[], Any]:
     """A small MLP training step with one bottleneck planted, ``size`` setting how strong it is:
 
+    - ``"none"``: the plain step (the baseline; ``size`` is ignored);
     - ``"input"``: batches come from a DataLoader (``num_workers=0``) whose dataset spends ``size`` ms per sample;
     - ``"launch/overhead"``: the forward adds ``size`` tiny elementwise ops on a 16-element tensor;
     - ``"compute"``: the forward adds one ``size`` × ``size`` matrix product;
