@@ -238,10 +238,13 @@ def _cannot(name, why):
 
 
 def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | None = None,
-             alloc_retries: int | None = None) -> Diagnosis:
+             alloc_retries: int | None = None, loop_syncs: bool = False) -> Diagnosis:
     """Split the average profiled step of ``trace`` (a Chrome-trace dict, or a path ``helpers.trace`` loads)
     into causes. ``capacity_bytes`` / ``alloc_retries`` (from ``torch.cuda``) add memory evidence the trace
-    itself may lack (``diagnose_step`` passes them on a GPU)."""
+    itself may lack (``diagnose_step`` passes them on a GPU). ``loop_syncs=True``: the profiling loop itself
+    synchronised the device at the end of each step (``profiling.profile_steps(sync=True)``, so that a step's
+    range covers its GPU work); that last device synchronisation of each step is not the step's own and is left
+    out of the host-sync cause (its idle time stays with launch/overhead)."""
     source = None
     if not isinstance(trace, Mapping):
         source = str(trace)
@@ -271,8 +274,19 @@ def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | N
         rem = subtract(idle, dl)
         starts = [a for a, _ in busy]
         costs = tr.sync_costs(trace)  # each synchronisation once (helpers.trace)
-        syncs = [(float(t), float(t) + float(h), float(g))
-                 for t, h, g in zip(costs["ts_us"], costs["host_us"], costs["gpu_idle_us"]) if clip(S, t, t + h)]
+        rows = [(float(t), float(t) + float(h), float(g), str(k))
+                for t, h, g, k in zip(costs["ts_us"], costs["host_us"], costs["gpu_idle_us"], costs["kind"])
+                if clip(S, t, t + h)]
+        loop_added = 0
+        if loop_syncs:  # drop the last device_sync of each step: the profiling loop's, not the step's
+            drop = set()
+            for a, b in steps:
+                last = [i for i, r in enumerate(rows) if r[3] == "device_sync" and a <= r[0] <= b]
+                if last:
+                    drop.add(max(last, key=lambda i: rows[i][0]))
+            loop_added = len(drop)
+            rows = [r for i, r in enumerate(rows) if i not in drop]
+        syncs = [r[:3] for r in rows]
         windows = []
         for a, b, _ in syncs:
             k = bisect.bisect_left(starts, b)
@@ -301,7 +315,9 @@ def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | N
                              f"{len(syncs)} synchronisation call(s) in {n} step(s) "
                              f"({len(syncs) / n:.1f} per step); GPU idle after them until the next GPU work "
                              f"(of which {per(strict_idle):.2f} ms/step before the host could launch again: "
-                             f"trace.sync_costs)."))
+                             f"trace.sync_costs)"
+                             + (f"; {loop_added} sync(s) added by the profiling loop left out." if loop_syncs
+                                else ".")))
         retries = f"; allocator retries: {alloc_retries}" if alloc_retries is not None else ""
         peak, cap = _peak_reserved(trace), capacity_bytes or _capacity(trace)
         near = bool(peak and cap and peak / cap >= NEAR_CAPACITY)
@@ -384,8 +400,8 @@ def diagnose_step(step_fn: Callable[[], Any], *, wait: int = 1, warmup: int = 1,
     """Profile ``step_fn`` (one training step per call) with ``schedule(wait, warmup, active)``, write the trace to
     a fresh folder (``profiling.fresh_trace_dir(name)``) and diagnose it. The result's ``trace_dir`` says where.
 
-    The steps are *not* synchronised by the profiler loop (a forced sync per step would itself look like a host
-    sync); each ``ProfilerStep`` is what the host spent on the step, as in a real training loop.
+    On a GPU the loop synchronises the device after each step (so a step's range covers its GPU work) and the
+    diagnosis leaves those syncs out; on a CPU nothing is added.
     """
     import torch
 
@@ -396,16 +412,19 @@ def diagnose_step(step_fn: Callable[[], Any], *, wait: int = 1, warmup: int = 1,
     cuda = is_cuda(device) if device is not None else False
     if cuda:
         retries0 = torch.cuda.memory_stats(device).get("num_alloc_retries", 0)
+    # on a GPU the loop synchronises after each step, so that a step's range covers its GPU work (a host that
+    # runs ahead of a short profile would otherwise show steps as long as their launches); the diagnosis then
+    # leaves those loop syncs out (loop_syncs)
     profiling.profile_steps(step_fn, wait=wait, warmup=warmup, active=active, device=device,
-                            trace_dir=trace_dir, profile_memory=profile_memory, sync=False)
+                            trace_dir=trace_dir, profile_memory=profile_memory, sync=cuda)
     files = profiling.trace_files(trace_dir)
     if not files:
         raise DiagnosisError(f"{trace_dir}: the profiler wrote no trace; is step_fn running (active={active})?")
-    kw: dict[str, Any] = {}
+    kw: dict[str, Any] = {"loop_syncs": cuda}
     if cuda:
         torch.cuda.synchronize(device)
-        kw = {"capacity_bytes": torch.cuda.get_device_properties(device).total_memory,
-              "alloc_retries": torch.cuda.memory_stats(device).get("num_alloc_retries", 0) - retries0}
+        kw |= {"capacity_bytes": torch.cuda.get_device_properties(device).total_memory,
+               "alloc_retries": torch.cuda.memory_stats(device).get("num_alloc_retries", 0) - retries0}
     result = diagnose(files[-1], **kw)
     result.trace_dir = trace_dir
     return result

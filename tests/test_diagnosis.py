@@ -153,3 +153,22 @@ def test_sizes_have_both_scales():
     for scale in ("smoke", "full"):
         assert keys <= set(sizes.DIAGNOSE[scale])
         assert all(sizes.DIAGNOSE[scale][k] > 0 for k in keys - {"wait"})
+
+
+def test_loop_syncs_are_left_out():
+    """diagnose_step on a GPU synchronises after each step; that device sync is not the step's own."""
+    evs = []
+    for k in range(2):
+        o = k * 1000
+        evs.append(_ev(f"ProfilerStep#{k}", "user_annotation", o, 1000))
+        evs.append(_ev("cudaLaunchKernel", "cuda_runtime", o + 10, 5, correlation=k + 1))
+        evs.append(_ev("gemm", "kernel", o + 20, 600, tid=7, correlation=k + 1))
+        evs.append(_ev("cudaDeviceSynchronize", "cuda_runtime", o + 100, 520))
+    doc = {"traceEvents": evs}
+    as_is = dg.diagnose(doc)
+    assert as_is.ms("host sync") == pytest.approx(0.2)  # 620 -> next kernel at 1020, over 2 steps
+    r = dg.diagnose(doc, loop_syncs=True)
+    assert r.ms("host sync") == 0 and "2 sync(s) added by the profiling loop left out" in \
+        next(c["evidence"] for c in r.causes if c["cause"] == "host sync")
+    assert r.ms("launch/overhead") == pytest.approx(as_is.ms("launch/overhead") + as_is.ms("host sync"))
+    assert r.top == "compute"
