@@ -250,7 +250,7 @@ def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | N
         source = str(trace)
         trace = tr.load_trace(trace)
     name = source or "trace"
-    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "ts" in e]
+    events = [e for e in trace.get("traceEvents", []) if isinstance(e, Mapping) and e.get("ph") == "X" and "ts" in e]
     steps, main_tid, notes = _step_ranges(events, name)
     n = len(steps)
     step_us = sum(b - a for a, b in steps)

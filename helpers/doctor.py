@@ -33,62 +33,43 @@ class DoctorError(ValueError):
     """Bad input: the message is the one line the command prints."""
 
 
-def load(path: Path | str) -> tuple[dict, Path]:
-    """The trace at ``path`` (a file or a trace folder) and the file it came from; ``DoctorError`` otherwise."""
-    p = Path(path)
-    if not p.exists():
-        raise DoctorError(f"{p}: no such file or folder; give a .json/.json.gz trace or a trace folder.")
-    file = p
-    if p.is_dir():
-        files = sorted(list(p.glob("*.pt.trace.json")) + list(p.glob("*.pt.trace.json.gz"))
-                       + list(p.glob("*.json")) + list(p.glob("*.json.gz")), key=lambda f: f.stat().st_mtime)
-        if not files:
-            raise DoctorError(f"{p}: an empty folder (no *.json or *.json.gz trace in it); point at the folder "
-                              f"tensorboard_trace_handler wrote, or at one trace file.")
-        file = files[-1]
-    try:
-        doc = tr.load_trace(p if p.is_dir() and _loads_folders() else file)
-    except tr.TraceError as exc:
-        raise DoctorError(str(exc).splitlines()[0]) from None
-    except (EOFError, OSError) as exc:  # gzip: truncated / not gzip; unreadable file
-        raise DoctorError(f"{file}: cannot be read as a (gzipped) trace ({type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else 'truncated'}); copy the file again "
-                          f"or re-export it.") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise DoctorError(f"{file}: not a JSON profiler trace ({type(exc).__name__}); give the *.pt.trace.json "
-                          f"that torch.profiler wrote.") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        raise DoctorError(f"{file}: JSON but not a Chrome trace (no traceEvents list); give the *.pt.trace.json "
-                          f"that torch.profiler wrote.")
-    return doc, file
-
-
-def _loads_folders() -> bool:
-    return "folder" in (tr.load_trace.__doc__ or "").lower()
-
-
-def _quiet(fn, *args, **kwargs):
-    """Call a library view with its chatter (HTA's logging, the plugin's prints) kept off the output."""
+@contextlib.contextmanager
+def quiet():
+    """Keep the libraries' chatter (HTA's logging, the plugin's prints and warnings) off the output."""
     import logging
+    import warnings
 
     buf = io.StringIO()
     logging.disable(logging.WARNING)
     try:
-        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-            return fn(*args, **kwargs)
+        with warnings.catch_warnings(), contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            warnings.simplefilter("ignore")
+            yield
     finally:
         logging.disable(logging.NOTSET)
 
 
-def _view(name: str, *args, **kwargs) -> tuple[Any, str | None]:
-    """``helpers.trace.<name>(...)``, or (None, why) when it fails or this install's trace module lacks it."""
-    fn = getattr(tr, name, None)
-    if fn is None:
-        return None, f"helpers.trace.{name} is not available"
+def load(path: Path | str):
+    """The trace at ``path`` (a file or a trace folder) as a ``helpers.trace.Trace``; ``DoctorError`` (one line
+    naming the file) for bad input: a missing file, an empty folder, a truncated ``.gz``, not a trace."""
     try:
-        return _quiet(fn, *args, **kwargs), None
+        return tr.open_trace(Path(path))
+    except tr.TraceError as exc:
+        raise DoctorError(str(exc).splitlines()[0]) from None
+    except (AttributeError, TypeError, KeyError, ValueError) as exc:  # JSON whose events are not trace events
+        raise DoctorError(f"{path}: JSON, but its traceEvents are not Chrome-trace events ({type(exc).__name__}); "
+                          f"give the file that prof.export_chrome_trace or tensorboard_trace_handler wrote") from None
+
+
+def _view(t, name: str, *args) -> tuple[Any, str | None]:
+    """``t.<name>()`` (a view of ``helpers.trace``), or (None, its one-line reason) when it cannot be computed."""
+    try:
+        return getattr(t, name)(*args), None
+    except tr.TraceError as exc:
+        return None, str(exc).splitlines()[0]
     except Exception as exc:  # noqa: BLE001 - one view failing must not stop the others
-        return None, f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        msg = str(exc).splitlines()[0][:120] if str(exc) else ""
+        return None, f"{t.label}: {name} could not be computed ({type(exc).__name__}: {msg})"
 
 
 def _num(x) -> float | None:
@@ -99,61 +80,44 @@ def _num(x) -> float | None:
     return None if math.isnan(x) or math.isinf(x) else round(x, 3)
 
 
-def overview_per_step(doc: dict) -> tuple[dict[str, float] | None, str | None]:
-    """Category -> ms per step, from ``helpers.trace.overview`` (its average row / column)."""
-    ov, why = _view("overview", doc)
+def overview_per_step(t) -> tuple[dict[str, float] | None, str | None]:
+    """Category -> ms per step: the ``average`` row of ``helpers.trace``'s overview (tb-profiler's categories)."""
+    ov, why = _view(t, "overview")
     if ov is None:
         return None, why
-    try:
-        import pandas as pd
-
-        if isinstance(ov, dict):
-            return {str(k): _num(v) for k, v in ov.items()}, None
-        if isinstance(ov, pd.DataFrame):
-            for label in ("mean", "average", "avg"):
-                if label in ov.index:
-                    return {str(k): _num(v) for k, v in ov.loc[label].items() if _num(v) is not None}, None
-            num = ov.select_dtypes("number")
-            return {str(k): _num(v) for k, v in num.mean().items()}, None
-        if isinstance(ov, pd.Series):
-            return {str(k): _num(v) for k, v in ov.items()}, None
-    except Exception as exc:  # noqa: BLE001
-        return None, f"overview: {type(exc).__name__}: {exc}"
-    return None, f"overview: unexpected result {type(ov).__name__}"
+    row = ov.loc["average"] if "average" in ov.index else ov.select_dtypes("number").mean()
+    return {str(k).removesuffix("_ms"): _num(v) for k, v in row.items() if k != "step_ms"}, None
 
 
-def gpu_breakdown(doc: dict, file: Path, on_gpu: bool) -> tuple[dict[str, float] | None, str | None]:
-    """``idle_pct``, ``compute_pct``, ``non_compute_pct`` from HTA's temporal breakdown (``helpers.trace``);
-    None for a CPU-only trace."""
-    if not on_gpu:
-        return None, "CPU-only trace: no GPU breakdown"
-    g, why = _view("gpu_breakdown", file)
+def gpu_breakdown(t) -> tuple[dict[str, float] | None, str | None]:
+    """``idle_pct``, ``compute_pct``, ``non_compute_pct``: HTA's temporal breakdown (``helpers.trace``); None for a
+    CPU-only trace, with the reason."""
+    if not t.has_gpu:
+        return None, f"{t.label}: a CPU-only trace has no GPU timeline, so no GPU breakdown (profile on a GPU)"
+    g, why = _view(t, "gpu_breakdown")
     if g is None:
-        g, why2 = _view("gpu_breakdown", doc)
-        if g is None:
-            return None, why or why2
-    if hasattr(g, "to_dict") and not isinstance(g, dict):
-        g = g.iloc[0].to_dict() if hasattr(g, "iloc") else g.to_dict()
-    keys = ("idle_pct", "compute_pct", "non_compute_pct")
-    return {k: _num(g.get(k)) for k in keys}, None
+        return None, why
+    return {k: _num(g.get(k)) for k in ("idle_pct", "compute_pct", "non_compute_pct")}, None
 
 
-def report(path: Path | str) -> dict[str, Any]:
-    """Everything the command prints, as one JSON-ready dict (raises ``DoctorError`` on bad input)."""
-    doc, file = load(path)
+def report(path: Path | str, *, views: bool = True) -> dict[str, Any]:
+    """Everything the command prints, as one JSON-ready dict (raises ``DoctorError`` on bad input).
+    ``views=False`` skips the overview and the GPU breakdown (the slow part on a large trace)."""
+    t = load(path)
     try:
-        d = dg.diagnose(doc)
+        d = dg.diagnose(t.doc)
     except dg.DiagnosisError as exc:
-        raise DoctorError(f"{file}: {str(exc).split(': ', 1)[-1]}") from None
-    overview, why_ov = overview_per_step(doc)
-    gpu, why_gpu = gpu_breakdown(doc, file, d.on_gpu)
-    notes = list(d.notes)
-    for why in (why_ov, why_gpu if d.on_gpu else None):
-        if why:
-            notes.append(why)
-    return {"trace": str(file), "steps": d.steps, "step_ms": d.step_ms, "overview": overview, "gpu": gpu,
+        raise DoctorError(f"{t.label}: {str(exc).split(': ', 1)[-1]}") from None
+    notes = list(t.notes) if t.notes else list(d.notes)
+    overview = gpu = None
+    if views:
+        with quiet():
+            overview, why_ov = overview_per_step(t)
+            gpu, why_gpu = gpu_breakdown(t)
+        notes += [w for w in (why_ov, why_gpu) if w]
+    return {"trace": t.label, "steps": d.steps, "step_ms": d.step_ms, "overview": overview, "gpu": gpu,
             "diagnosis": d.to_list(), "cannot_judge": d.cannot_judge, "notes": notes, "top_cause": d.top,
-            "_diagnosis": d, "_doc": doc}
+            "_diagnosis": d, "_trace": t}
 
 
 def json_report(rep: dict[str, Any]) -> str:
@@ -175,7 +139,8 @@ def text_report(rep: dict[str, Any], top: int = 10) -> str:
         out.append("")
     with pd.option_context("display.width", 160, "display.max_colwidth", 60):
         for view in ("operators", "kernels"):
-            df, why = _view(view, rep["_doc"])
+            with quiet():
+                df, why = _view(rep["_trace"], view)
             if df is None:
                 out.append(f"{view.capitalize()}: not shown ({why})")
             elif len(df):
@@ -186,10 +151,8 @@ def text_report(rep: dict[str, Any], top: int = 10) -> str:
             out.append("")
     out.append("Diagnosis (* = a finding, >= "
                f"{dg.MIN_FINDING_SHARE:.0%} of the step):")
-    out.append(rep["_diagnosis"].summary())
-    for n in rep["notes"]:
-        if n not in rep["_diagnosis"].notes:
-            out.append(f"  note: {n}")
+    out.append(rep["_diagnosis"].summary().split("\n  note:")[0])
+    out += [f"  note: {n}" for n in rep["notes"]]
     return "\n".join(out)
 
 

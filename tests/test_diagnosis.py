@@ -101,7 +101,7 @@ def test_real_gpu_traces_find_the_syncs(name):
     assert r.on_gpu
     sync = next(c for c in r.causes if c["cause"] == "host sync")
     assert sync["ms"] > 0
-    assert _sum_ms(r) <= r.step_ms * (1 + 1e-9)
+    assert _sum_ms(r) <= r.step_ms + 0.005  # causes are rounded to the µs
     if name == "hta_control.json.gz":
         assert r.steps == 6 and "60 synchronisation call(s)" in sync["evidence"]
 
@@ -120,7 +120,7 @@ def test_planted_cpu_case_top_cause(kind, size, tmp_path):
     r = dg.diagnose_step(dg.planted_step(kind, size), trace_root=tmp_path)
     assert r.top == kind, r.summary()
     assert not r.on_gpu and {"host sync", "GPU idle"} <= set(r.cannot_judge)
-    assert _sum_ms(r) <= r.step_ms * (1 + 1e-9)
+    assert _sum_ms(r) <= r.step_ms + 0.005  # causes are rounded to the µs
     assert list(r.trace_dir.glob("*.pt.trace.json*"))
 
 

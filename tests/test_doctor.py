@@ -31,7 +31,7 @@ def check_contract(doc):
         assert c["cause"] in dg.CAUSES and c["evidence"] and c["see"]
     judged = [c["ms"] for c in doc["diagnosis"] if c["ms"] is not None]
     assert all(m >= 0 for m in judged)
-    assert sum(judged) <= doc["step_ms"] * (1 + 1e-6) + 1e-3, "each millisecond is counted once"
+    assert sum(judged) <= doc["step_ms"] + 0.005, "each millisecond is counted once (rounded to the µs)"
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +60,9 @@ def test_json_on_the_real_gpu_trace():
     assert doc["steps"] == 6
     sync = next(c for c in doc["diagnosis"] if c["cause"] == "host sync")
     assert sync["ms"] > 0
+    # HTA's own temporal breakdown of this trace (data/gpu-traces/README.md): idle 16.2 %, compute 61.23 %
+    assert abs(doc["gpu"]["idle_pct"] - 16.2) <= 1 and abs(doc["gpu"]["compute_pct"] - 61.23) <= 1
+    assert set(doc["overview"]) >= {"kernel", "memcpy", "dataloader", "cpu_exec", "other"}
 
 
 def test_text_report_has_the_diagnosis(cpu_trace):
@@ -74,9 +77,9 @@ def _bad_inputs(tmp):
     (tmp / "list.json").write_text("[1, 2, 3]")
     whole = (TRACES / "hta_alexnet.json.gz").read_bytes()
     (tmp / "cut.json.gz").write_bytes(whole[: len(whole) // 2])
-    return {"empty": ("empty folder",), "notes.json": ("not a JSON profiler trace",),
+    return {"empty": ("empty folder", "holds no trace file"), "notes.json": ("not a JSON profiler trace",),
             "list.json": ("not a Chrome trace", "not a JSON profiler trace", "traceEvents"),
-            "cut.json.gz": ("truncated", "ended before", "cannot be read"), "missing.json": ("no such file",)}
+            "cut.json.gz": ("truncated",), "missing.json": ("no such file",)}
 
 
 def test_bad_inputs_one_line_exit_2(tmp_path):

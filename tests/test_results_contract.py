@@ -95,7 +95,7 @@ def test_diagnose_structure():
         assert e["status"] == "ok", f"{e['name']}: {e['error']}"
         m = e["metrics"]
         assert m["top_cause"] == e["config"]["planted"], e["name"]
-        assert m["causes_ms_sum"] <= m["step_ms_mean"] * (1 + 1e-6)
+        assert m["causes_ms_sum"] <= m["step_ms_mean"] + 0.005  # causes are rounded to the µs
     assert rows["real trace hta_control"]["metrics"]["host sync_ms"] > 0
     bad = [e for e in doc["experiments"] if e["name"].startswith("expected failure")]
     assert len(bad) >= 3 and all(e["status"] == "failed" and e["error"] for e in bad)
