@@ -146,6 +146,7 @@ class Diagnosis:
     cannot_judge: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     source: str | None = None
+    trace_dir: Path | None = None                      # set by diagnose_step: the folder its trace went to
 
     @property
     def top(self) -> str | None:
