@@ -83,8 +83,8 @@ class Trace:
     ``TraceError`` (one line) when it cannot be computed on this trace.
     """
 
-    def __init__(self, doc: dict, path: Path | None = None, notes: list[str] | None = None):
-        self.doc, self.path, self.notes = doc, path, list(notes or [])
+    def __init__(self, doc: dict, path: Path | None = None, notes: list[str] | None = None, trimmed: bool = False):
+        self.doc, self.path, self.notes, self.trimmed = doc, path, list(notes or []), trimmed
         self.label = str(path) if path is not None else "the trace"
         if not _t.step_ranges(doc):
             self.notes.append(f"{self.label}: no ProfilerStep in the trace, so the whole trace is analysed as one "
@@ -111,7 +111,7 @@ class Trace:
         except ImportError as exc:  # pragma: no cover - it is a declared dependency
             raise TraceError(f"torch-tb-profiler is not installed ({exc}); pip install torch-tb-profiler") from None
         try:
-            with quiet("pytorch_profiler"):
+            with quiet("pytorch_profiler"), _t.no_gc():
                 data = RunProfileData.from_json("worker", "span", _for_tb(self.doc))
                 run = RunGenerator("worker", "span", data).generate_run_profile()
         except Exception as exc:  # noqa: BLE001 - the library's failure becomes one line
@@ -222,7 +222,7 @@ class Trace:
     @cached_property
     def hta(self):
         """HTA's ``TraceAnalysis`` of this trace (GPU traces only). HTA reads files, not dicts: it is given the
-        file itself (one file as rank 0), or a temporary copy of a dict."""
+        file itself (one file as rank 0), or a temporary copy of the dict (a trimmed trace, or a dict)."""
         self._need_gpu("GPU time views")
         try:
             from hta.trace_analysis import TraceAnalysis
@@ -230,13 +230,13 @@ class Trace:
             raise TraceError(f"Holistic Trace Analysis is not installed ({exc}); pip install traceinsight") from None
         tmp = None
         path = self.path
-        if path is None:
+        if path is None or self.trimmed:
             fd, tmp = tempfile.mkstemp(suffix=".json")
-            with os.fdopen(fd, "w") as f:
+            with os.fdopen(fd, "w") as f, _t.no_gc():
                 _t.json.dump(self.doc, f)
             path = Path(tmp)
         try:
-            with quiet("hta"):
+            with quiet("hta"), _t.no_gc():
                 return TraceAnalysis(trace_files={0: str(Path(path).resolve())}, trace_dir="/")
         except Exception as exc:  # noqa: BLE001 - the library's failure becomes one line
             raise TraceError(f"{self.label}: Holistic Trace Analysis could not load this trace "
@@ -281,6 +281,16 @@ class Trace:
         return df.rename(columns={"cpu_duration": "cpu_duration_us", "gpu_duration": "gpu_duration_us",
                                   "launch_delay": "launch_delay_us"})
 
+    def launch_summary(self) -> dict[str, float]:
+        """HTA's launch statistics in one row: ``launches``, the medians of ``cpu_duration_us`` (launch call),
+        ``gpu_duration_us`` (kernel) and ``launch_delay_us``, and ``short_kernel_share``: the share of kernels
+        that run for less time than their launch call took (the CPU cannot keep such a GPU busy)."""
+        df = self.launch_stats()
+        return {"launches": int(len(df)), "cpu_duration_us": float(df["cpu_duration_us"].median()),
+                "gpu_duration_us": float(df["gpu_duration_us"].median()),
+                "launch_delay_us": float(df["launch_delay_us"].median()),
+                "short_kernel_share": float((df["gpu_duration_us"] < df["cpu_duration_us"]).mean())}
+
     # ---- timeline -------------------------------------------------------------------------------------------
     def timeline(self, steps: int = 3):
         """A Perfetto-like picture of the first ``steps`` ProfilerSteps (matplotlib ``Figure``): one lane per
@@ -291,14 +301,21 @@ class Trace:
         return draw_timeline(self.doc, steps=steps, title=Path(self.label).name)
 
 
-def open_trace(src: Any) -> Trace:
+def open_trace(src: Any, max_steps: int | None = _t.MAX_STEPS) -> Trace:
     """A ``Trace`` from a path (``.json`` / ``.json.gz`` / a ``tensorboard_trace_handler`` folder), a loaded
-    trace dict, or a ``Trace`` (returned as it is). Bad input raises ``TraceError`` with a one-line message."""
+    trace dict, or a ``Trace`` (returned as it is). A long trace is cut to its first ``max_steps`` steps (fewer
+    when they are very heavy; see ``trim``) and a note says so; ``max_steps=None`` keeps every step. Bad input
+    raises ``TraceError`` with a one-line message."""
     if isinstance(src, Trace):
         return src
     if isinstance(src, dict):
         if not isinstance(src.get("traceEvents"), list):
             raise TraceError("the dict given is not a Chrome trace (no traceEvents list); pass what load_trace returns")
-        return Trace(src)
-    path, notes = _t.find_trace(src)
-    return Trace(_t.load_trace(path), path, notes)
+        path, notes, doc = None, [], src
+    else:
+        path, notes = _t.find_trace(src)
+        doc = _t.load_trace(path)
+    doc, note = _t.trim(doc, max_steps=max_steps, max_events=None if max_steps is None else _t.MAX_EVENTS)
+    if note:
+        notes.append(f"{path or 'the trace'}: {note}")
+    return Trace(doc, path, notes, trimmed=bool(note))

@@ -304,3 +304,92 @@ def test_show_prints_every_view_and_no_library_noise(control, cpu_run, capsys, c
         assert title in out
     assert "CPU-only trace has no GPU timeline for the kernel view" in out
     assert "Traceback" not in out and "Parsed" not in out and "should not intersect" not in out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Scale and bad input (issue 12)
+# ---------------------------------------------------------------------------------------------------------------
+def _one_line_naming(exc_info, path):
+    msg = str(exc_info.value)
+    assert "\n" not in msg and str(path) in msg
+    return msg
+
+
+def test_bad_inputs_get_one_line_naming_the_file(tmp_path, capsys):
+    text = tmp_path / "notes.txt"
+    text.write_text("this is not a trace\n")
+    with pytest.raises(trace.TraceError) as e:
+        trace.load_trace(text)
+    assert "not a complete JSON profiler trace" in _one_line_naming(e, text)
+    other_json = tmp_path / "config.json"
+    other_json.write_text('{"lr": 0.1}')
+    with pytest.raises(trace.TraceError) as e:
+        trace.load_trace(other_json)
+    assert "not a Chrome trace" in _one_line_naming(e, other_json)
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(CONTROL.read_bytes()[:50_000])
+    with pytest.raises(trace.TraceError) as e:
+        trace.load_trace(cut)
+    assert "truncated or damaged" in _one_line_naming(e, cut)
+    empty = tmp_path / "empty_run"
+    empty.mkdir()
+    with pytest.raises(trace.TraceError) as e:
+        trace.open_trace(empty)
+    assert "holds no trace file" in _one_line_naming(e, empty)
+    with pytest.raises(trace.TraceError) as e:
+        trace.load_trace(tmp_path / "missing.json")
+    assert "no such file" in _one_line_naming(e, tmp_path / "missing.json")
+    # show() turns each into one printed line, no traceback
+    for bad in (text, cut, empty):
+        trace.show(bad)
+    out = capsys.readouterr().out
+    assert len(out.strip().splitlines()) == 3 and "Traceback" not in out
+
+
+def test_cpu_only_trace_asked_for_gpu_views(cpu_run):
+    path, t = cpu_run
+    assert not t.has_gpu and trace.gpu_breakdown(t) is None
+    for view in (t.kernels, t.idle_breakdown, t.launch_stats, lambda: t.hta):
+        with pytest.raises(trace.TraceError) as e:
+            view()
+        assert "CPU-only trace" in _one_line_naming(e, path)
+
+
+def test_trace_without_profiler_step_is_analysed_whole_and_says_so(tmp_path):
+    t = trace.open_trace(ALEXNET)
+    assert any("no ProfilerStep" in n and str(ALEXNET) in n for n in t.notes)
+    ov = t.overview()
+    assert len(ov) == 2 and abs(ov.drop(columns="step_ms").loc["average"].sum() - ov.loc["average", "step_ms"]) < 1e-6
+    assert trace.count_syncs(t.doc, phase=None)["total"] == 21
+
+
+def test_a_long_trace_is_trimmed_to_its_first_steps():
+    doc = {"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}}]}
+    for i in range(20):
+        t0 = i * 100
+        doc["traceEvents"] += [_ev(f"ProfilerStep#{i}", t0, 90, "user_annotation"),
+                               _ev("cudaLaunchKernel", t0 + 80, 1, corr=i), _ev("k", t0 + 105, 10, "kernel", corr=i)]
+    small, note = trace.trim(doc, max_steps=5, max_events=None)
+    assert [n for n, _, _ in trace.step_ranges(small)] == [f"ProfilerStep#{i}" for i in range(5)]
+    assert "holds 20 ProfilerSteps" in note and "first 5" in note
+    kernels = sorted(e["args"]["correlation"] for e in small["traceEvents"] if e.get("cat") == "kernel")
+    assert kernels == [0, 1, 2, 3, 4]  # step 4's kernel runs after step 5 starts: kept with its launch
+    assert sum(e.get("ph") == "M" for e in small["traceEvents"]) == 1
+    # heavy steps: fewer of them (3 events a step here: 2 steps fit in 7 events), never none
+    few, note = trace.trim(doc, max_steps=5, max_events=7)
+    assert len(trace.step_ranges(few)) == 2 and len(few["traceEvents"]) == 1 + 2 * 3 and "first 2" in note
+    assert len(trace.step_ranges(trace.trim(doc, max_steps=5, max_events=1)[0])) == 1
+    assert trace.trim(doc, max_steps=None, max_events=None)[1] is None and trace.trim(doc, 50)[1] is None
+    # the real trace: 3 of its 6 steps, the same syncs per step
+    t = trace.open_trace(CONTROL, max_steps=3)
+    assert len(t.overview()) == 4 and any("first 3" in n for n in t.notes)
+    assert trace.count_syncs(t.doc, phase="ProfilerStep")["per_step"] == 10.0
+
+
+def test_launch_summary_from_hta(control):
+    s = control.launch_summary()
+    launches = sum(1 for e in control.doc["traceEvents"] if e.get("name") == "cudaLaunchKernel")
+    assert 0 < s["launches"] <= launches and 0.0 <= s["short_kernel_share"] <= 1.0
+    assert s["cpu_duration_us"] > 0 and s["launch_delay_us"] >= 0
+    idle = control.idle_breakdown()
+    assert set(idle["idle_category"]) == {"host_wait", "kernel_wait", "other"} and (idle["idle_ms"] >= 0).all()
