@@ -77,8 +77,8 @@ def _bad_inputs(tmp):
     (tmp / "list.json").write_text("[1, 2, 3]")
     whole = (TRACES / "hta_alexnet.json.gz").read_bytes()
     (tmp / "cut.json.gz").write_bytes(whole[: len(whole) // 2])
-    return {"empty": ("empty folder", "holds no trace file"), "notes.json": ("not a JSON profiler trace",),
-            "list.json": ("not a Chrome trace", "not a JSON profiler trace", "traceEvents"),
+    return {"empty": ("empty folder", "holds no trace file"), "notes.json": ("JSON profiler trace",),
+            "list.json": ("not a Chrome trace", "JSON profiler trace", "traceEvents"),
             "cut.json.gz": ("truncated",), "missing.json": ("no such file",)}
 
 
