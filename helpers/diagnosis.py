@@ -11,7 +11,7 @@ GPU trace (there are kernels), in this order of precedence:
   2. **input** — the GPU is idle while the host waits in the DataLoader's ``__next__``;
   3. **host sync** — the GPU is idle after a synchronisation (``.item()``, ``.cpu()``, ``print(tensor)``,
      ``torch.cuda.synchronize()``; the list, each sync once, is ``trace.sync_costs``): from the call until the
-     next GPU work starts. ``trace.sync_costs``' own ``gpu_idle_us`` stops at the end of the host call plus one
+     next GPU work starts (or the trace ends). ``trace.sync_costs``' own ``gpu_idle_us`` stops at the end of the host call plus one
      launch latency; the diagnosis goes on to the next GPU work, because with the queue drained by the sync the
      host work that follows can no longer overlap with the GPU (the strict figure is in the evidence);
   4. **memory** — the GPU is idle while the host is in ``cudaMalloc`` / ``cudaFree`` (the caching allocator
@@ -291,7 +291,7 @@ def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | N
         windows = []
         for a, b, _ in syncs:
             k = bisect.bisect_left(starts, b)
-            windows.append((a, starts[k] if k < len(starts) else b))
+            windows.append((a, starts[k] if k < len(starts) else math.inf))  # idle to the trace's end
         strict_idle = sum(g for _, _, g in syncs)
         sync_iv = intersect(rem, merge(windows))
         rem = subtract(rem, merge(windows))

@@ -166,9 +166,30 @@ def test_loop_syncs_are_left_out():
         evs.append(_ev("cudaDeviceSynchronize", "cuda_runtime", o + 100, 520))
     doc = {"traceEvents": evs}
     as_is = dg.diagnose(doc)
-    assert as_is.ms("host sync") == pytest.approx(0.2)  # 620 -> next kernel at 1020, over 2 steps
+    assert as_is.ms("host sync") == pytest.approx(0.39)  # 620 -> 1020 (next kernel), 1620 -> end; over 2 steps
     r = dg.diagnose(doc, loop_syncs=True)
     assert r.ms("host sync") == 0 and "2 sync(s) added by the profiling loop left out" in \
         next(c["evidence"] for c in r.causes if c["cause"] == "host sync")
     assert r.ms("launch/overhead") == pytest.approx(as_is.ms("launch/overhead") + as_is.ms("host sync"))
     assert r.top == "compute"
+
+
+def test_item_every_step_then_host_work_is_host_sync():
+    """The planted GPU case, as its trace would look: kernels (200 µs), ``.item()`` (a DtoH copy and a stream
+    sync, one synchronisation), 2 ms of host work with the GPU drained, the loop's own device sync."""
+    evs = []
+    for k in range(3):
+        o, c = k * 3000, 10 * k
+        evs += [_ev(f"ProfilerStep#{k}", "user_annotation", o, 3000),
+                _ev("cudaLaunchKernel", "cuda_runtime", o + 5, 5, correlation=c + 1),
+                _ev("gemm", "kernel", o + 20, 200, tid=7, correlation=c + 1),
+                _ev("cudaMemcpyAsync", "cuda_runtime", o + 30, 5, correlation=c + 2),
+                _ev("Memcpy DtoH (Device -> Pageable)", "gpu_memcpy", o + 221, 2, tid=7, correlation=c + 2),
+                _ev("cudaStreamSynchronize", "cuda_runtime", o + 40, 185, correlation=c + 3),
+                _ev("cudaDeviceSynchronize", "cuda_runtime", o + 2900, 5, correlation=c + 4)]
+    r = dg.diagnose({"traceEvents": evs}, loop_syncs=True)
+    assert r.top == "host sync", r.summary()
+    sync = next(c for c in r.causes if c["cause"] == "host sync")
+    assert sync["evidence"].startswith("3 synchronisation call(s)")
+    assert sync["ms"] == pytest.approx(3.0 - 0.203 - 0.0, abs=0.05)
+    assert _sum_ms(r) <= r.step_ms + 0.005
