@@ -11,9 +11,10 @@ GPU trace (there are kernels), in this order of precedence:
   2. **input** — the GPU is idle while the host waits in the DataLoader's ``__next__``;
   3. **host sync** — the GPU is idle after a synchronisation (``.item()``, ``.cpu()``, ``print(tensor)``,
      ``torch.cuda.synchronize()``; the list, each sync once, is ``trace.sync_costs``): from the call until the
-     next GPU work starts (or the trace ends). ``trace.sync_costs``' own ``gpu_idle_us`` stops at the end of the host call plus one
-     launch latency; the diagnosis goes on to the next GPU work, because with the queue drained by the sync the
-     host work that follows can no longer overlap with the GPU (the strict figure is in the evidence);
+     next GPU work starts (or the trace ends). ``trace.sync_costs``' own ``gpu_idle_us`` stops at the end of
+     the host call plus one launch latency; the diagnosis goes on to the next GPU work, because with the queue
+     drained by the sync the host work that follows can no longer overlap with the GPU (the strict figure is in
+     the evidence);
   4. **memory** — the GPU is idle while the host is in ``cudaMalloc`` / ``cudaFree`` (the caching allocator
      going back to the driver, typically after a retry near capacity);
   5. **launch/overhead** — the rest of the GPU's idle time: the host is busy launching (short kernels,
