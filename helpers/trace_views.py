@@ -311,6 +311,8 @@ def open_trace(src: Any, max_steps: int | None = _t.MAX_STEPS) -> Trace:
     if isinstance(src, dict):
         if not isinstance(src.get("traceEvents"), list):
             raise TraceError("the dict given is not a Chrome trace (no traceEvents list); pass what load_trace returns")
+        if not any(isinstance(e, dict) and e.get("ph") == "X" for e in src["traceEvents"]):
+            raise TraceError("the trace dict holds no profiled events; profile some steps first")
         path, notes, doc = None, [], src
     else:
         path, notes = _t.find_trace(src)
