@@ -78,7 +78,7 @@ def _bad_inputs(tmp):
     whole = (TRACES / "hta_alexnet.json.gz").read_bytes()
     (tmp / "cut.json.gz").write_bytes(whole[: len(whole) // 2])
     return {"empty": ("empty folder", "holds no trace file"), "notes.json": ("JSON profiler trace",),
-            "list.json": ("not a Chrome trace", "JSON profiler trace", "traceEvents"),
+            "list.json": ("not a Chrome trace", "JSON profiler trace", "traceEvents", "no profiled events"),
             "cut.json.gz": ("truncated",), "missing.json": ("no such file",)}
 
 
