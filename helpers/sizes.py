@@ -42,3 +42,13 @@ TORCH_COMPILE = {
                  mlp_image_size=64, mlp_hidden=4096, mlp_batch_size=256, mlp_steps=30,
                  interleave_rounds=0),  # GPU: sequential timing is stable; kept models would skew peak memory
 }
+
+DIAGNOSE = {
+    # planted bottlenecks (helpers.diagnosis.planted_step): input_ms per sample, tiny_ops per forward, one
+    # matmul x matmul product, sync_ms of host work after a per-step .item(); the MLP: batch_size x features
+    # -> hidden -> 10; profiler schedule wait / warmup_steps / active
+    "smoke": dict(batch_size=8, features=64, hidden=64, input_ms=2.0, tiny_ops=2000, matmul=768, sync_ms=20.0,
+                  wait=1, warmup_steps=1, active=3),
+    "full": dict(batch_size=64, features=1024, hidden=4096, input_ms=1.0, tiny_ops=3000, matmul=8192,
+                 sync_ms=20.0, wait=2, warmup_steps=3, active=5),
+}

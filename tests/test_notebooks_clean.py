@@ -7,7 +7,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-EXPECTED = ["01_profiler_basics", "02_data_pipeline", "03_backward_hooks", "04_torch_compile"]
+EXPECTED = ["01_profiler_basics", "02_data_pipeline", "03_backward_hooks", "04_torch_compile", "05_diagnose"]
 
 
 def test_notebooks_present_in_teaching_order():

@@ -81,3 +81,21 @@ def test_torch_compile_structure():
         assert "compile_s" in e["metrics"] and "break_even_steps" in e["metrics"], e["name"]
     failed = [e for e in doc["experiments"] if e["status"] == "failed"]
     assert failed and all(e["error"] for e in failed)
+
+
+def test_diagnose_structure():
+    doc = _doc("05_diagnose")
+    rows = _rows(doc)
+    planted = [e for e in doc["experiments"] if e["name"].startswith("planted ") and e["config"]["planted"] != "none"]
+    kinds = {e["config"]["planted"] for e in planted}
+    assert {"input", "launch/overhead", "compute"} <= kinds
+    if doc["env"]["device"].startswith("cuda"):
+        assert "host sync" in kinds
+    for e in planted:
+        assert e["status"] == "ok", f"{e['name']}: {e['error']}"
+        m = e["metrics"]
+        assert m["top_cause"] == e["config"]["planted"], e["name"]
+        assert m["causes_ms_sum"] <= m["step_ms_mean"] + 0.005  # causes are rounded to the µs
+    assert rows["real trace hta_control"]["metrics"]["host sync_ms"] > 0
+    bad = [e for e in doc["experiments"] if e["name"].startswith("expected failure")]
+    assert len(bad) >= 3 and all(e["status"] == "failed" and e["error"] for e in bad)
