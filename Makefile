@@ -39,7 +39,8 @@ $(STAMP): pyproject.toml constraints.txt
 
 lab: setup
 	cd notebooks && KINETO_LOG_LEVEL=$${KINETO_LOG_LEVEL:-$$(../$(BIN)/python -c 'from helpers import env; print(env.kineto_log_level())')} \
-	  ../$(BIN)/jupyter lab --ip $(HOST) --port $(PORT) --no-browser $(ROOT_FLAG)
+	  ../$(BIN)/jupyter lab --ip $(HOST) --port $(PORT) --no-browser $(ROOT_FLAG) \
+	  --MappingKernelManager.transport_encryption=auto
 
 test: setup
 	rm -rf $(TEST_OUT)
