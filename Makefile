@@ -59,8 +59,9 @@ wheelhouse:
 	  $(if $(WHEEL_PYTHON),--python-version $(WHEEL_PYTHON)) $(if $(WHEEL_PLATFORM),--platform $(WHEEL_PLATFORM)) \
 	  $(if $(WHEEL_EXCLUDE),--exclude $(WHEEL_EXCLUDE))
 
+# build/wheelhouse is kept: on an offline machine it cannot be fetched again
 clean:
-	rm -rf build results runs .pytest_cache
+	rm -rf $(TEST_OUT) results runs .pytest_cache
 
 distclean: clean
 	rm -rf $(VENV)
