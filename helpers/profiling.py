@@ -230,3 +230,88 @@ def trace_files(trace_dir: Path | str) -> list[Path]:
     """The trace files a ``tensorboard_trace_handler`` wrote into ``trace_dir``."""
     d = Path(trace_dir)
     return sorted(list(d.glob("*.pt.trace.json")) + list(d.glob("*.pt.trace.json.gz")))
+
+
+def sort_keys(acts: Iterable | None = None) -> dict[str, str]:
+    """The three orders of a ``key_averages().table()`` taught in notebook 01, as ``sort_by`` values.
+
+    ``self``: time in the op itself (finds the op doing the work); ``total``: with everything it called
+    (finds the label or parent that contains it); ``per call``: total / # of Calls (finds the op that is
+    expensive each time, however rarely it runs). Device time where a device is profiled, else CPU time.
+    """
+    acts = list(acts) if acts is not None else activities()
+    if has_device_activity(acts):
+        return {"self": "self_device_time_total", "total": "device_time_total", "per call": "device_time"}
+    return {"self": "self_cpu_time_total", "total": "cpu_time_total", "per call": "cpu_time"}
+
+
+def _union_ms(intervals: Iterable[tuple[float, float]]) -> float:
+    """Length in ms of the union of (start_us, end_us) intervals (overlaps counted once)."""
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total / 1000.0
+
+
+def _range(event) -> tuple[float, float]:
+    return float(event.time_range.start), float(event.time_range.end)
+
+
+def _matches(name: str, label: str) -> bool:
+    return name.startswith("ProfilerStep") if label == "ProfilerStep*" else name == label
+
+
+def phase_times(prof, labels: Iterable[str]):
+    """CPU time and GPU time of each ``record_function`` label, in ms (a DataFrame indexed by label).
+
+    ``cpu_ms`` sums the label's host ranges: on a GPU, with no synchronisation inside the label, that is
+    how long the CPU took to *queue* the phase's work. ``gpu_ms`` is the label's range on the GPU
+    timeline: Kineto copies each label that launched GPU work onto the device timeline
+    (``gpu_user_annotation``), spanning its first kernel's start to its last kernel's end; copies on
+    several streams are merged (union), so time is not counted twice. ``gpu_ms`` is NaN when the profile
+    has no device copy of the label (a CPU-only profile). ``calls`` counts host ranges; the ``*_per_call``
+    columns divide by it. ``ProfilerStep*`` stands for every recorded ``ProfilerStep#N``.
+    """
+    import pandas as pd
+
+    labels = list(labels)
+    host: dict[str, list] = {lab: [] for lab in labels}
+    dev: dict[str, list] = {lab: [] for lab in labels}
+    for e in prof.events():
+        for lab in labels:
+            if _matches(str(e.name), lab):
+                (dev if is_device_annotation(e) else host)[lab].append(e)
+    rows = []
+    for lab in labels:
+        calls = len(host[lab])
+        cpu = sum(e.time_range.elapsed_us() for e in host[lab]) / 1000.0
+        gpu = _union_ms(_range(e) for e in dev[lab]) if dev[lab] else float("nan")
+        rows.append({"label": lab, "calls": calls, "cpu_ms": cpu, "gpu_ms": gpu,
+                     "cpu_ms_per_call": cpu / calls if calls else float("nan"),
+                     "gpu_ms_per_call": gpu / calls if calls else float("nan")})
+    return pd.DataFrame(rows).set_index("label")
+
+
+def step_times(prof):
+    """One row per recorded ``ProfilerStep#N``: its CPU time and its GPU-timeline time in ms (NaN on a CPU).
+
+    See ``phase_times`` for what each means; on a GPU run with ``sync=False`` the CPU time is the time
+    to queue the step and the GPU time the span of its kernels.
+    """
+    import pandas as pd
+
+    def full_name(e) -> str:  # ``ProfilerStep#N``: newer releases shorten ``name`` to ``ProfilerStep*``
+        return str(getattr(e, "trace_name", None) or e.name)
+
+    host = [e for e in prof.events() if str(e.name).startswith("ProfilerStep") and not is_device_annotation(e)]
+    dev: dict[str, list] = {}
+    for e in prof.events():
+        if str(e.name).startswith("ProfilerStep") and is_device_annotation(e):
+            dev.setdefault(full_name(e), []).append(_range(e))
+    rows = [{"step": full_name(e), "cpu_ms": e.time_range.elapsed_us() / 1000.0,
+             "gpu_ms": _union_ms(dev[full_name(e)]) if full_name(e) in dev else float("nan")}
+            for e in sorted(host, key=lambda e: e.time_range.start)]
+    return pd.DataFrame(rows, columns=["step", "cpu_ms", "gpu_ms"])

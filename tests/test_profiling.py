@@ -127,3 +127,97 @@ def test_cuda_label_copies_are_left_out():
     assert profiling.sort_key(prof.activities) == "self_device_time_total"
     assert profiling.table_rows(text)[0] in ("aten::mm", "gemm_kernel")
     assert "ProfilerStep" not in profiling.table_rows(text)[0]
+
+
+def _gpu_phase_profile(step_name="ProfilerStep*"):
+    """Two recorded steps as Kineto reports them on a GPU run without synchronisation: the CPU queues each
+    phase in a few microseconds and races ahead; the GPU copies of the labels (``gpu_user_annotation``)
+    span the kernels, which run much longer. Step 1's forward ran on two overlapping streams.
+    Newer releases name the steps ``ProfilerStep*`` (``trace_name`` keeps ``ProfilerStep#N``)."""
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import FunctionEvent
+
+    evs, i = [], 0
+
+    def ev(name, t0, t1, device=False, annotation=True, trace_name=None, stream=7):
+        nonlocal i
+        i += 1
+        evs.append(FunctionEvent(id=i, name=name, trace_name=trace_name, thread=stream if device else 1,
+                                 start_us=t0, end_us=t1, use_device="cuda",
+                                 device_type=DeviceType.CUDA if device else DeviceType.CPU,
+                                 is_user_annotation=annotation, stack=[], input_shapes=[]))
+
+    # host (CPU) side: step k queues forward 10 us, backward 20 us, optimizer 5 us
+    for k, s in enumerate((0, 100), start=1):
+        ev(step_name, s, s + 40, trace_name=f"ProfilerStep#{k}")
+        ev("forward", s + 1, s + 11)
+        ev("aten::conv2d", s + 2, s + 10, annotation=False)
+        ev("backward", s + 12, s + 32)
+        ev("optimizer_step", s + 33, s + 38)
+    # device side: the GPU is still busy with step 1 when the CPU has queued step 2
+    for k, g in enumerate((20, 1020), start=1):
+        ev(step_name, g, g + 1000, device=True, trace_name=f"ProfilerStep#{k}")
+        ev("forward", g, g + 300, device=True)
+        ev("backward", g + 300, g + 900, device=True)
+        ev("optimizer_step", g + 900, g + 1000, device=True)
+        ev("conv_kernel", g, g + 250, device=True, annotation=False)
+    ev("forward", 120, 320, device=True, stream=8)  # step 1's forward also on stream 8, inside stream 7's range
+    return _FakeProf(evs)
+
+
+def test_phase_times_report_gpu_time_beside_cpu_time():
+    """On a GPU the chart and the coverage check need each phase's GPU time: today's ``label_totals``
+    (the notebook's only source) gives the CPU's queueing time, 30x too small here."""
+    prof = _gpu_phase_profile()
+    pt = profiling.phase_times(prof, ["forward", "backward", "optimizer_step", "ProfilerStep*"])
+    assert pt.loc["forward", "calls"] == 2
+    assert pt.loc["forward", "cpu_ms"] == pytest.approx(0.020)
+    assert pt.loc["forward", "gpu_ms"] == pytest.approx(0.600)  # stream 8's copy overlaps: counted once
+    assert pt.loc["backward", "gpu_ms_per_call"] == pytest.approx(0.600)
+    assert pt.loc["optimizer_step", "cpu_ms_per_call"] == pytest.approx(0.005)
+    assert pt.loc["ProfilerStep*", "gpu_ms"] == pytest.approx(2.0)
+    phases = pt.loc[["forward", "backward", "optimizer_step"]]
+    assert phases["gpu_ms"].sum() / pt.loc["ProfilerStep*", "gpu_ms"] == pytest.approx(1.0)
+    assert profiling.label_totals(prof, ["forward"])["forward"] == pytest.approx(pt.loc["forward", "cpu_ms"])
+
+
+def test_step_times_pair_each_step_with_its_gpu_range():
+    for name in ("ProfilerStep*", None):
+        prof = _gpu_phase_profile(step_name=name) if name else _gpu_phase_profile_hash()
+        st = profiling.step_times(prof)
+        assert list(st["step"]) == ["ProfilerStep#1", "ProfilerStep#2"]
+        assert list(st["cpu_ms"]) == pytest.approx([0.04, 0.04])
+        assert list(st["gpu_ms"]) == pytest.approx([1.0, 1.0])
+
+
+def _gpu_phase_profile_hash():
+    """The same profile as older releases name it (``ProfilerStep#N`` in ``name``, no ``trace_name``)."""
+    prof = _gpu_phase_profile()
+    for e in prof.events():
+        if e.name.startswith("ProfilerStep"):
+            e.name, e.trace_name = e.trace_name, None
+    return prof
+
+
+def test_phase_times_on_a_cpu_profile_have_no_gpu_time():
+    prof = profiling.profile_steps(_step, wait=0, warmup=1, active=2)
+    pt = profiling.phase_times(prof, ["phase_a", "phase_b", "ProfilerStep*", "absent"])
+    assert pt.loc["phase_a", "calls"] == 2 and pt.loc["absent", "calls"] == 0
+    assert pt["gpu_ms"].isna().all()
+    assert pt.loc["phase_a", "cpu_ms"] == pytest.approx(profiling.label_totals(prof, ["phase_a"])["phase_a"], rel=1e-6)
+    assert pt.loc["phase_a", "cpu_ms"] + pt.loc["phase_b", "cpu_ms"] <= pt.loc["ProfilerStep*", "cpu_ms"]
+    st = profiling.step_times(prof)
+    assert len(st) == 2 and st["gpu_ms"].isna().all()
+    assert st["cpu_ms"].sum() == pytest.approx(pt.loc["ProfilerStep*", "cpu_ms"])
+
+
+def test_sort_keys_are_valid_table_orders():
+    prof = profiling.profile_steps(_step, wait=0, warmup=1, active=1)
+    keys = profiling.sort_keys([ProfilerActivity.CPU])
+    assert keys == {"self": "self_cpu_time_total", "total": "cpu_time_total", "per call": "cpu_time"}
+    assert profiling.sort_keys([ProfilerActivity.CPU, ProfilerActivity.CUDA])["per call"] == "device_time"
+    avgs = profiling.host_averages(prof)
+    for key in keys.values():
+        rows = profiling.table_rows(avgs.table(sort_by=key, row_limit=3))
+        values = [getattr(next(e for e in avgs if e.key.startswith(r.removesuffix("..."))), key) for r in rows]
+        assert values == sorted(values, reverse=True)
