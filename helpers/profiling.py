@@ -264,16 +264,68 @@ def _matches(name: str, label: str) -> bool:
     return name.startswith("ProfilerStep") if label == "ProfilerStep*" else name == label
 
 
+def _on_host(event) -> bool:
+    return str(getattr(event, "device_type", "CPU")).endswith("CPU")
+
+
+def device_launches(prof) -> list[tuple[float, float, float]]:
+    """``(launch_us, start_us, end_us)`` of every device event (kernel, memcpy, memset) of a profile.
+
+    ``launch_us`` is the start of the CPU op that launched it (found through ``linked_correlation_id``),
+    on whichever thread that op ran: the autograd engine runs a GPU backward on its own thread. Empty for
+    a CPU-only profile, or for releases whose events do not carry ``linked_correlation_id``.
+    """
+    events = list(prof.events())
+    host_start: dict[int, float] = {}
+    for e in events:
+        if _on_host(e) and not getattr(e, "linked_correlation_id", 0):
+            host_start.setdefault(e.id, float(e.time_range.start))
+    out = []
+    for e in events:
+        if _on_host(e) or getattr(e, "is_user_annotation", False):
+            continue
+        corr = getattr(e, "linked_correlation_id", 0)
+        if corr and corr in host_start:
+            out.append((host_start[corr], *_range(e)))
+    return sorted(out)
+
+
+def _gpu_of_ranges(host_ranges, launches, dev_copies) -> tuple[float, float]:
+    """GPU time (span) and GPU busy time in ms of some host ranges of one label.
+
+    With launches known, each host range owns the device work launched inside it (any thread); its GPU
+    span runs from that work's first start to its last end, and the label's GPU time is the union of its
+    spans. Without them, the label's own device-timeline copies (``gpu_user_annotation``) are used.
+    """
+    if launches:
+        spans, work = [], []
+        for a, b in host_ranges:
+            mine = [(s, t) for launch, s, t in launches if a <= launch <= b]
+            if mine:
+                spans.append((min(s for s, _ in mine), max(t for _, t in mine)))
+                work += mine
+        return _union_ms(spans), _union_ms(work)
+    if dev_copies:
+        return _union_ms(dev_copies), float("nan")
+    return float("nan"), float("nan")
+
+
 def phase_times(prof, labels: Iterable[str]):
     """CPU time and GPU time of each ``record_function`` label, in ms (a DataFrame indexed by label).
 
     ``cpu_ms`` sums the label's host ranges: on a GPU, with no synchronisation inside the label, that is
-    how long the CPU took to *queue* the phase's work. ``gpu_ms`` is the label's range on the GPU
-    timeline: Kineto copies each label that launched GPU work onto the device timeline
-    (``gpu_user_annotation``), spanning its first kernel's start to its last kernel's end; copies on
-    several streams are merged (union), so time is not counted twice. ``gpu_ms`` is NaN when the profile
-    has no device copy of the label (a CPU-only profile). ``calls`` counts host ranges; the ``*_per_call``
-    columns divide by it. ``ProfilerStep*`` stands for every recorded ``ProfilerStep#N``.
+    how long the CPU took to *queue* the phase's work. ``gpu_ms`` is the label's time on the GPU
+    timeline: from the first start to the last end of the device work launched while the label was open
+    (summed over its calls, overlaps counted once); ``gpu_busy_ms`` is the part of it when that work was
+    actually running (the rest: the GPU waiting for the CPU to launch more).
+
+    Kineto also copies each label onto the GPU timeline (``gpu_user_annotation``), but only with the work
+    launched from the label's own thread: the backward's kernels, launched by the autograd engine's
+    thread, fall outside the ``backward`` copy (pytorch/kineto#1022, pytorch/pytorch#144778). So the work
+    is attributed by its launching op's time, on any thread; the copies are the fallback for releases
+    whose events lack ``linked_correlation_id`` (``gpu_busy_ms`` is then NaN). Both are NaN for a
+    CPU-only profile. ``calls`` counts host ranges; the ``*_per_call`` columns divide by it.
+    ``ProfilerStep*`` stands for every recorded ``ProfilerStep#N``.
     """
     import pandas as pd
 
@@ -283,23 +335,26 @@ def phase_times(prof, labels: Iterable[str]):
     for e in prof.events():
         for lab in labels:
             if _matches(str(e.name), lab):
-                (dev if is_device_annotation(e) else host)[lab].append(e)
+                (dev if is_device_annotation(e) else host)[lab].append(_range(e))
+    launches = device_launches(prof)
     rows = []
     for lab in labels:
         calls = len(host[lab])
-        cpu = sum(e.time_range.elapsed_us() for e in host[lab]) / 1000.0
-        gpu = _union_ms(_range(e) for e in dev[lab]) if dev[lab] else float("nan")
-        rows.append({"label": lab, "calls": calls, "cpu_ms": cpu, "gpu_ms": gpu,
+        cpu = sum(b - a for a, b in host[lab]) / 1000.0
+        gpu, busy = _gpu_of_ranges(host[lab], launches, dev[lab])
+        rows.append({"label": lab, "calls": calls, "cpu_ms": cpu, "gpu_ms": gpu, "gpu_busy_ms": busy,
                      "cpu_ms_per_call": cpu / calls if calls else float("nan"),
                      "gpu_ms_per_call": gpu / calls if calls else float("nan")})
-    return pd.DataFrame(rows).set_index("label")
+    out = pd.DataFrame(rows).set_index("label")
+    out.attrs["gpu_source"] = "launches" if launches else ("annotations" if any(dev.values()) else None)
+    return out
 
 
 def step_times(prof):
-    """One row per recorded ``ProfilerStep#N``: its CPU time and its GPU-timeline time in ms (NaN on a CPU).
+    """One row per recorded ``ProfilerStep#N``: its CPU time, GPU time and GPU busy time in ms (NaN on a CPU).
 
     See ``phase_times`` for what each means; on a GPU run with ``sync=False`` the CPU time is the time
-    to queue the step and the GPU time the span of its kernels.
+    to queue the step and the GPU time the span of the work it launched.
     """
     import pandas as pd
 
@@ -311,7 +366,10 @@ def step_times(prof):
     for e in prof.events():
         if str(e.name).startswith("ProfilerStep") and is_device_annotation(e):
             dev.setdefault(full_name(e), []).append(_range(e))
-    rows = [{"step": full_name(e), "cpu_ms": e.time_range.elapsed_us() / 1000.0,
-             "gpu_ms": _union_ms(dev[full_name(e)]) if full_name(e) in dev else float("nan")}
-            for e in sorted(host, key=lambda e: e.time_range.start)]
-    return pd.DataFrame(rows, columns=["step", "cpu_ms", "gpu_ms"])
+    launches = device_launches(prof)
+    rows = []
+    for e in sorted(host, key=lambda e: e.time_range.start):
+        gpu, busy = _gpu_of_ranges([_range(e)], launches, dev.get(full_name(e), []))
+        rows.append({"step": full_name(e), "cpu_ms": e.time_range.elapsed_us() / 1000.0, "gpu_ms": gpu,
+                     "gpu_busy_ms": busy})
+    return pd.DataFrame(rows, columns=["step", "cpu_ms", "gpu_ms", "gpu_busy_ms"])

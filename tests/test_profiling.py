@@ -167,9 +167,11 @@ def _gpu_phase_profile(step_name="ProfilerStep*"):
 
 def test_phase_times_report_gpu_time_beside_cpu_time():
     """On a GPU the chart and the coverage check need each phase's GPU time: today's ``label_totals``
-    (the notebook's only source) gives the CPU's queueing time, 30x too small here."""
+    (the notebook's only source) gives the CPU's queueing time, 30x too small here. (Events without
+    ``linked_correlation_id``, as older releases report them: the labels' GPU copies are used.)"""
     prof = _gpu_phase_profile()
     pt = profiling.phase_times(prof, ["forward", "backward", "optimizer_step", "ProfilerStep*"])
+    assert pt.attrs["gpu_source"] == "annotations"
     assert pt.loc["forward", "calls"] == 2
     assert pt.loc["forward", "cpu_ms"] == pytest.approx(0.020)
     assert pt.loc["forward", "gpu_ms"] == pytest.approx(0.600)  # stream 8's copy overlaps: counted once
@@ -221,3 +223,62 @@ def test_sort_keys_are_valid_table_orders():
         rows = profiling.table_rows(avgs.table(sort_by=key, row_limit=3))
         values = [getattr(next(e for e in avgs if e.key.startswith(r.removesuffix("..."))), key) for r in rows]
         assert values == sorted(values, reverse=True)
+
+
+def _gpu_backward_thread_profile():
+    """Two recorded steps as a real GPU run reports them: each device event is linked to the CPU op that
+    launched it (``linked_correlation_id``); the backward's convolution runs on the autograd engine's
+    thread (2), and Kineto's GPU copies of ``backward`` and ``ProfilerStep#N`` only cover the work launched
+    from the main thread (pytorch/kineto#1022): 10 us of the backward's 600."""
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import FunctionEvent
+
+    evs, i = [], 1000
+
+    def ev(name, t0, t1, device=False, annotation=False, thread=1, linked=0, trace_name=None):
+        nonlocal i
+        i += 1
+        evs.append(FunctionEvent(id=i, name=name, trace_name=trace_name, thread=7 if device else thread,
+                                 start_us=t0, end_us=t1, use_device="cuda", linked_correlation_id=linked,
+                                 device_type=DeviceType.CUDA if device else DeviceType.CPU,
+                                 is_user_annotation=annotation, stack=[], input_shapes=[]))
+        return i
+
+    for k, (s, g) in enumerate(((0, 20), (100, 1020)), start=1):
+        ev("ProfilerStep*", s, s + 40, annotation=True, trace_name=f"ProfilerStep#{k}")
+        ev("forward", s + 1, s + 11, annotation=True)
+        conv = ev("aten::conv2d", s + 2, s + 10)
+        ev("backward", s + 12, s + 32, annotation=True)
+        ones = ev("aten::ones_like", s + 13, s + 14)
+        conv_bw = ev("aten::convolution_backward", s + 15, s + 30, thread=2)  # autograd engine's thread
+        ev("optimizer_step", s + 33, s + 38, annotation=True)
+        sgd = ev("aten::_foreach_add_", s + 34, s + 37)
+        ev("fwd_kernel", g, g + 300, device=True, linked=conv)
+        ev("fill_kernel", g + 300, g + 310, device=True, linked=ones)
+        ev("bwd_kernel", g + 350, g + 900, device=True, linked=conv_bw)  # 40 us idle before it
+        ev("sgd_kernel", g + 900, g + 1000, device=True, linked=sgd)
+        # Kineto's device copies of the labels: main-thread work only
+        ev("ProfilerStep*", g, g + 310, device=True, annotation=True, trace_name=f"ProfilerStep#{k}")
+        ev("forward", g, g + 300, device=True, annotation=True)
+        ev("backward", g + 300, g + 310, device=True, annotation=True)
+        ev("optimizer_step", g + 900, g + 1000, device=True, annotation=True)
+    return _FakeProf(evs)
+
+
+def test_backward_gpu_time_includes_the_autograd_threads_kernels():
+    """Reading Kineto's GPU copies of the labels would give the backward 0.01 ms per step instead of 0.6."""
+    prof = _gpu_backward_thread_profile()
+    assert len(profiling.device_launches(prof)) == 8
+    pt = profiling.phase_times(prof, ["forward", "backward", "optimizer_step", "ProfilerStep*"])
+    assert pt.attrs["gpu_source"] == "launches"
+    assert pt.loc["backward", "gpu_ms_per_call"] == pytest.approx(0.600)
+    assert pt.loc["backward", "gpu_busy_ms"] == pytest.approx(2 * 0.560)   # the 40 us gap is idle
+    assert pt.loc["backward", "cpu_ms_per_call"] == pytest.approx(0.020)
+    assert pt.loc["forward", "gpu_ms"] == pytest.approx(0.600)
+    assert pt.loc["optimizer_step", "gpu_ms"] == pytest.approx(0.200)
+    st = profiling.step_times(prof)
+    assert list(st["step"]) == ["ProfilerStep#1", "ProfilerStep#2"]
+    assert list(st["gpu_ms"]) == pytest.approx([1.0, 1.0])
+    assert list(st["gpu_busy_ms"]) == pytest.approx([0.96, 0.96])
+    phases = pt.loc[["forward", "backward", "optimizer_step"], "gpu_ms"].sum()
+    assert phases / st["gpu_ms"].sum() == pytest.approx(1.0)
