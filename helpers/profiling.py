@@ -268,25 +268,36 @@ def _on_host(event) -> bool:
     return str(getattr(event, "device_type", "CPU")).endswith("CPU")
 
 
+_RUNTIME_CALL = re.compile(r"^(cuda|cu[A-Z]|hip)")
+
+
 def device_launches(prof) -> list[tuple[float, float, float]]:
     """``(launch_us, start_us, end_us)`` of every device event (kernel, memcpy, memset) of a profile.
 
-    ``launch_us`` is the start of the CPU op that launched it (found through ``linked_correlation_id``),
-    on whichever thread that op ran: the autograd engine runs a GPU backward on its own thread. Empty for
-    a CPU-only profile, or for releases whose events do not carry ``linked_correlation_id``.
+    ``launch_us`` is when the CPU launched it, on whichever thread did (the autograd engine runs a GPU
+    backward on its own thread): the start of the runtime call with the same correlation id
+    (``cudaLaunchKernel``...), or else of the CPU op its ``linked_correlation_id`` names. Empty for a
+    CPU-only profile.
     """
     events = list(prof.events())
-    host_start: dict[int, float] = {}
+    runtime_start: dict[int, float] = {}
+    op_start: dict[int, float] = {}
     for e in events:
-        if _on_host(e) and not getattr(e, "linked_correlation_id", 0):
-            host_start.setdefault(e.id, float(e.time_range.start))
+        if not _on_host(e):
+            continue
+        if _RUNTIME_CALL.match(str(e.name)):
+            runtime_start.setdefault(e.id, float(e.time_range.start))
+        elif not getattr(e, "linked_correlation_id", 0):
+            op_start.setdefault(e.id, float(e.time_range.start))
     out = []
     for e in events:
         if _on_host(e) or getattr(e, "is_user_annotation", False):
             continue
-        corr = getattr(e, "linked_correlation_id", 0)
-        if corr and corr in host_start:
-            out.append((host_start[corr], *_range(e)))
+        linked = getattr(e, "linked_correlation_id", 0)
+        if e.id in runtime_start:
+            out.append((runtime_start[e.id], *_range(e)))
+        elif linked and linked in op_start:
+            out.append((op_start[linked], *_range(e)))
     return sorted(out)
 
 
@@ -322,9 +333,9 @@ def phase_times(prof, labels: Iterable[str]):
     Kineto also copies each label onto the GPU timeline (``gpu_user_annotation``), but only with the work
     launched from the label's own thread: the backward's kernels, launched by the autograd engine's
     thread, fall outside the ``backward`` copy (pytorch/kineto#1022, pytorch/pytorch#144778). So the work
-    is attributed by its launching op's time, on any thread; the copies are the fallback for releases
-    whose events lack ``linked_correlation_id`` (``gpu_busy_ms`` is then NaN). Both are NaN for a
-    CPU-only profile. ``calls`` counts host ranges; the ``*_per_call`` columns divide by it.
+    is attributed by its launch time, on any thread (``device_launches``); the copies are only a fallback
+    for a profile whose device events cannot be linked to their launch (``gpu_busy_ms`` is then NaN).
+    Both are NaN for a CPU-only profile. ``calls`` counts host ranges; the ``*_per_call`` columns divide by it.
     ``ProfilerStep*`` stands for every recorded ``ProfilerStep#N``.
     """
     import pandas as pd

@@ -225,24 +225,34 @@ def test_sort_keys_are_valid_table_orders():
         assert values == sorted(values, reverse=True)
 
 
-def _gpu_backward_thread_profile():
-    """Two recorded steps as a real GPU run reports them: each device event is linked to the CPU op that
-    launched it (``linked_correlation_id``); the backward's convolution runs on the autograd engine's
-    thread (2), and Kineto's GPU copies of ``backward`` and ``ProfilerStep#N`` only cover the work launched
-    from the main thread (pytorch/kineto#1022): 10 us of the backward's 600."""
+def _gpu_backward_thread_profile(links=("runtime", "linked")):
+    """Two recorded steps as a real GPU run reports them. Each kernel shares its correlation id with the
+    runtime call that launched it (``cudaLaunchKernel``, on the launching thread) and, in recent releases,
+    names the CPU op that launched it (``linked_correlation_id``). The backward's convolution runs on the
+    autograd engine's thread (2), and Kineto's GPU copies of ``backward`` and ``ProfilerStep#N`` only
+    cover the work launched from the main thread (pytorch/kineto#1022): 10 us of the backward's 600.
+    ``links`` says which of the two links the profile has."""
     from torch.autograd import DeviceType
     from torch.autograd.profiler_util import FunctionEvent
 
-    evs, i = [], 1000
+    evs = []
+    ids = iter(range(1, 10_000))
 
-    def ev(name, t0, t1, device=False, annotation=False, thread=1, linked=0, trace_name=None):
-        nonlocal i
-        i += 1
+    def ev(name, t0, t1, device=False, annotation=False, thread=1, linked=0, trace_name=None, id=None):
+        i = id if id is not None else next(ids)
         evs.append(FunctionEvent(id=i, name=name, trace_name=trace_name, thread=7 if device else thread,
                                  start_us=t0, end_us=t1, use_device="cuda", linked_correlation_id=linked,
                                  device_type=DeviceType.CUDA if device else DeviceType.CPU,
                                  is_user_annotation=annotation, stack=[], input_shapes=[]))
         return i
+
+    cupti = iter(range(1, 100))  # CUPTI's correlation ids: a counter of their own, overlapping the ops' ids
+
+    def launch(op, t, thread, kernel, k0, k1):
+        c = next(cupti)
+        if "runtime" in links:
+            ev("cudaLaunchKernel", t, t + 1, thread=thread, linked=op, id=c)
+        ev(kernel, k0, k1, device=True, linked=op if "linked" in links else 0, id=c)
 
     for k, (s, g) in enumerate(((0, 20), (100, 1020)), start=1):
         ev("ProfilerStep*", s, s + 40, annotation=True, trace_name=f"ProfilerStep#{k}")
@@ -253,10 +263,10 @@ def _gpu_backward_thread_profile():
         conv_bw = ev("aten::convolution_backward", s + 15, s + 30, thread=2)  # autograd engine's thread
         ev("optimizer_step", s + 33, s + 38, annotation=True)
         sgd = ev("aten::_foreach_add_", s + 34, s + 37)
-        ev("fwd_kernel", g, g + 300, device=True, linked=conv)
-        ev("fill_kernel", g + 300, g + 310, device=True, linked=ones)
-        ev("bwd_kernel", g + 350, g + 900, device=True, linked=conv_bw)  # 40 us idle before it
-        ev("sgd_kernel", g + 900, g + 1000, device=True, linked=sgd)
+        launch(conv, s + 3, 1, "fwd_kernel", g, g + 300)
+        launch(ones, s + 13, 1, "fill_kernel", g + 300, g + 310)
+        launch(conv_bw, s + 16, 2, "bwd_kernel", g + 350, g + 900)  # 40 us idle before it
+        launch(sgd, s + 35, 1, "sgd_kernel", g + 900, g + 1000)
         # Kineto's device copies of the labels: main-thread work only
         ev("ProfilerStep*", g, g + 310, device=True, annotation=True, trace_name=f"ProfilerStep#{k}")
         ev("forward", g, g + 300, device=True, annotation=True)
@@ -265,9 +275,11 @@ def _gpu_backward_thread_profile():
     return _FakeProf(evs)
 
 
-def test_backward_gpu_time_includes_the_autograd_threads_kernels():
-    """Reading Kineto's GPU copies of the labels would give the backward 0.01 ms per step instead of 0.6."""
-    prof = _gpu_backward_thread_profile()
+@pytest.mark.parametrize("links", [("runtime", "linked"), ("runtime",), ("linked",)])
+def test_backward_gpu_time_includes_the_autograd_threads_kernels(links):
+    """Reading Kineto's GPU copies of the labels would give the backward 0.01 ms per step instead of 0.6.
+    Either link (runtime call, or ``linked_correlation_id`` of recent releases) is enough."""
+    prof = _gpu_backward_thread_profile(links)
     assert len(profiling.device_launches(prof)) == 8
     pt = profiling.phase_times(prof, ["forward", "backward", "optimizer_step", "ProfilerStep*"])
     assert pt.attrs["gpu_source"] == "launches"
@@ -282,3 +294,11 @@ def test_backward_gpu_time_includes_the_autograd_threads_kernels():
     assert list(st["gpu_busy_ms"]) == pytest.approx([0.96, 0.96])
     phases = pt.loc[["forward", "backward", "optimizer_step"], "gpu_ms"].sum()
     assert phases / st["gpu_ms"].sum() == pytest.approx(1.0)
+
+
+def test_without_launch_links_the_label_copies_are_used():
+    prof = _gpu_backward_thread_profile(links=())
+    assert profiling.device_launches(prof) == []
+    pt = profiling.phase_times(prof, ["backward"])
+    assert pt.attrs["gpu_source"] == "annotations"
+    assert pt.loc["backward", "gpu_ms"] == pytest.approx(0.020) and pt["gpu_busy_ms"].isna().all()
