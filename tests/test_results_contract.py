@@ -48,6 +48,8 @@ def test_profiler_basics_structure():
     if on_gpu:
         assert "each recorded step ran longer on the GPU than the CPU took to queue it" in doc["checks"]
         assert "naive wall-clock under-reports asynchronous GPU work" in doc["checks"]
+    assert any(claim.startswith("a fresh model's first step runs ops") for claim in doc["checks"])
+    assert any(claim.startswith("sorted by Self time the top row is an op") for claim in doc["checks"])
     # claims that could not come out false are gone
     for claim in doc["checks"]:
         assert not any(s in claim for s in ("table's first row", "recorded exactly the active", "does not under-report"))
