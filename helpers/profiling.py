@@ -230,3 +230,157 @@ def trace_files(trace_dir: Path | str) -> list[Path]:
     """The trace files a ``tensorboard_trace_handler`` wrote into ``trace_dir``."""
     d = Path(trace_dir)
     return sorted(list(d.glob("*.pt.trace.json")) + list(d.glob("*.pt.trace.json.gz")))
+
+
+def sort_keys(acts: Iterable | None = None) -> dict[str, str]:
+    """The three orders of a ``key_averages().table()`` taught in notebook 01, as ``sort_by`` values.
+
+    ``self``: time in the op itself (finds the op doing the work); ``total``: with everything it called
+    (finds the label or parent that contains it); ``per call``: total / # of Calls (finds the op that is
+    expensive each time, however rarely it runs). Device time where a device is profiled, else CPU time.
+    """
+    acts = list(acts) if acts is not None else activities()
+    if has_device_activity(acts):
+        return {"self": "self_device_time_total", "total": "device_time_total", "per call": "device_time"}
+    return {"self": "self_cpu_time_total", "total": "cpu_time_total", "per call": "cpu_time"}
+
+
+def _union_ms(intervals: Iterable[tuple[float, float]]) -> float:
+    """Length in ms of the union of (start_us, end_us) intervals (overlaps counted once)."""
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total / 1000.0
+
+
+def _range(event) -> tuple[float, float]:
+    return float(event.time_range.start), float(event.time_range.end)
+
+
+def _matches(name: str, label: str) -> bool:
+    return name.startswith("ProfilerStep") if label == "ProfilerStep*" else name == label
+
+
+def _on_host(event) -> bool:
+    return str(getattr(event, "device_type", "CPU")).endswith("CPU")
+
+
+_RUNTIME_CALL = re.compile(r"^(cuda|cu[A-Z]|hip)")
+
+
+def device_launches(prof) -> list[tuple[float, float, float]]:
+    """``(launch_us, start_us, end_us)`` of every device event (kernel, memcpy, memset) of a profile.
+
+    ``launch_us`` is when the CPU launched it, on whichever thread did (the autograd engine runs a GPU
+    backward on its own thread): the start of the runtime call with the same correlation id
+    (``cudaLaunchKernel``...), or else of the CPU op its ``linked_correlation_id`` names. Empty for a
+    CPU-only profile.
+    """
+    events = list(prof.events())
+    runtime_start: dict[int, float] = {}
+    op_start: dict[int, float] = {}
+    for e in events:
+        if not _on_host(e):
+            continue
+        if _RUNTIME_CALL.match(str(e.name)):
+            runtime_start.setdefault(e.id, float(e.time_range.start))
+        elif not getattr(e, "linked_correlation_id", 0):
+            op_start.setdefault(e.id, float(e.time_range.start))
+    out = []
+    for e in events:
+        if _on_host(e) or getattr(e, "is_user_annotation", False):
+            continue
+        linked = getattr(e, "linked_correlation_id", 0)
+        if e.id in runtime_start:
+            out.append((runtime_start[e.id], *_range(e)))
+        elif linked and linked in op_start:
+            out.append((op_start[linked], *_range(e)))
+    return sorted(out)
+
+
+def _gpu_of_ranges(host_ranges, launches, dev_copies) -> tuple[float, float]:
+    """GPU time (span) and GPU busy time in ms of some host ranges of one label.
+
+    With launches known, each host range owns the device work launched inside it (any thread); its GPU
+    span runs from that work's first start to its last end, and the label's GPU time is the union of its
+    spans. Without them, the label's own device-timeline copies (``gpu_user_annotation``) are used.
+    """
+    if launches:
+        spans, work = [], []
+        for a, b in host_ranges:
+            mine = [(s, t) for launch, s, t in launches if a <= launch <= b]
+            if mine:
+                spans.append((min(s for s, _ in mine), max(t for _, t in mine)))
+                work += mine
+        return _union_ms(spans), _union_ms(work)
+    if dev_copies:
+        return _union_ms(dev_copies), float("nan")
+    return float("nan"), float("nan")
+
+
+def phase_times(prof, labels: Iterable[str]):
+    """CPU time and GPU time of each ``record_function`` label, in ms (a DataFrame indexed by label).
+
+    ``cpu_ms`` sums the label's host ranges: on a GPU, with no synchronisation inside the label, that is
+    how long the CPU took to *queue* the phase's work. ``gpu_ms`` is the label's time on the GPU
+    timeline: from the first start to the last end of the device work launched while the label was open
+    (summed over its calls, overlaps counted once); ``gpu_busy_ms`` is the part of it when that work was
+    actually running (the rest: the GPU waiting for the CPU to launch more).
+
+    Kineto also copies each label onto the GPU timeline (``gpu_user_annotation``), but only with the work
+    launched from the label's own thread: the backward's kernels, launched by the autograd engine's
+    thread, fall outside the ``backward`` copy (pytorch/kineto#1022, pytorch/pytorch#144778). So the work
+    is attributed by its launch time, on any thread (``device_launches``); the copies are only a fallback
+    for a profile whose device events cannot be linked to their launch (``gpu_busy_ms`` is then NaN).
+    Both are NaN for a CPU-only profile. ``calls`` counts host ranges; the ``*_per_call`` columns divide by it.
+    ``ProfilerStep*`` stands for every recorded ``ProfilerStep#N``.
+    """
+    import pandas as pd
+
+    labels = list(labels)
+    host: dict[str, list] = {lab: [] for lab in labels}
+    dev: dict[str, list] = {lab: [] for lab in labels}
+    for e in prof.events():
+        for lab in labels:
+            if _matches(str(e.name), lab):
+                (dev if is_device_annotation(e) else host)[lab].append(_range(e))
+    launches = device_launches(prof)
+    rows = []
+    for lab in labels:
+        calls = len(host[lab])
+        cpu = sum(b - a for a, b in host[lab]) / 1000.0
+        gpu, busy = _gpu_of_ranges(host[lab], launches, dev[lab])
+        rows.append({"label": lab, "calls": calls, "cpu_ms": cpu, "gpu_ms": gpu, "gpu_busy_ms": busy,
+                     "cpu_ms_per_call": cpu / calls if calls else float("nan"),
+                     "gpu_ms_per_call": gpu / calls if calls else float("nan")})
+    out = pd.DataFrame(rows).set_index("label")
+    out.attrs["gpu_source"] = "launches" if launches else ("annotations" if any(dev.values()) else None)
+    return out
+
+
+def step_times(prof):
+    """One row per recorded ``ProfilerStep#N``: its CPU time, GPU time and GPU busy time in ms (NaN on a CPU).
+
+    See ``phase_times`` for what each means; on a GPU run with ``sync=False`` the CPU time is the time
+    to queue the step and the GPU time the span of the work it launched.
+    """
+    import pandas as pd
+
+    def full_name(e) -> str:  # ``ProfilerStep#N``: newer releases shorten ``name`` to ``ProfilerStep*``
+        return str(getattr(e, "trace_name", None) or e.name)
+
+    host = [e for e in prof.events() if str(e.name).startswith("ProfilerStep") and not is_device_annotation(e)]
+    dev: dict[str, list] = {}
+    for e in prof.events():
+        if str(e.name).startswith("ProfilerStep") and is_device_annotation(e):
+            dev.setdefault(full_name(e), []).append(_range(e))
+    launches = device_launches(prof)
+    rows = []
+    for e in sorted(host, key=lambda e: e.time_range.start):
+        gpu, busy = _gpu_of_ranges([_range(e)], launches, dev.get(full_name(e), []))
+        rows.append({"step": full_name(e), "cpu_ms": e.time_range.elapsed_us() / 1000.0, "gpu_ms": gpu,
+                     "gpu_busy_ms": busy})
+    return pd.DataFrame(rows, columns=["step", "cpu_ms", "gpu_ms", "gpu_busy_ms"])

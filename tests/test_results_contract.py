@@ -38,8 +38,24 @@ def test_profiler_basics_structure():
     assert {"train_step", "async_timing", "profiled_step"} <= set(names)
     prof = next(e for e in doc["experiments"] if e["name"] == "profiled_step")
     assert prof["status"] == "ok"
+    on_gpu = str(doc["env"]["device"]).startswith("cuda")
+    # on a GPU the phase times are the labels' GPU-timeline times, with the CPU's queueing times beside them
+    assert prof["config"]["phase_time"] == ("gpu" if on_gpu else "cpu")
     for phase in ("forward", "backward", "optimizer_step"):
         assert prof["metrics"][f"{phase}_ms_per_step"] > 0
+        if on_gpu:
+            assert prof["metrics"][f"{phase}_cpu_ms_per_step"] > 0
+    if on_gpu:
+        assert "each recorded step ran longer on the GPU than the CPU took to queue it" in doc["checks"]
+        assert "naive wall-clock under-reports asynchronous GPU work" in doc["checks"]
+    assert any(claim.startswith("a fresh model's first step runs ops") for claim in doc["checks"])
+    assert any(claim.startswith("sorted by Self time the top row is an op") for claim in doc["checks"])
+    # claims that could not come out false are gone
+    for claim in doc["checks"]:
+        assert not any(s in claim for s in ("table's first row", "recorded exactly the active", "does not under-report"))
+    # the appendix's bad input became failed rows with a one-line reason, and the rest of the run went on
+    failed = [e for e in doc["experiments"] if e["status"] == "failed"]
+    assert len(failed) >= 2 and all(e["error"] and "\n" not in e["error"] for e in failed)
 
 
 def _rows(doc):
