@@ -120,7 +120,7 @@ def test_run_variant_metrics():
     for key in ("step_ms_mean", "step_ms_median", "step_ms_p25", "step_ms_p75", "first_step_ms"):
         assert m[key] > 0
     # samples/s is over the whole timed window (the mean), not batch / median
-    assert m["samples_per_s"] == pytest.approx(2 * 1000.0 / m["step_ms_mean"], rel=1e-3)
+    assert m["samples_per_s"] == pytest.approx(2 * 1000.0 / m["step_ms_mean"], rel=1e-2, abs=0.01)
 
 
 @pytest.mark.parametrize("nw,bs,match", [(-1, 4, "negative"), (10_000, 4, "CPU cores"), (0, 0, "at least 1"),
