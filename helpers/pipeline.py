@@ -110,8 +110,9 @@ class ImageDataset(Dataset):
             with record_function("read_bytes"):
                 if not os.path.exists(path):
                     raise ImageLoadError(f"image {path} does not exist; `{REGENERATE}` regenerates it.")
-                from torchvision.io import read_file
-                data = read_file(path)
+                # a plain torch-owned uint8 tensor: it moves to the main process through shared memory
+                # (torchvision.io.read_file's tensor cannot: "Bad file descriptor" in the worker's queue)
+                data = torch.frombuffer(bytearray(Path(path).read_bytes()), dtype=torch.uint8).clone()
             return (data, self.transform(None) if self.transform else None), self.labels[idx]
         with record_function("load_image"):
             img = load_image(path)
@@ -798,7 +799,7 @@ def profile_loop(variant: str, num_workers: int, batch_size: int, *, crop: int, 
 PROFILE_SORT = "cpu_time_total"   # the transform labels have no device time: sort by CPU time, on a GPU too
 
 # record_function labels -> the stage they belong to (for the per-variant stacked bar)
-STAGES = {"load_image": "decode JPEG", "read_bytes": "decode JPEG", "PILToTensor": "to tensor",
+STAGES = {"load_image": "decode JPEG", "read_bytes": "read file", "PILToTensor": "to tensor",
           "RandomCrop": "crop", "PILRandomCrop": "crop", "RandomMask": "mask", "ConvertColor": "colour",
           "ConvertColor(batch)": "colour", "Scale": "scale", "Scale(batch)": "scale", "collate": "collate",
           "to_device": "to device"}

@@ -15,7 +15,7 @@ DATA_PIPELINE = {
     # crop: RandomCrop size = model input (power of two); dataset_size: paths (all to the sample JPEGs).
     # Timed rows cover at least `cycles` full worker cycles (steps rounded up); stand_in_ms: the fixed step of
     # the stand-in device used on a CPU (sleeps, no CPU), ignored where a GPU runs the real model.
-    "smoke": dict(crop=256, batch_size=8, dataset_size=128, num_workers=4, steps=12, warmup=2, cycles=3, rounds=3,
+    "smoke": dict(crop=256, batch_size=8, dataset_size=128, num_workers=4, steps=12, warmup=1, cycles=3, rounds=3,
                   ceiling_steps=10, sweep_steps=12, pipe_steps=6, profile_steps=3, profile_cycles=2,
                   dilation_repeats=20, decode_repeats=10, mask_ratio=0.25, stand_in_ms=40),
     "full": dict(crop=256, batch_size=256, dataset_size=10_000, num_workers=4, steps=24, warmup=5, cycles=3, rounds=1,

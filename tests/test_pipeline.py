@@ -344,3 +344,13 @@ def test_main_process_runs_the_pipeline_with_one_thread_like_a_worker(monkeypatc
     before = torch.get_num_threads()
     pl.run_variant("crop_first", 0, 2, 2, warmup=0, crop=32, stand_in_ms=1)
     assert seen == [1, 1] and torch.get_num_threads() == before
+
+
+@pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
+def test_the_gpu_decode_data_path_runs_with_workers(monkeypatch):
+    """gpu_decode's workers ship JPEG bytes; decode_jpeg also runs on the CPU, so its data path is tested here
+    (only the refusal of gpu_decode on a CPU is bypassed)."""
+    monkeypatch.setattr(pl, "check_config", lambda *a, **k: None)
+    m = pl.run_variant("gpu_decode", 1, 2, 2, warmup=1, crop=32, device="cpu", stand_in_ms=1, max_workers=1)
+    assert m["x_shape"] == [2, 3, 32, 32] and m["x_dtype"] == "torch.float32"
+    assert m["decode_vs_cpu_mean_abs"] <= 3.0
