@@ -10,7 +10,13 @@ Everything a DataLoader worker needs lives here, at module top level, so that it
 - ``batch_collate``  ConvertColor + Scale once per batch inside the collate function
 - ``uint8_device``   the workers ship uint8 (4x fewer bytes); colour + scale run on the device
 - ``gpu_decode``     (CUDA only) workers read the JPEG bytes; ``torchvision.io.decode_jpeg``
-                     decodes the batch on the GPU, then crop, mask, colour and scale there
+                     decodes the batch on the GPU (checked against the CPU decode first), then crop,
+                     mask, colour and scale there
+
+Every row is timed by one loop (``timed_loop``), the ceiling included, and compared by its mean step
+(``summarize``, ``speedup``): with N workers batches arrive in waves and the median hides the stall.
+On a CPU the model's step is a ``StandIn`` for the accelerator (a fixed time, no CPU). The sweep's
+expectation is ``predicted_samples_per_s``; ``run_interleaved`` measures variants in rotating rounds.
 """
 from __future__ import annotations
 
