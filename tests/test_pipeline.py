@@ -117,6 +117,10 @@ def test_run_variant_metrics():
     assert m["steps_timed"] == 2 and len(m["warmup_ms"]) == 1
     assert m["samples_per_s"] > 0 and 0 <= m["data_wait_share"] <= 1
     assert m["x_shape"] == [2, 3, 32, 32]
+    for key in ("step_ms_mean", "step_ms_median", "step_ms_p25", "step_ms_p75", "first_step_ms"):
+        assert m[key] > 0
+    # samples/s is over the whole timed window (the mean), not batch / median
+    assert m["samples_per_s"] == pytest.approx(2 * 1000.0 / m["step_ms_mean"], rel=1e-2, abs=0.01)
 
 
 @pytest.mark.parametrize("nw,bs,match", [(-1, 4, "negative"), (10_000, 4, "CPU cores"), (0, 0, "at least 1"),
@@ -136,3 +140,217 @@ def test_unknown_variant_and_gpu_decode_on_cpu_refused():
 def test_pipeline_only_mode_skips_the_model():
     m = pl.run_variant("crop_first", 0, 2, 2, warmup=1, crop=32, train=False)
     assert m["steps_timed"] == 2 and m["x_shape"] == [2, 3, 32, 32] and m["data_wait_share"] > 0.5
+
+
+# -- the comparison sees the stall (issue 10: "the median hides the stall") --------------------------
+def test_mean_comparison_sees_the_stall_that_the_median_hides():
+    """4 workers: batches arrive in waves, one long step then three short ones, for 3 full cycles."""
+    stalled = [40.0, 1.0, 1.0, 1.0] * 3      # input-bound: waits 40 ms every 4th step
+    steady = [5.0] * 12                       # a fixed pipeline: every step 5 ms
+    a, b = pl.summarize(stalled, 8), pl.summarize(steady, 8)
+    assert a["step_ms_median"] < b["step_ms_median"]          # the median says the stalled loop is faster...
+    assert pl.comparison_ms(a) > pl.comparison_ms(b)          # ...the comparison does not
+    assert pl.speedup(a, b) == pytest.approx(10.75 / 5.0)
+    assert a["step_ms_mean"] == pytest.approx(10.75) and a["step_ms_max"] == 40.0
+    assert a["samples_per_s"] < b["samples_per_s"]
+    assert a["samples_per_s"] == pytest.approx(8 * 12 / (129 / 1000.0), rel=1e-4)
+
+
+def test_cycle_steps_cover_whole_worker_cycles():
+    assert pl.cycle_steps(4, 3) == 12
+    assert pl.cycle_steps(16, 3, at_least=15) == 48      # today's 15 steps with 16 workers: not one cycle's wait
+    assert pl.cycle_steps(4, 3, at_least=13) == 16       # rounded up to whole cycles
+    assert pl.cycle_steps(0, 3, at_least=5) == 5
+    assert pl.cycle_steps(2, 2, at_least=1) == 4
+
+
+def test_predicted_throughput_is_the_min_of_workers_and_device():
+    # T_batch 100 ms, T_step 20 ms, batch 8: 1 worker -> 80/s, 4 workers -> 320/s, 8 workers -> device bound 400/s
+    assert pl.predicted_samples_per_s(1, 100, 20, 8) == pytest.approx(80)
+    assert pl.predicted_samples_per_s(4, 100, 20, 8) == pytest.approx(320)
+    assert pl.predicted_samples_per_s(8, 100, 20, 8) == pytest.approx(400)
+    assert pl.predicted_samples_per_s(0, 100, 20, 8) == pytest.approx(8000 / 120)
+    with pytest.raises(ValueError):
+        pl.predicted_samples_per_s(2, 0, 20, 8)
+
+
+# -- the stand-in for the accelerator ------------------------------------------------------------------
+def test_stand_in_takes_its_time_without_using_the_cpu():
+    import time
+
+    s = pl.StandIn(50)
+    w0, c0 = time.perf_counter(), time.process_time()
+    s(None, None)
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    assert wall >= 0.05
+    assert cpu < 0.02, f"the stand-in used {cpu * 1000:.1f} ms of CPU"
+    for bad in (0, -1, "10", True, None):
+        with pytest.raises(ValueError, match="stand-in"):
+            pl.StandIn(bad)
+    assert isinstance(pl.make_step(32, "cpu", stand_in_ms=5), pl.StandIn)
+
+
+def test_run_variant_with_the_stand_in_and_workers():
+    m = pl.run_variant("crop_first", 1, 2, 4, warmup=1, crop=32, stand_in_ms=5, max_workers=1)
+    assert m["steps_timed"] == 4 and m["step_ms_mean"] >= 5.0 and m["step_ms_median"] >= 5.0
+
+
+# -- one clock for every row ----------------------------------------------------------------------------
+def test_ceiling_and_variants_are_timed_by_the_same_loop(monkeypatch):
+    calls = []
+    real = pl.timed_loop
+
+    def spy(*a, **k):
+        calls.append(k["variant"])
+        return real(*a, **k)
+
+    monkeypatch.setattr(pl, "timed_loop", spy)
+    c = pl.ceiling(2, 32, steps=3, warmup=1, stand_in_ms=2)
+    m = pl.run_variant("crop_first", 0, 2, 3, warmup=1, crop=32, stand_in_ms=2)
+    assert calls == ["ceiling", "crop_first"]
+    assert set(c) >= {"step_ms_mean", "step_ms_median", "samples_per_s"} and c["steps_timed"] == 3
+    assert c["step_ms_mean"] >= 2.0 and m["step_ms_mean"] >= c["step_ms_mean"] * 0.5
+
+
+def test_peak_memory_is_reset_for_every_row(monkeypatch):
+    events = []
+    monkeypatch.setattr(pl.timing, "reset_peak_memory", lambda dev=None: events.append("reset"))
+    real = pl.timed_loop
+    monkeypatch.setattr(pl, "timed_loop", lambda *a, **k: (events.append("loop"), real(*a, **k))[1])
+    pl.run_variant("crop_first", 0, 2, 1, warmup=0, crop=32, stand_in_ms=1)
+    pl.ceiling(2, 32, steps=1, warmup=0, stand_in_ms=1)
+    assert events == ["reset", "loop", "reset", "loop"]
+
+
+def test_overlapped_copy_needs_cuda():
+    with pytest.raises(ValueError, match="CUDA"):
+        pl.run_variant("crop_first", 0, 2, 1, warmup=0, crop=32, stand_in_ms=1, overlap_copy=True)
+
+
+# -- hidden syncs: ConvertColor's constants are copied to a device once ------------------------------
+def test_convert_color_copies_its_constants_once_per_device():
+    from torch.overrides import TorchFunctionMode
+
+    class Copies(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.n = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if getattr(func, "__name__", "") in ("to", "cuda", "copy_"):
+                self.n += 1
+            return func(*args, **(kwargs or {}))
+
+    x = torch.zeros(2, 3, 4, 4, dtype=torch.uint8, device="meta")   # a non-CPU device, no GPU needed
+    pl.ConvertColor()(x)                                              # first batch: copies the constants
+    with Copies() as c:
+        for _ in range(3):
+            out = pl.ConvertColor()(x)
+    assert c.n == 0, f"{c.n} copies of the constants for 3 batches"
+    assert out.device.type == "meta" and out.dtype == torch.float32
+    m1, _ = pl.yuv_constants("meta")
+    m2, _ = pl.yuv_constants(torch.device("meta"))
+    assert m1 is m2 and m1.device.type == "meta"
+
+
+# -- shared memory ----------------------------------------------------------------------------------------
+def test_shared_memory_check_says_what_to_do():
+    need = pl.shm_needed_mb(4, 256, 256)                       # the article's size, float32, prefetch 2
+    assert need == pytest.approx(4 * 2 * 256 * 3 * 256 * 256 * 4 / 2**20)
+    assert pl.shm_needed_mb(4, 256, 256, bytes_per_value=1) == pytest.approx(need / 4)
+    assert pl.shm_needed_mb(0, 256, 256) == 0
+    with pytest.raises(pl.SharedMemoryTooSmall, match="64 MiB free.*--shm-size"):
+        pl.check_shm(need, free_mb=64)
+    assert "enough" in pl.check_shm(10, free_mb=64)
+
+
+def test_workers_are_refused_before_starting_when_shm_is_too_small(monkeypatch):
+    monkeypatch.setattr(pl, "shm_free_mb", lambda path=pl.SHM_PATH: 1.0)
+    with pytest.raises(pl.SharedMemoryTooSmall, match="shm"):
+        pl.run_variant("crop_first", 1, 64, 1, warmup=0, crop=64, stand_in_ms=1, max_workers=1)
+    pl.run_variant("crop_first", 0, 2, 1, warmup=0, crop=32, stand_in_ms=1)   # no workers: no shm needed
+
+
+# -- the GPU decode is checked against the CPU decode ----------------------------------------------------
+@pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
+def test_decode_check_accepts_an_equivalent_decoder_and_refuses_a_wrong_one():
+    from torchvision.io import decode_jpeg
+
+    paths = pl.sample_paths()[:2]
+    r = pl.check_decode(paths, "cpu")                                 # libjpeg-turbo (torchvision) vs PIL
+    assert r["mean_abs"] <= 3.0
+    bgr = lambda datas, dev: [d.flip(0) for d in decode_jpeg(datas, device=dev)]  # noqa: E731
+    with pytest.raises(pl.DecodeMismatch, match="differs from the CPU decode"):
+        pl.check_decode(paths, "cpu", decode=bgr)
+    half = lambda datas, dev: [d[:, ::2] for d in decode_jpeg(datas, device=dev)]  # noqa: E731
+    with pytest.raises(pl.DecodeMismatch, match="shape"):
+        pl.check_decode(paths, "cpu", decode=half)
+
+
+# -- the pipeline profile: window, sort, stages ---------------------------------------------------------
+def test_profile_window_covers_two_worker_cycles_after_the_first(tmp_path):
+    from helpers import profiling
+
+    prof = pl.profile_loop("crop_first", 2, 2, crop=32, trace_dir=tmp_path, stand_in_ms=1, active=1)
+    steps = profiling.step_events(prof)
+    assert len(steps) == 4 == prof.steps_recorded                     # 2 cycles of 2 workers
+    assert profiling.trace_files(tmp_path)
+
+
+def test_profile_table_sorts_by_cpu_time_even_with_a_device(monkeypatch):
+    from torch.profiler import ProfilerActivity
+
+    from helpers import profiling
+
+    seen = {}
+    monkeypatch.setattr(profiling, "table", lambda prof, sort_by=None, row_limit=10, **k: seen.update(sort=sort_by) or "")
+
+    class FakeGpuProf:
+        activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+
+    pl.profile_table(FakeGpuProf())
+    assert seen["sort"] == "cpu_time_total"
+    assert profiling.sort_key(FakeGpuProf.activities) != seen["sort"]   # the default would sort by device time
+
+
+def test_stage_ms_groups_labels_per_sample():
+    st = pl.stage_ms({"load_image": 80.0, "RandomMask": 40.0, "ConvertColor": 4.0, "ConvertColor(batch)": 4.0}, 8)
+    assert st["decode JPEG"] == 10.0 and st["mask"] == 5.0 and st["colour"] == 1.0 and st["crop"] == 0.0
+
+
+def test_interleaved_runs_rotate_and_pool(monkeypatch):
+    order = []
+    real = pl.run_variant
+
+    def spy(**kw):
+        order.append(kw["variant"])
+        if kw["variant"] == "bool_dilation":
+            raise RuntimeError("boom")
+        return real(**kw)
+
+    monkeypatch.setattr(pl, "run_variant", spy)
+    out = pl.run_interleaved({"a": {"variant": "baseline"}, "b": {"variant": "crop_first"},
+                              "c": {"variant": "bool_dilation"}}, 3,
+                             num_workers=0, batch_size=2, steps=2, warmup=1, crop=32, stand_in_ms=1)
+    assert order == ["baseline", "crop_first", "bool_dilation", "crop_first", "baseline", "baseline", "crop_first"]
+    assert isinstance(out["c"], RuntimeError)
+    assert out["a"]["steps_timed"] == 6 and out["a"]["rounds"] == 3 and len(out["a"]["round_means_ms"]) == 3
+    assert 0 <= out["b"]["data_wait_share"] <= 1 and out["b"]["step_ms_mean"] >= 1.0
+
+
+def test_main_process_runs_the_pipeline_with_one_thread_like_a_worker(monkeypatch):
+    seen = []
+    monkeypatch.setattr(pl, "make_step", lambda *a, **k: (lambda x, y: seen.append(torch.get_num_threads())))
+    before = torch.get_num_threads()
+    pl.run_variant("crop_first", 0, 2, 2, warmup=0, crop=32, stand_in_ms=1)
+    assert seen == [1, 1] and torch.get_num_threads() == before
+
+
+@pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
+def test_the_gpu_decode_data_path_runs_with_workers(monkeypatch):
+    """gpu_decode's workers ship JPEG bytes; decode_jpeg also runs on the CPU, so its data path is tested here
+    (only the refusal of gpu_decode on a CPU is bypassed)."""
+    monkeypatch.setattr(pl, "check_config", lambda *a, **k: None)
+    m = pl.run_variant("gpu_decode", 1, 2, 2, warmup=1, crop=32, device="cpu", stand_in_ms=1, max_workers=1)
+    assert m["x_shape"] == [2, 3, 32, 32] and m["x_dtype"] == "torch.float32"
+    assert m["decode_vs_cpu_mean_abs"] <= 3.0
