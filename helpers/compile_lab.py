@@ -221,16 +221,27 @@ def random_parity(device):
 _LOG_KINDS = {"__graph_breaks": "graph_break", "__recompiles": "recompile"}
 
 
+def _log_kind(record: logging.LogRecord) -> str | None:
+    """``graph_break``/``recompile`` for the TORCH_LOGS artifacts; ``graph_break_warning`` for Dynamo's own
+    warning about a break (e.g. the ``Tensor.item()`` hint), which repeats what ``explain`` reports."""
+    kind = next((k for suffix, k in _LOG_KINDS.items() if record.name.endswith(suffix)), None)
+    if kind is None and record.name.startswith("torch._dynamo") and record.levelno >= logging.WARNING \
+            and record.getMessage().lstrip().startswith("Graph break"):
+        kind = "graph_break_warning"
+    return kind
+
+
 class _ArtifactFilter(logging.Filter):
     def filter(self, record):  # keep torch's own handlers from printing what we capture
-        return not record.name.endswith(tuple(_LOG_KINDS))
+        return _log_kind(record) is None
 
 
 @contextlib.contextmanager
 def dynamo_logs():
     """``TORCH_LOGS=graph_breaks,recompiles`` in-process, captured: yields a list of ``{"kind", "message"}``.
 
-    The records are collected instead of printed (each is long); other torch log output is untouched.
+    The records (and Dynamo's own "Graph break ..." warnings) are collected instead of printed: each is a
+    long stack, shown by the caller as counts and first lines. Other torch log output is untouched.
     """
     import torch._logging
 
@@ -239,7 +250,7 @@ def dynamo_logs():
 
     class Catch(logging.Handler):
         def emit(self, record):
-            kind = next((k for suffix, k in _LOG_KINDS.items() if record.name.endswith(suffix)), None)
+            kind = _log_kind(record)
             if kind and id(record) not in seen:
                 seen.add(id(record))
                 records.append({"kind": kind, "message": record.getMessage().strip()})
@@ -345,9 +356,13 @@ def explain_summary(fn: Callable, *args, **kwargs) -> dict[str, Any]:
         reasons.append({"reason": str(r.reason).strip().splitlines()[0][:200], "where": where})
     torch._dynamo.reset()
     logged = {k: sum(1 for r in logs if r["kind"] == k) for k in _LOG_KINDS.values()}
+    artifacts = [r for r in logs if r["kind"] in _LOG_KINDS.values()]
+    warned = [r for r in logs if r["kind"] == "graph_break_warning"]
     return {"graphs": out.graph_count, "graph_breaks": out.graph_break_count, "ops": out.op_count,
             "reasons": reasons, "logged": logged,
-            "first_log": logs[0]["message"].splitlines()[0][:200] if logs else ""}
+            "first_log": artifacts[0]["message"].splitlines()[0][:200] if artifacts else "",
+            "warnings": [" ".join(ln.strip() for ln in w["message"].splitlines()[:6] if ln.strip())[:300]
+                         for w in warned]}
 
 
 # -- one cell -----------------------------------------------------------------------------

@@ -298,7 +298,9 @@ def test_dynamo_logs_capture_graph_breaks_quietly(capsys):
     x = torch.randn(2, 3, 8, 8)
     broken = cl.explain_summary(cl.build_model("mlp_break", 8, hidden=16), x)
     assert broken["logged"]["graph_break"] >= 1 and "Graph break" in broken["first_log"]
-    assert "Graph break in user code" not in capsys.readouterr().err  # captured, not printed
+    # Dynamo's own warning (with its capture_scalar_outputs hint) comes once per process: kept, not printed
+    assert all("Graph break" in w for w in broken["warnings"])
+    assert "Graph break" not in capsys.readouterr().err  # captured, not printed
     fixed = cl.explain_summary(cl.build_model("mlp_fixed", 8, hidden=16), x)
     assert fixed["logged"]["graph_break"] == 0
 
