@@ -215,6 +215,10 @@ def test_small_torchvision_models_train_with_stochastic_depth():
         assert m(torch.randn(2, 3, 32, 32)).shape == (2, 10)
     with pytest.raises(InvalidValue, match="no small configuration"):
         cl.build_small("vit_tiny")
+    from timm.layers import DropPath
+
+    vit = cl.build_model("vit_mini", 32)  # the smoke matrix's model: drop path on, so smoke parity runs under it
+    assert any(isinstance(x, DropPath) and x.drop_prob > 0 for x in vit.modules()) and len(vit.blocks) == 2
 
 
 def test_fp16_cell_trains_with_a_grad_scaler(monkeypatch):
