@@ -255,7 +255,9 @@ def dynamo_logs():
                 seen.add(id(record))
                 records.append({"kind": kind, "message": record.getMessage().strip()})
 
-    torch._logging.set_logs(graph_breaks=True, recompiles=True)
+    user_logs = bool(os.environ.get("TORCH_LOGS"))  # then torch ignores set_logs: the user's settings stay as they are
+    if not user_logs:
+        torch._logging.set_logs(graph_breaks=True, recompiles=True)
     # torch's loggers have their own stderr handlers (and do not propagate): catch there, print nothing of ours
     loggers = [lg for name, lg in logging.root.manager.loggerDict.items()
                if isinstance(lg, logging.Logger) and name.split(".")[0] == "torch" and lg.handlers]
@@ -272,7 +274,8 @@ def dynamo_logs():
             lg.removeHandler(catch)
         for h in handlers:
             h.removeFilter(filt)
-        torch._logging.set_logs()
+        if not user_logs:
+            torch._logging.set_logs()  # back to the defaults
 
 
 class _KnownNoise(logging.Filter):

@@ -335,3 +335,18 @@ def test_known_noise_filter_drops_only_its_line():
     mk = lambda msg: logging.LogRecord(lg.name, logging.WARNING, __file__, 1, msg, None, None)
     assert not lg.filter(mk("No CUDA runtime is found, using CUDA_HOME='/usr/local'"))
     assert lg.filter(mk("Error building extension 'x'"))
+
+
+def test_dynamo_logs_leave_a_users_torch_logs_alone(monkeypatch):
+    import torch._logging
+
+    calls = []
+    monkeypatch.setattr(torch._logging, "set_logs", lambda **kw: calls.append(kw))
+    monkeypatch.setenv("TORCH_LOGS", "recompiles")
+    with cl.dynamo_logs():
+        pass
+    assert calls == []  # torch would ignore set_logs (with a warning) and the user's settings stay
+    monkeypatch.delenv("TORCH_LOGS")
+    with cl.dynamo_logs():
+        pass
+    assert calls == [{"graph_breaks": True, "recompiles": True}, {}]  # on, then back to the defaults
