@@ -25,13 +25,16 @@ def autocast(precision: str, device) -> contextlib.AbstractContextManager:
 
 
 def labelled_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable, *,
-                  precision: str = "fp32", label: bool = True) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+                  precision: str = "fp32", label: bool = True,
+                  scaler: "torch.amp.GradScaler | None" = None) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """``step(x, y)``: forward, backward and the optimizer step on the batch it is given.
 
     With ``label=True`` each phase is wrapped in ``record_function("forward")``,
     ``("backward")`` and ``("optimizer_step")`` (which also zeroes the gradients), so
     the phases show up by name in profiler tables and traces. Returns the loss
     (a tensor: reading it with ``.item()`` would force a host-device sync).
+    With a ``scaler`` (``torch.amp.GradScaler``, what fp16 autocast needs against gradient
+    underflow) the loss is scaled before ``backward`` and the step goes through the scaler.
     """
     maybe = record_function if label else (lambda name: contextlib.nullcontext())
 
@@ -40,9 +43,13 @@ def labelled_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss
             with autocast(precision, x.device):
                 loss = loss_fn(model(x), y)
         with maybe("backward"):
-            loss.backward()
+            (scaler.scale(loss) if scaler is not None else loss).backward()
         with maybe("optimizer_step"):
-            optimizer.step()
+            if scaler is not None:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
             optimizer.zero_grad(set_to_none=True)
         return loss.detach()
 

@@ -168,3 +168,185 @@ def test_summarise_uses_the_same_windows_eager_median():
              "metrics": m, "status": "ok", "error": None} for n, mo, m in [("e", "eager", base), ("w", "default", warm)]]
     s = {r["cell"]: r for r in cl.summarise(rows, rtol=1e-3)}
     assert s["w"]["speedup"] == 1.25 and s["w"]["break_even_steps"] == 100
+
+
+# -- issue 11: parity under stochastic depth, fp16 with a GradScaler, TF32, first steps, warm starts ---------------
+def test_random_parity_sets_fallback_random_on_cuda_only(monkeypatch):
+    from torch._inductor import config as ic
+
+    assert ic.fallback_random is False
+    with cl.random_parity(CPU) as on:  # a CPU already falls back to eager's bernoulli_: left alone
+        assert on is False and ic.fallback_random is False
+    monkeypatch.setattr(cl, "is_cuda", lambda device: True)
+    with cl.random_parity("cuda") as on:
+        assert on is True and ic.fallback_random is True
+    assert ic.fallback_random is False  # restored
+    with pytest.raises(RuntimeError):
+        with cl.random_parity("cuda"):
+            raise RuntimeError("boom")
+    assert ic.fallback_random is False  # restored after an error too
+
+
+def test_compiled_cell_on_cuda_compiles_with_fallback_random(monkeypatch):
+    """The parity run on a CUDA device has fallback_random (device check monkeypatched; aot_eager on the CPU)."""
+    from torch._inductor import config as ic
+
+    seen = []
+
+    def backend(gm, example_inputs):  # called when Dynamo compiles, i.e. inside the first step
+        seen.append(ic.fallback_random)
+        return gm.forward
+
+    monkeypatch.setattr(cl, "is_cuda", lambda device: True)
+    comp = cl.run_cell("mlp", "fp32", "default", 4, 2, backend=backend, **TINY)
+    assert seen == [True] and comp["fallback_random"] is True and ic.fallback_random is False
+    eager = cl.run_cell("mlp", "fp32", "eager", 4, 2, **TINY)
+    assert eager["fallback_random"] is False  # eager draws eager's numbers anyway
+    monkeypatch.setattr(cl, "is_cuda", lambda device: False)
+    assert cl.run_cell("mlp", "fp32", "default", 4, 2, backend="aot_eager", **TINY)["fallback_random"] is False
+
+
+def test_small_torchvision_models_train_with_stochastic_depth():
+    from torchvision.ops import StochasticDepth
+
+    for name in ("swin_mini", "convnext_mini"):
+        m = cl.build_model(name, 32)
+        assert any(isinstance(x, StochasticDepth) and x.p > 0 for x in m.modules()), name
+        assert m(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+    with pytest.raises(InvalidValue, match="no small configuration"):
+        cl.build_small("vit_tiny")
+    from timm.layers import DropPath
+
+    vit = cl.build_model("vit_mini", 32)  # the smoke matrix's model: drop path on, so smoke parity runs under it
+    assert any(isinstance(x, DropPath) and x.drop_prob > 0 for x in vit.modules()) and len(vit.blocks) == 2
+
+
+def test_fp16_cell_trains_with_a_grad_scaler(monkeypatch):
+    monkeypatch.setattr(cl, "check_cell", lambda *a: None)  # fp16 is refused on a CPU; the scaler path is the point
+    scaled = []
+    real = torch.amp.GradScaler.scale
+    monkeypatch.setattr(torch.amp.GradScaler, "scale", lambda self, t: scaled.append(1) or real(self, t))
+    m = cl.run_cell("mlp", "fp16", "eager", 4, 2, **TINY)
+    assert m["grad_scaler"] is True and len(scaled) == 3  # every step: one first step + two timed
+    assert cl.run_cell("mlp", "bf16", "eager", 4, 2, **TINY)["grad_scaler"] is False
+
+
+def test_labelled_step_with_a_scaler_scales_and_steps():
+    from helpers import training
+
+    def run(scaler):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 2)
+        seen = []
+        model.weight.register_hook(lambda g: seen.append(g.clone()))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x, y = torch.randn(3, 4), torch.tensor([0, 1, 0])
+        loss = training.labelled_step(model, opt, torch.nn.CrossEntropyLoss(), label=False, scaler=scaler)(x, y)
+        return model.weight.detach(), seen[0], loss
+
+    w_ref, g_ref, loss_ref = run(None)
+    w, g, loss = run(torch.amp.GradScaler("cpu", init_scale=8.0))
+    torch.testing.assert_close(g, 8.0 * g_ref)  # backward saw the scaled loss
+    torch.testing.assert_close(w, w_ref)  # the optimizer got the unscaled gradient
+    torch.testing.assert_close(loss, loss_ref)  # the returned loss is the real one
+
+
+def test_rows_record_tf32_settings():
+    old = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")
+        m = cl.run_cell("mlp", "fp32", "eager", 4, 2, **TINY)
+        assert m["float32_matmul_precision"] == "high" and m["cuda_matmul_allow_tf32"] is True
+        torch.set_float32_matmul_precision("highest")
+        m = cl.run_cell("mlp", "fp32", "eager", 4, 2, **TINY)
+        assert m["float32_matmul_precision"] == "highest" and m["cuda_matmul_allow_tf32"] is False
+        assert "cudnn_allow_tf32" in m
+    finally:
+        torch.set_float32_matmul_precision(old)
+
+
+def test_first_steps_timed_apart():
+    m = cl.run_cell("mlp", "fp32", "default", 4, 3, backend="aot_eager", **{**TINY, "compile_steps": 3})
+    assert len(m["first_steps_ms"]) == 3 and m["steps_timed"] == 3 and len(m["losses"]) == 6
+    assert m["first_steps_s"] == pytest.approx(sum(m["first_steps_ms"]) / 1000, abs=1e-3)
+    assert m["first_step_ms"] == m["first_steps_ms"][0]
+    # the compile is inside the first steps' wall time
+    assert m["first_steps_s"] >= m["compile_s"]
+
+
+def test_break_even_from_whole_run_time():
+    # eager: 2 first steps of 100 ms, then 100 ms; compiled: 2 first steps of 10 s + 80 ms, then 80 ms
+    assert cl.break_even_whole_run([100, 100], 100.0, [10_000, 80], 80.0) == 2 + 494  # ceil(9880 / 20)
+    assert cl.break_even_whole_run([100, 100], 100.0, [100, 100], 100.0) == 2
+    assert cl.break_even_whole_run([100], 100.0, [5000], 100.0) == "never"
+    assert cl.break_even_whole_run([100], 100.0, [5000], 120.0) == "never"
+    with pytest.raises(ValueError):
+        cl.break_even_whole_run([100, 100], 100.0, [100], 80.0)
+    n = cl.break_even_whole_run([100, 100], 100.0, [10_000, 80], 80.0)
+    # at the break-even the compiled run is no longer, one step earlier it is longer
+    assert cl.whole_run_s([10_000, 80], 80.0, n) <= cl.whole_run_s([100, 100], 100.0, n)
+    assert cl.whole_run_s([10_000, 80], 80.0, n - 1) > cl.whole_run_s([100, 100], 100.0, n - 1)
+
+
+def test_summarise_break_even_uses_whole_run_when_first_steps_are_known():
+    e = {"step_ms_median": 100.0, "step_ms_p25": 99, "step_ms_p75": 101, "losses": [1.0], "first_steps_ms": [150.0, 100.0]}
+    c = {"step_ms_median": 80.0, "step_ms_p25": 79, "step_ms_p75": 81, "losses": [1.0], "compile_s": 1.0,
+         "first_steps_ms": [3000.0, 400.0]}  # 1 s of Dynamo compile, but 3.15 s more in the first steps
+    rows = [{"name": n, "config": {"model": "m", "precision": "fp32", "mode": mo, "batch_size": 1},
+             "metrics": m, "status": "ok", "error": None} for n, mo, m in [("e", "eager", e), ("c", "default", c)]]
+    s = {r["cell"]: r for r in cl.summarise(rows, rtol=1e-3)}
+    assert s["c"]["break_even_steps"] == 2 + 158 and s["c"]["break_even_basis"] == "whole run"  # ceil(3150/20)
+
+
+def test_dynamo_logs_capture_graph_breaks_quietly(capsys):
+    x = torch.randn(2, 3, 8, 8)
+    broken = cl.explain_summary(cl.build_model("mlp_break", 8, hidden=16), x)
+    assert broken["logged"]["graph_break"] >= 1 and "Graph break" in broken["first_log"]
+    # Dynamo's own warning (with its capture_scalar_outputs hint) comes once per process: kept, not printed
+    assert all("Graph break" in w for w in broken["warnings"])
+    assert "Graph break" not in capsys.readouterr().err  # captured, not printed
+    fixed = cl.explain_summary(cl.build_model("mlp_fixed", 8, hidden=16), x)
+    assert fixed["logged"]["graph_break"] == 0
+
+
+def test_cold_warm_start_uses_one_emptied_cache_twice(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(cl, "start_run", lambda p, **kw: calls.append((p, sorted(p.iterdir()), kw)) or {"ok": 1})
+    d = tmp_path / "c"
+    d.mkdir()
+    (d / "stale").write_text("x")
+    out = cl.cold_warm_start(d, model_name="mlp_fixed")
+    assert set(out) == {"cold", "warm"} and len(calls) == 2
+    assert calls[0][0] == calls[1][0] == d and calls[0][1] == [] and calls[0][2] == {"model_name": "mlp_fixed"}
+
+
+def test_fresh_process_failure_is_one_clear_line(tmp_path):
+    with pytest.raises(cl.CompileFailed, match="unknown model 'resnet9000'"):
+        cl.start_run(tmp_path / "c", model_name="resnet9000", timeout=300)
+
+
+def test_known_noise_filter_drops_only_its_line():
+    import logging
+
+    cl.quiet_known_noise()
+    cl.quiet_known_noise()  # once
+    lg = logging.getLogger("torch.utils.cpp_extension")
+    assert sum(isinstance(f, cl._KnownNoise) for f in lg.filters) == 1
+    mk = lambda msg: logging.LogRecord(lg.name, logging.WARNING, __file__, 1, msg, None, None)
+    assert not lg.filter(mk("No CUDA runtime is found, using CUDA_HOME='/usr/local'"))
+    assert lg.filter(mk("Error building extension 'x'"))
+
+
+def test_dynamo_logs_leave_a_users_torch_logs_alone(monkeypatch):
+    import torch._logging
+
+    calls = []
+    monkeypatch.setattr(torch._logging, "set_logs", lambda **kw: calls.append(kw))
+    monkeypatch.setenv("TORCH_LOGS", "recompiles")
+    with cl.dynamo_logs():
+        pass
+    assert calls == []  # torch would ignore set_logs (with a warning) and the user's settings stay
+    monkeypatch.delenv("TORCH_LOGS")
+    with cl.dynamo_logs():
+        pass
+    assert calls == [{"graph_breaks": True, "recompiles": True}, {}]  # on, then back to the defaults

@@ -111,8 +111,23 @@ def test_torch_compile_structure():
     assert any(e["config"]["mode"] == "eager" and e["status"] == "ok" for e in cells)
     compiled_ok = [e for e in cells if e["config"]["mode"] != "eager" and e["status"] == "ok"]
     assert compiled_ok, "at least one compiled cell ran"
-    for e in compiled_ok:
-        assert "compile_s" in e["metrics"] and "break_even_steps" in e["metrics"], e["name"]
+    cuda = doc["env"].get("device", "").startswith("cuda")
+    for e in cells:
+        if e["status"] != "ok":
+            continue
+        m = e["metrics"]
+        # the first steps apart, the fp32 settings and the parity setting in every row
+        assert len(m["first_steps_ms"]) >= 1 and m["first_steps_s"] > 0, e["name"]
+        assert m["float32_matmul_precision"] in ("highest", "high", "medium"), e["name"]
+        assert m["grad_scaler"] == (e["config"]["precision"] == "fp16"), e["name"]
+        if e["config"]["mode"] != "eager":
+            assert "compile_s" in m and "break_even_steps" in m and "break_even_basis" in m, e["name"]
+            assert m["fallback_random"] == cuda, e["name"]
+    explain = [e for e in doc["experiments"] if e["name"].startswith("explain ")]
+    assert any("swin" in e["name"] for e in explain) and any("convnext" in e["name"] for e in explain)
+    start = next(e for e in doc["experiments"] if e["name"].startswith("fresh-process start"))
+    assert start["status"] == "ok", start["error"]
+    assert start["metrics"]["fx_graph_cache_misses_cold"] > 0 and start["metrics"]["fx_graph_cache_hits_warm"] > 0
     failed = [e for e in doc["experiments"] if e["status"] == "failed"]
     assert failed and all(e["error"] for e in failed)
 
