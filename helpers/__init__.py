@@ -8,7 +8,7 @@ One concern per module; importing the package has no side effects:
 - ``helpers.results``    the growing results table, results.json, figures
 - ``helpers.widgets``    the ipywidgets panel that re-runs an experiment with the reader's values
 - ``helpers.tensorboard`` TensorBoard logging and the inline ``%tensorboard`` view
-- ``helpers.trace``      reading profiler traces: sync counts, DataLoader wait share
+- ``helpers.trace``      reading profiler traces: sync counts and costs, DataLoader wait share, offline views
 - ``helpers.models``     small models used by the notebooks
 """
 

@@ -2,21 +2,25 @@
 
 Works on the Chrome-trace dict that ``prof.export_chrome_trace`` / ``tensorboard_trace_handler`` write.
 
-- ``count_syncs``: host-device synchronisations inside a phase (taught in ``03_backward_hooks``):
-  ``cudaStreamSynchronize`` / ``cudaDeviceSynchronize`` / ``cudaEventSynchronize`` runtime calls, and
-  device-to-host copies (``gpu_memcpy`` events named ``Memcpy DtoH ...``), attributed to the phase by their
-  launching runtime call (``correlation`` id), since the copy itself runs later on the GPU timeline.
-  A CPU-only trace has none of these events: every count is 0.
+- ``load_trace``: read a ``.json`` / ``.json.gz`` trace or a ``tensorboard_trace_handler`` folder; bad input
+  raises ``TraceError`` with a one-line message naming the file and what to do.
+- ``count_syncs`` / ``sync_costs``: host-device synchronisations, each counted once, and what each cost
+  (host wait, GPU idle after it) (taught in ``03_backward_hooks``). A CPU-only trace has none.
 - ``dataloader_wait_share``: the share of the profiled steps spent in the DataLoader's ``__next__``
   (taught in ``02_data_pipeline``).
 """
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 import re
 from pathlib import Path
 from typing import Any, Mapping
+
+
+class TraceError(ValueError):
+    """A file or folder that cannot be read as a profiler trace; the message is one line, naming it."""
 
 
 def load_trace(path: Path | str) -> dict:
@@ -26,9 +30,34 @@ def load_trace(path: Path | str) -> dict:
     with opener(p, "rt") as f:
         return json.load(f)
 
-SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
-KEYS = ("stream_sync", "device_sync", "event_sync", "dtoh_copies")
-
+# ---------------------------------------------------------------------------------------------------------
+# Synchronisations (taught in 03_backward_hooks)
+# ---------------------------------------------------------------------------------------------------------
+# host calls that wait for the device, by kind (runtime and driver API, base names without CUPTI's suffixes)
+SYNC_KINDS = {
+    "cudaStreamSynchronize": "stream_sync", "cuStreamSynchronize": "stream_sync",
+    "cudaDeviceSynchronize": "device_sync", "cudaThreadSynchronize": "device_sync", "cuCtxSynchronize": "device_sync",
+    "cudaEventSynchronize": "event_sync", "cuEventSynchronize": "event_sync",
+}
+# copies whose API call itself blocks the host until the copy is done (the synchronous copy API);
+# a device-to-device copy does not make the host wait, so it is left out (by its GPU record, when there is one)
+BLOCKING_COPIES = {"cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyFromSymbol", "cudaMemcpyToSymbol",
+                   "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD", "cuMemcpy2D", "cuMemcpy3D"}
+# asynchronous copies: they block only when the destination is pageable host memory (a DtoH copy into memory
+# that is not pinned is staged and waited for by the driver); into pinned memory they do not wait
+ASYNC_COPIES = {"cudaMemcpyAsync", "cudaMemcpy2DAsync", "cudaMemcpy3DAsync", "cudaMemcpyFromSymbolAsync",
+                "cuMemcpyAsync", "cuMemcpyDtoHAsync", "cuMemcpy2DAsync", "cuMemcpy3DAsync"}
+SYNC_CALLS = tuple(k for k in SYNC_KINDS if k.startswith("cuda"))  # kept for readers of the old constant
+KINDS = ("stream_sync", "device_sync", "event_sync", "blocking_copy")
+KEYS = KINDS  # the old name
+# Kineto's own records of a sync on the GPU timeline (category ``cuda_sync``, with ``enable_cuda_sync_events``):
+# the same wait as the host call with the same correlation id; "Stream Wait Event" is a GPU-side wait, no host sync
+_CUDA_SYNC_KINDS = {"Stream Sync": "stream_sync", "Context Sync": "device_sync", "Event Sync": "event_sync"}
+_HOST_API = ("cuda_runtime", "cuda_driver")
+# calls that may sit between a copy and its sync without ending the pair (error checks, capture queries)
+_QUIET_CALLS = {"cudaGetLastError", "cudaPeekAtLastError", "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo",
+                "cudaGetDevice", "cuCtxGetCurrent", "cuStreamIsCapturing", "cuStreamGetCaptureInfo"}
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 _API_SUFFIX = re.compile(r"(_pt(sz|ds))?(_v\d+)?$")
 
@@ -39,54 +68,204 @@ def api_name(name: str) -> str:
     return _API_SUFFIX.sub("", name)
 
 
+def _is_host(e) -> bool:
+    return not str(e.get("cat", "")).startswith("gpu_")
+
+
 def phase_ranges(trace: Mapping[str, Any], phase: str = "backward") -> list[tuple[float, float]]:
     """(start, end) in microseconds of every complete event named ``phase`` (a ``record_function`` label).
 
-    Only the host-side range counts: on CUDA the profiler also draws the label on the GPU timeline
-    (category ``gpu_user_annotation``), later than the host range; that copy is skipped.
+    ``phase="ProfilerStep"`` (or any name followed by ``#``) also matches the numbered labels
+    ``ProfilerStep#12``. Only the host-side range counts: on CUDA the profiler also draws the label on the GPU
+    timeline (category ``gpu_user_annotation``), later than the host range; that copy is skipped.
     """
+    pre = phase + "#"
     return sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0)))
-                  for e in trace.get("traceEvents", [])
-                  if e.get("name") == phase and e.get("ph") == "X" and not str(e.get("cat", "")).startswith("gpu_"))
+                  for e in _events(trace)
+                  if e.get("ph") == "X" and (e.get("name") == phase or str(e.get("name", "")).startswith(pre))
+                  and _is_host(e))
 
 
-def count_syncs(trace: Mapping[str, Any], phase: str | None = "backward") -> dict[str, float]:
-    """Synchronisations inside ``phase`` (or the whole trace with ``phase=None``).
+def _events(trace) -> list:
+    return trace.get("traceEvents", []) if isinstance(trace, Mapping) else []
 
-    Returns the counts per kind (``KEYS``), ``total`` (sync calls + DtoH copies), ``phases``
-    (how many ``phase`` ranges were found) and ``per_step`` (total / phases).
+
+def _corr(e):
+    return (e.get("args") or {}).get("correlation")
+
+
+def _sync_events(trace: Mapping[str, Any]) -> list[tuple[dict, str]]:
+    """Every host-device synchronisation in the trace, once each, in time order: ``(host event, kind)``.
+
+    - an explicit sync call (runtime or driver API: stream, device/context, event) is one sync;
+    - a synchronous copy call (``cudaMemcpy``, ``cuMemcpyDtoH`` ...) is one sync, unless its GPU record shows a
+      device-to-device copy (the host does not wait for those);
+    - an asynchronous device-to-host copy into pageable memory blocks like a sync; when the same thread's next
+      API call is an explicit sync (PyTorch's ``.item()`` / ``.cpu()``: ``cudaMemcpyAsync`` then
+      ``cudaStreamSynchronize``), the pair is one sync, counted as that call; a copy into pinned memory
+      (``non_blocking=True``) is no sync;
+    - a ``cuda_sync`` GPU record (Kineto's sync events) duplicates its host call; it counts only when the trace
+      holds no host call with its correlation id.
     """
-    events = trace.get("traceEvents", [])
-    ranges = phase_ranges(trace, phase) if phase else [(float("-inf"), float("inf"))]
-
-    def inside(e) -> bool:
-        ts = float(e.get("ts", 0.0))
-        return any(a <= ts <= b for a, b in ranges)
-
-    counts = dict.fromkeys(KEYS, 0)
-    launched_inside = set()
-    for e in events:
-        name = api_name(str(e.get("name", "")))
+    evs = _events(trace)
+    gpu_copy = {}
+    host_api, cuda_sync = [], []
+    for e in evs:
         if e.get("ph") != "X":
             continue
-        if e.get("cat") in ("cuda_runtime", "cuda_driver") and inside(e):
-            corr = (e.get("args") or {}).get("correlation")
-            if corr is not None:
-                launched_inside.add(corr)
-            if name == "cudaStreamSynchronize":
-                counts["stream_sync"] += 1
-            elif name == "cudaDeviceSynchronize":
-                counts["device_sync"] += 1
-            elif name == "cudaEventSynchronize":
-                counts["event_sync"] += 1
-    for e in events:
-        if e.get("ph") == "X" and e.get("cat") == "gpu_memcpy" and "DtoH" in e.get("name", ""):
-            corr = (e.get("args") or {}).get("correlation")
-            if (corr is not None and corr in launched_inside) or (corr is None and inside(e)):
-                counts["dtoh_copies"] += 1
-    total = sum(counts.values())
-    n = len(ranges) if phase else 1
-    return {**counts, "total": total, "phases": n if ranges else 0, "per_step": total / n if n and ranges else 0.0}
+        cat = e.get("cat")
+        if cat == "gpu_memcpy":
+            c = _corr(e)
+            if c is not None:
+                gpu_copy[c] = str(e.get("name", ""))
+        elif cat in _HOST_API:
+            host_api.append(e)
+        elif cat == "cuda_sync":
+            cuda_sync.append(e)
+    out: list[tuple[dict, str]] = []
+    by_tid: dict = {}
+    for e in host_api:
+        by_tid.setdefault((e.get("pid"), e.get("tid")), []).append(e)
+    for calls in by_tid.values():
+        calls.sort(key=lambda e: float(e.get("ts", 0.0)))
+        pending = None  # an async DtoH copy into pageable memory, not yet followed by a sync call
+        for e in calls:
+            name = api_name(str(e.get("name", "")))
+            kind = SYNC_KINDS.get(name)
+            if kind:
+                out.append((e, kind))
+                pending = None  # the copy's wait is this sync
+                continue
+            if name in _QUIET_CALLS:
+                continue
+            if pending is not None:  # the copy was not followed by a sync call: it was the wait itself
+                out.append((pending, "blocking_copy"))
+                pending = None
+            copy = gpu_copy.get(_corr(e), "")
+            if name in BLOCKING_COPIES and "DtoD" not in copy:
+                out.append((e, "blocking_copy"))
+            elif name in ASYNC_COPIES and "DtoH" in copy and "Pinned" not in copy:
+                pending = e
+        if pending is not None:
+            out.append((pending, "blocking_copy"))
+    seen = {_corr(e) for e in host_api}
+    for e in cuda_sync:
+        kind = _CUDA_SYNC_KINDS.get(str((e.get("args") or {}).get("cuda_sync_kind", e.get("name"))))
+        if kind and (_corr(e) is None or _corr(e) not in seen):
+            out.append((e, kind))
+    out.sort(key=lambda p: float(p[0].get("ts", 0.0)))
+    return out
+
+
+def _in_ranges(ts: float, ranges) -> bool:
+    i = bisect.bisect_right(ranges, (ts, float("inf"))) - 1
+    return any(a <= ts <= b for a, b in ranges[max(0, i - 8): i + 1])  # nested/overlapping ranges are rare
+
+
+def count_syncs(trace: Mapping[str, Any], phase: str | None = "backward") -> dict[str, Any]:
+    """Host-device synchronisations inside ``phase`` (or the whole trace with ``phase=None``), each counted once.
+
+    What counts as one synchronisation is explained in ``_sync_events``: ``.item()`` (a device-to-host copy and
+    its stream sync) is one, a non-blocking copy into pinned memory is none, driver-API syncs
+    (``cuStreamSynchronize``, ``cuCtxSynchronize``, ``cuEventSynchronize``) and the blocking ``cudaMemcpy`` count.
+    A sync belongs to the phase its host call starts in.
+
+    Returns a dict: ``total``; ``phases`` (how many ``phase`` ranges were found, 1 for the whole trace);
+    ``per_step`` (total / phases); ``by_kind`` ({kind: count} over ``KINDS``), the same counts as top-level keys;
+    and ``dtoh_copies``, the device-to-host copies launched in the phase (informative: most belong to a sync).
+    A CPU-only trace has none of these events: every count is 0.
+    """
+    ranges = phase_ranges(trace, phase) if phase else None
+    inside = (lambda ts: True) if ranges is None else (lambda ts: _in_ranges(ts, ranges))
+    by_kind = dict.fromkeys(KINDS, 0)
+    for e, kind in _sync_events(trace):
+        if inside(float(e.get("ts", 0.0))):
+            by_kind[kind] += 1
+    launched = {_corr(e) for e in _events(trace)
+                if e.get("ph") == "X" and e.get("cat") in _HOST_API and inside(float(e.get("ts", 0.0)))}
+    dtoh = sum(1 for e in _events(trace) if e.get("ph") == "X" and e.get("cat") == "gpu_memcpy"
+               and "DtoH" in str(e.get("name", "")) and _corr(e) in launched)
+    total = sum(by_kind.values())
+    n = 1 if ranges is None else len(ranges)
+    return {**by_kind, "by_kind": by_kind, "dtoh_copies": dtoh, "total": total, "phases": n,
+            "per_step": total / n if n else 0.0}
+
+
+def _gpu_busy(trace) -> tuple[list[float], list, list[tuple[float, float]]]:
+    """The GPU timeline: start times of every GPU activity (sorted), their correlation ids (to find the call
+    that launched each), and the merged busy intervals."""
+    acts = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0)), _corr(e))
+                  for e in _events(trace) if e.get("ph") == "X" and e.get("cat") in GPU_CATS)
+    merged: list[list[float]] = []
+    for a, b, _ in acts:
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return [a for a, _, _ in acts], [c for _, _, c in acts], [tuple(m) for m in merged]
+
+
+def _busy_within(merged, starts_m, a: float, b: float) -> float:
+    """Busy time of the merged intervals within [a, b]."""
+    if b <= a:
+        return 0.0
+    i = max(0, bisect.bisect_right(starts_m, a) - 1)
+    busy = 0.0
+    while i < len(merged) and merged[i][0] < b:
+        busy += max(0.0, min(b, merged[i][1]) - max(a, merged[i][0]))
+        i += 1
+    return busy
+
+
+def launch_latency_us(trace: Mapping[str, Any]) -> float:
+    """The trace's own launch latency: the median time from a launch call's start to its GPU activity's start,
+    over the activities launched while the GPU was idle (so no queue delay is included); 0 if there are none."""
+    import statistics
+
+    launch_ts = {_corr(e): float(e["ts"]) for e in _events(trace)
+                 if e.get("ph") == "X" and e.get("cat") in _HOST_API and _corr(e) is not None}
+    acts = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0)), _corr(e))
+                  for e in _events(trace) if e.get("ph") == "X" and e.get("cat") in GPU_CATS)
+    lat, busy_until = [], float("-inf")
+    for a, b, c in acts:
+        lt = launch_ts.get(c)
+        if lt is not None and busy_until <= lt <= a:
+            lat.append(a - lt)
+        busy_until = max(busy_until, b)
+    return float(statistics.median(lat)) if lat else 0.0
+
+
+SYNC_COST_COLUMNS = ["ts_us", "name", "kind", "host_us", "gpu_idle_us"]
+
+
+def sync_costs(trace: Mapping[str, Any], phase: str | None = None):
+    """One row per synchronisation (counted once, as in ``count_syncs``) with what it cost.
+
+    A sync costs waiting, not device time: ``host_us`` is the host call's duration (the CPU waits), and
+    ``gpu_idle_us`` is the GPU idle time it caused, measured on the trace's own GPU timeline (all GPU
+    activity, every stream): the idle time from the sync call's start until the next GPU activity starts, but
+    at most until the end of the host call plus the trace's launch latency (``launch_latency_us``) -- idle after
+    that is the CPU's doing (it launched nothing), not the sync's.
+    Columns ``ts_us, name, kind, host_us, gpu_idle_us``; empty (same columns) for a CPU-only trace.
+    """
+    import pandas as pd
+
+    ranges = phase_ranges(trace, phase) if phase else None
+    syncs = [(e, k) for e, k in _sync_events(trace) if ranges is None or _in_ranges(float(e.get("ts", 0.0)), ranges)]
+    starts, corrs, merged = _gpu_busy(trace)
+    if not starts or not syncs:
+        return pd.DataFrame(columns=SYNC_COST_COLUMNS)
+    launch = launch_latency_us(trace)
+    starts_m = [m[0] for m in merged]
+    rows = []
+    for e, kind in syncs:
+        t0, dur = float(e["ts"]), float(e.get("dur", 0.0))
+        t1 = t0 + dur
+        j = bisect.bisect_left(starts, t1)  # the first GPU activity that starts after the host call ends
+        end = min(starts[j], t1 + launch) if j < len(starts) else t1 + launch
+        rows.append({"ts_us": t0, "name": str(e.get("name", "")), "kind": kind, "host_us": dur,
+                     "gpu_idle_us": max(0.0, (end - t0) - _busy_within(merged, starts_m, t0, end))})
+    return pd.DataFrame(rows, columns=SYNC_COST_COLUMNS)
 
 
 def dataloader_wait_share(trace: dict) -> dict[str, float]:
