@@ -140,3 +140,11 @@ def test_forward_origin_of_the_fix(tmp_path):
     assert bl.forward_origin(doc, "GatherBackward0") is None
     o = bl.forward_origin(doc, "IndexBackward0")
     assert o["forward_op"] == "aten::index" and "patch_dropout.py" in o["call_from"]
+
+
+def test_two_clocks_with_the_trace_modules_sync_costs():
+    """The default ``costs`` are ``trace.sync_costs(doc)``: the gather's sync and the idle it caused land on it."""
+    ops = bl.backward_ops(_gpu_backward()).set_index("op")
+    assert ops.loc["GatherBackward0", "syncs"] == 1 and ops.loc["MmBackward0", "syncs"] == 0
+    assert 0 < ops.loc["GatherBackward0", "gpu_idle_ms"] <= 0.96          # at most the host call's wait
+    assert ops.loc["GatherBackward0", "rank_by_host"] == 1 and ops.loc["GatherBackward0", "rank_by_device"] == 2
