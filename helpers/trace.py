@@ -12,23 +12,144 @@ Works on the Chrome-trace dict that ``prof.export_chrome_trace`` / ``tensorboard
 from __future__ import annotations
 
 import bisect
+import contextlib
+import gc
 import gzip
 import json
 import re
+import zlib
 from pathlib import Path
 from typing import Any, Mapping
 
 
+@contextlib.contextmanager
+def no_gc():
+    """Run without Python's cyclic garbage collector (reference counting still frees memory): building the
+    million small dicts of a large trace otherwise triggers collection after collection (a 200 MB trace loads 4x
+    faster without them). Trace events hold no reference cycles."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 class TraceError(ValueError):
-    """A file or folder that cannot be read as a profiler trace; the message is one line, naming it."""
+    """A file or folder that cannot be read as a profiler trace, or a view this trace cannot give; the message is
+    one line naming the file and what to do."""
+
+
+def find_trace(path_or_dir: Path | str) -> tuple[Path, list[str]]:
+    """The trace file to read, and notes for the reader: a file is itself; in a folder (what
+    ``tensorboard_trace_handler`` writes, one ``*.pt.trace.json[.gz]`` per profiled run and worker) the newest."""
+    p = Path(path_or_dir)
+    if not p.exists():
+        raise TraceError(f"{p}: no such file or folder; give a .json / .json.gz trace or the folder that "
+                         "tensorboard_trace_handler wrote")
+    if not p.is_dir():
+        return p, []
+    files = [f for pat in ("*.pt.trace.json", "*.pt.trace.json.gz") for f in p.rglob(pat)]
+    files = files or [f for pat in ("*.json", "*.json.gz") for f in p.glob(pat)]
+    if not files:
+        raise TraceError(f"{p}: the folder holds no trace file (*.pt.trace.json[.gz]); give the folder passed to "
+                         "tensorboard_trace_handler after the profiler has run, or a trace file")
+    files.sort(key=lambda f: (f.stat().st_mtime, f.name))
+    notes = [] if len(files) == 1 else [f"{p}: {len(files)} trace files; showing the newest, {files[-1].name}"]
+    return files[-1], notes
 
 
 def load_trace(path: Path | str) -> dict:
-    """Read a Chrome-trace JSON file (plain or gzipped)."""
-    p = Path(path)
-    opener = gzip.open if p.suffix == ".gz" else open
-    with opener(p, "rt") as f:
-        return json.load(f)
+    """Read a Chrome trace (``.json`` or ``.json.gz``, or the newest trace in a ``tensorboard_trace_handler``
+    folder) into a dict with a ``traceEvents`` list. Raises ``TraceError`` (one line naming the file) for a missing
+    file, an empty folder, a damaged or truncated ``.gz``, or a file that is not a Chrome trace."""
+    p, _ = find_trace(path)
+    try:
+        with (gzip.open(p, "rb") if p.suffix == ".gz" else open(p, "rb")) as f:
+            raw = f.read()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise TraceError(f"{p}: the .gz file is truncated or damaged ({exc}); copy or export the trace again") from None
+    except OSError as exc:
+        raise TraceError(f"{p}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        with no_gc():
+            doc = json.loads(raw, strict=False)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TraceError(f"{p}: not a complete JSON profiler trace ({str(exc).splitlines()[0][:80]}); give the file "
+                         "that prof.export_chrome_trace or tensorboard_trace_handler wrote") from None
+    del raw
+    if isinstance(doc, list):  # the Chrome trace format also allows a bare array of events
+        doc = {"traceEvents": doc}
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        raise TraceError(f"{p}: JSON, but not a Chrome trace (no traceEvents list); give the file that "
+                         "prof.export_chrome_trace or tensorboard_trace_handler wrote")
+    return doc
+
+
+MAX_STEPS = 10          # open_trace keeps at most this many ProfilerSteps of a long trace ...
+MAX_EVENTS = 400_000    # ... and fewer when they hold more events than this (at least one step is kept)
+
+
+def trim(trace: Mapping[str, Any], max_steps: int | None = MAX_STEPS,
+         max_events: int | None = MAX_EVENTS) -> tuple[dict, str | None]:
+    """Keep the first steps of a long trace: ``(trimmed dict, note)``; the note (None when nothing was cut) says
+    what was kept. Users' traces reach hundreds of MB, mostly many repeated steps; the views and the diagnosis
+    average over steps, so a bounded window gives the same picture in bounded time and memory.
+
+    Kept: metadata events, every event that starts between the first kept step's start and the next step's
+    start, and the GPU work launched in that window (it runs a little later). The ``traceEvents`` list is new; the
+    events themselves are shared with ``trace``."""
+    steps = step_ranges(trace)
+    events = _events(trace)
+    if not steps or (max_steps is None and max_events is None):
+        return dict(trace), None
+    starts = [a for _, a, _ in steps]
+    k = len(steps) if max_steps is None else max(1, min(int(max_steps), len(steps)))
+    if max_events is not None:  # fewer steps when they are heavy
+        per_step = [0] * len(steps)
+        for e in events:
+            ts = e.get("ts")
+            if isinstance(ts, (int, float)) and ts >= starts[0]:
+                per_step[min(len(steps), bisect.bisect_right(starts, ts)) - 1] += 1
+        total = 0
+        for i in range(k):
+            total += per_step[i]
+            if total > max_events and i > 0:
+                k = i
+                break
+    if k == len(steps):
+        return dict(trace), None
+    lo, hi = starts[0], starts[k]
+    kept, corrs = [], set()
+    for e in events:
+        ts = e.get("ts")
+        if not isinstance(ts, (int, float)):
+            kept.append(e)  # metadata
+        elif lo <= ts < hi:
+            kept.append(e)
+            if e.get("cat") in _HOST_API:
+                corrs.add(_corr(e))
+    corrs.discard(None)
+    kept += [e for e in events if isinstance(e.get("ts"), (int, float)) and e["ts"] >= hi
+             and str(e.get("cat", "")).startswith(("kernel", "gpu_", "cuda_sync")) and _corr(e) in corrs]
+    note = (f"the trace holds {len(steps)} ProfilerSteps ({len(events):,} events); the first {k} "
+            f"({len(kept):,} events) are analysed; open_trace(path, max_steps=None) for all of them")
+    return {**{key: v for key, v in trace.items() if key != "traceEvents"}, "traceEvents": kept}, note
+
+
+def step_ranges(trace: Mapping[str, Any]) -> list[tuple[str, float, float]]:
+    """``(name, start_us, end_us)`` of each ``ProfilerStep#N`` (host ranges, in time order); [] when the trace
+    has none (then the views analyse the whole trace as one step and say so)."""
+    return sorted(((str(e["name"]), float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0)))
+                   for e in _events(trace) if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+                   and _is_host(e)), key=lambda r: r[1])
+
+
+def has_gpu(trace: Mapping[str, Any]) -> bool:
+    """True when the trace holds GPU activity (kernels, copies, memsets)."""
+    return any(e.get("cat") in GPU_CATS for e in _events(trace))
+
 
 # ---------------------------------------------------------------------------------------------------------
 # Synchronisations (taught in 03_backward_hooks)
@@ -287,3 +408,97 @@ def dataloader_wait_share(trace: dict) -> dict[str, float]:
             next_us += max(0.0, min(s1, b) - max(s0, a))
     return {"next_ms": next_us / 1000.0, "step_ms": step_us / 1000.0,
             "share": next_us / step_us if step_us else float("nan")}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The offline views (helpers/trace_views.py) and ``show``
+# ---------------------------------------------------------------------------------------------------------
+from .trace_views import CATEGORIES, Trace, open_trace  # noqa: E402  (the views build on the functions above)
+
+
+def gpu_breakdown(src) -> dict[str, float] | None:
+    """Holistic Trace Analysis' temporal breakdown of the GPU's time: ``{"idle_pct", "compute_pct",
+    "non_compute_pct"}`` (percent of the profiled time); None on a CPU-only trace. ``src``: a path, a folder,
+    a trace dict or a ``Trace``."""
+    return open_trace(src).gpu_breakdown()
+
+
+def overview(src):
+    """The step-time breakdown by category, per step and ``average`` (see ``Trace.overview``)."""
+    return open_trace(src).overview()
+
+
+def operators(src):
+    """Host and device self/total time and calls per operator (see ``Trace.operators``)."""
+    return open_trace(src).operators()
+
+
+def kernels(src):
+    """Calls, total and mean time, occupancy and tensor-core use per GPU kernel (see ``Trace.kernels``)."""
+    return open_trace(src).kernels()
+
+
+def memory(src):
+    """Peak allocated / reserved memory per device, where the trace recorded it (see ``Trace.memory``)."""
+    return open_trace(src).memory()
+
+
+def timeline(src, steps: int = 3):
+    """A timeline picture of the first ``steps`` steps (see ``Trace.timeline``)."""
+    return open_trace(src).timeline(steps)
+
+
+def show(path_or_dir, steps: int = 3, top: int = 10) -> None:
+    """Show the offline views of a trace in a notebook, no server and no network: a summary line, the Overview
+    (step-time breakdown per step and on average), the GPU's time (HTA), Operators, Kernels, Memory and a timeline
+    of the first ``steps`` steps; tables hold the ``top`` rows. A view that cannot be computed on this trace says
+    so in one line and the others are still shown. Bad input (not a trace, damaged file, empty folder) is one
+    line too, never a traceback."""
+    from IPython.display import display
+
+    from .results import readable
+
+    try:
+        t = open_trace(path_or_dir)
+    except TraceError as exc:
+        print(f"trace: {exc}")
+        return
+    ranges = step_ranges(t.doc)
+    mean_ms = sum(b - a for _, a, b in ranges) / len(ranges) / 1000.0 if ranges else None
+    print(f"{t.label}: {len(ranges)} ProfilerStep(s)" + (f", {mean_ms:.2f} ms per step on average" if ranges else "")
+          + ("; GPU activity recorded" if t.has_gpu else "; CPU only (no GPU views)"))
+    for note in t.notes:
+        print(f"note: {note}")
+
+    def view(title, fn):
+        print(f"\n{title}")
+        try:
+            out = fn()
+        except TraceError as exc:
+            print(f"  {exc}")
+        except Exception as exc:  # noqa: BLE001 - one view failing must not hide the others
+            print(f"  {title} could not be computed on {t.label}: {type(exc).__name__}: {str(exc)[:120]}")
+        else:
+            if out is not None:
+                display(out)
+
+    def overview_view():
+        try:
+            return readable(t.overview().round(3))
+        except TraceError as exc:
+            print(f"  {exc}; the step times from the trace:")
+            return readable(t.step_times())
+
+    view("Overview: step time by category (ms; torch-tb-profiler)", overview_view)
+    if t.has_gpu:
+        view("GPU time (%; Holistic Trace Analysis' temporal breakdown)", lambda: __import__("pandas").DataFrame([t.gpu_breakdown()]))
+    def operators_view():
+        note = t.operators_note()
+        if note:
+            print(f"  {note}")
+        return readable(t.operators().head(top).round(3))
+
+    view("Operators (by device self time on a GPU, else host self time)", operators_view)
+    view("Kernels", lambda: readable(t.kernels().head(top).round(3)))
+    view("Memory", lambda: readable(t.memory().round(1)))
+    view(f"Timeline of the first {steps} step(s)", lambda: t.timeline(steps))
