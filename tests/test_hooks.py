@@ -62,10 +62,11 @@ def test_global_hooks_cannot_tell_instances_apart():
     assert before.count("Linear") == 2 and "Sequential" in before
 
 
-def test_inplace_op_downstream_gives_a_clear_error():
+def test_inplace_op_downstream_gives_a_clear_error_with_full_hooks():
+    """The article's full backward hooks refuse an in-place op downstream; method="full" keeps that path."""
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(inplace=True))
     with pytest.raises(hooks.HookError, match=r"modified in place.*\b1\b"):
-        hooks.label_modules(model, ["0"], example_inputs=(torch.randn(2, 4),))
+        hooks.label_modules(model, ["0"], example_inputs=(torch.randn(2, 4),), method="full")
     model(torch.randn(2, 4)).sum().backward()  # the failed probe removed its hooks again
     hooks.backward_hook_wrapper(model[0])
     with pytest.raises(hooks.HookError, match="inplace=False"):
