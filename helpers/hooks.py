@@ -263,12 +263,12 @@ def _will_execute(node) -> bool:
 class _Call:
     """One forward call of one labelled module: its span's state (no references to graph nodes)."""
 
-    __slots__ = ("labels", "name", "cls", "call", "step", "phase", "task", "remaining", "start_ns", "start_thread",
-                 "members", "__weakref__")
+    __slots__ = ("labels", "name", "cls", "call", "step", "phase", "task", "remaining", "finished", "start_ns",
+                 "start_thread", "members", "__weakref__")
 
     def __init__(self, labels, name, cls, call, step):
         self.labels, self.name, self.cls, self.call, self.step = labels, name, cls, call, step
-        self.phase, self.task, self.remaining = "idle", None, set()
+        self.phase, self.task, self.remaining, self.finished = "idle", None, set(), set()
         self.start_ns, self.start_thread, self.members = 0, 0, 0
 
     @property
@@ -443,34 +443,55 @@ class GraphLabels(list):
         for i in terminals:
             n = members[i]
             n.register_hook(lambda gi, go, call=call, i=i: self._finished(call, i))
+        seqs = {id(n): (n._sequence_nr() if not _is_accumulate(n) else -1) for _, n in starts if n is not None}
+        fns: dict[int, Any] = {}
         for t, node in starts:
-            key = id(node) if node is not None else None
-            if key in done_nodes:
-                continue
-            done_nodes.add(key)
-            reached = reach.get(key, set())
-            own = key if key in terminals else None
-            watch = [(i, members[i]) for i in reached & terminals if i != key]
-            self._on_grad(t, lambda call=call, own=own, watch=watch: self._started(call, own, watch))
+            key = id(node)
+            if key not in fns:
+                own = key if key in terminals else None
+                watch = [(i, members[i]) for i in reach[key] & terminals if i != key]
+                # the other outputs' nodes, only those made before this one (a hook holding a later node could
+                # make a reference cycle through the graph): if they run in this backward, so does their part
+                others = [(n, [(i, members[i]) for i in reach[id(n)] & terminals])
+                          for _, n in starts if n is not None and id(n) != key and seqs[id(n)] < seqs[key]]
+                fns[key] = lambda call=call, own=own, watch=watch, others=others: self._started(call, own, watch,
+                                                                                                   others)
+            self._on_grad(t, fns[key])
 
     def _on_grad(self, t: torch.Tensor, fn) -> None:
-        """Run ``fn`` when the gradient w.r.t. ``t`` is ready; an enclosing module's ``fn`` runs first.
+        """Run ``fn`` when the gradient w.r.t. ``t`` (i.e. for its ``grad_fn``) is ready, newest ``fn`` first.
 
-        Forward hooks run inner module first, tensor hooks in the order they were registered; so one
-        hook per tensor (per outermost forward) calls a list of callbacks, each new one put in front.
+        Forward hooks run the inner module first and tensor hooks run in the order they were registered;
+        so one list of callbacks per ``grad_fn`` (per outermost forward) is called by a hook on each
+        of its tensors, once per backward, newest first: an enclosing module starts before the modules
+        inside it, and of two modules whose outputs get their gradients at the same moment (``q_norm``,
+        ``k_norm`` after one ``unbind``) the later one in forward starts first, as in reverse forward order.
         """
-        import weakref
-
         starts = getattr(self._local, "starts", None)
         if starts is None:
             starts = self._local.starts = {}
-        # the same tensor object after an in-place op has a new grad_fn: a new hook (the old one stays on the old node)
-        ref, node, fns = starts.get(id(t), (None, None, None))
-        if ref is None or ref() is not t or node is not t.grad_fn:
-            fns = []
-            starts[id(t)] = (weakref.ref(t), t.grad_fn, fns)
-            t.register_hook(lambda g, fns=fns: [f() for f in list(fns)] and None)
-        fns.insert(0, fn)
+        node = t.grad_fn
+        # keyed by node: after an in-place op the same tensor object has a new grad_fn (the old hook stays
+        # on the old node); the table holds the nodes only until the outermost labelled forward returns
+        entry = starts.get(id(node))
+        if entry is None or entry[0] is not node:
+            fns: list = []
+            fired = {"task": None}
+
+            def dispatch(grad, fns=fns, fired=fired):
+                task = self._task()
+                if fired["task"] != task:   # the node's other tensors' hooks in this backward: already done
+                    fired["task"] = task
+                    for f in list(fns):
+                        f()
+
+            entry = starts[id(node)] = (node, fns, dispatch, set())
+        node_, fns, dispatch, hooked = entry
+        if id(t) not in hooked:
+            hooked.add(id(t))
+            t.register_hook(dispatch)
+        if fn not in fns:
+            fns.insert(0, fn)
 
     # -- backward side (any thread) -----------------------------------------------------------
     def _task(self) -> int:
@@ -479,11 +500,14 @@ class GraphLabels(list):
         except Exception:  # noqa: BLE001
             return -1
 
-    def _started(self, call: _Call, own, watch) -> None:
+    def _started(self, call: _Call, own, watch, others=()) -> None:
         if not self.active:
             return
         task = self._task()
         pending = {i for i, n in watch if _will_execute(n)}
+        for node, terms in others:
+            if _will_execute(node):
+                pending |= {i for i, n in terms if _will_execute(n)}
         if own is not None:
             pending.add(own)
         with self._lock:
@@ -496,10 +520,10 @@ class GraphLabels(list):
                         "the rest of its backward had finished); the span covers the first piece only")
                 return
             if call.phase == "idle":
-                call.phase, call.task, call.remaining = "running", task, set()
+                call.phase, call.task, call.remaining, call.finished = "running", task, set(), set()
                 call.start_ns, call.start_thread = time.perf_counter_ns(), threading.get_ident()
                 _emit(f"{BEFORE}{call.cls}: {call.details}")
-            call.remaining |= pending
+            call.remaining |= pending - call.finished
             if not call.remaining:
                 self._close(call)
 
@@ -508,6 +532,7 @@ class GraphLabels(list):
             return
         with self._lock:
             if call.phase == "running":
+                call.finished.add(i)
                 call.remaining.discard(i)
                 if not call.remaining:
                     self._close(call)
@@ -521,6 +546,7 @@ class GraphLabels(list):
         _emit(f"{AFTER}{call.cls}: {call.details}")
         call.phase = "done"
         self.spans.append({"step": call.step, "module": call.name, "call": call.call, "cls": call.cls,
+                           "members": call.members,
                            "start_ns": call.start_ns, "end_ns": time.perf_counter_ns(),
                            "thread": call.start_thread, "end_thread": threading.get_ident()})
 
