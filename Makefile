@@ -11,28 +11,52 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 # go to build/ so they never overwrite the results of `make run`.
 TEST_SCALE ?= smoke
 TEST_OUT   := $(CURDIR)/build/test
+# nbmake executes copies of the notebooks (kept, with outputs, for tests/test_executed_notebooks.py);
+# notebooks/ itself stays clean.
+TEST_NOTEBOOKS := $(TEST_OUT)/notebooks
 
-.PHONY: setup lab test run clean distclean
+# Offline install. On a machine with internet: `make wheelhouse` (options below) builds a folder of
+# wheels; on the offline machine: `make setup WHEELS=<that folder>` installs from it alone.
+WHEELS         ?=
+VENV_ARGS      ?=
+WHEELHOUSE     ?= build/wheelhouse
+WHEEL_PYTHON   ?=
+WHEEL_PLATFORM ?=
+WHEEL_EXCLUDE  ?=
+BUILD_PYTHON   := $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
+PIP_FROM       := $(if $(WHEELS),--no-index --find-links $(WHEELS),-c constraints.txt)
+
+.PHONY: setup lab test run wheelhouse clean distclean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt -e ".[test]"
-	@test -x /usr/bin/chromium || echo "NOTE: the browser test needs Debian's Chromium: sudo apt-get install -y chromium"
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV_ARGS) $(VENV)
+	$(if $(WHEELS),,$(BIN)/python -m pip install -q --upgrade pip)
+	$(BIN)/python -m pip install -q $(PIP_FROM) -e ".[test]"
+	$(BIN)/python -m helpers.devsetup lab-settings browser
 	@touch $@
 
 lab: setup
-	cd notebooks && ../$(BIN)/jupyter lab --ip $(HOST) --port $(PORT) --no-browser $(ROOT_FLAG)
+	cd notebooks && KINETO_LOG_LEVEL=$${KINETO_LOG_LEVEL:-$$(../$(BIN)/python -c 'from helpers import env; print(env.kineto_log_level())')} \
+	  ../$(BIN)/jupyter lab --ip $(HOST) --port $(PORT) --no-browser $(ROOT_FLAG)
 
 test: setup
 	rm -rf $(TEST_OUT)
+	mkdir -p $(TEST_NOTEBOOKS)
+	cp notebooks/[0-9][0-9]_*.ipynb $(TEST_NOTEBOOKS)/
 	PERF_SCALE=$${PERF_SCALE:-$(TEST_SCALE)} PERF_RESULTS_DIR=$(TEST_OUT)/results PERF_RUNS_DIR=$(TEST_OUT)/runs \
-	  $(BIN)/python -m pytest --nbmake --nbmake-timeout=900 notebooks tests
+	  PERF_EXECUTED_NOTEBOOKS=$(TEST_NOTEBOOKS) \
+	  $(BIN)/python -m pytest --nbmake --nbmake-timeout=900 --overwrite $(TEST_NOTEBOOKS) tests
 
 run: setup
 	$(BIN)/python -m helpers.runner
+
+# e.g. make wheelhouse WHEEL_PYTHON=3.12 WHEEL_PLATFORM=manylinux_2_28_x86_64 WHEEL_EXCLUDE="torch torchvision"
+wheelhouse:
+	$(BUILD_PYTHON) -m helpers.wheelhouse --dest $(WHEELHOUSE) \
+	  $(if $(WHEEL_PYTHON),--python-version $(WHEEL_PYTHON)) $(if $(WHEEL_PLATFORM),--platform $(WHEEL_PLATFORM)) \
+	  $(if $(WHEEL_EXCLUDE),--exclude $(WHEEL_EXCLUDE))
 
 clean:
 	rm -rf build results runs .pytest_cache

@@ -172,3 +172,39 @@ def env_summary(device=None) -> str:
     parts.append(f"{i['cpu_count']} CPU cores")
     parts.append(f"scale {i['scale']}")
     return " | ".join(parts)
+
+
+KINETO_LOG_ENV = "KINETO_LOG_LEVEL"
+# Kineto (the profiler's tracing library) logs to stderr with these severities, read once from
+# $KINETO_LOG_LEVEL when the first profile starts in a process (not at `import torch`):
+# 0 verbose, 1 info, 2 warning, 3 stage, 4 error, 5 USDT probe markers ("profiler_start/stop").
+# A message shows when its severity >= the level.
+KINETO_LEVEL_CPU = 6  # no GPU: every line is noise (its failed GPU probe, the probe markers)
+KINETO_LEVEL_GPU = 4  # a GPU: keep Kineto's errors (CUPTI failures explain a trace without kernels)
+
+
+def kineto_log_level(cuda: bool | None = None) -> int:
+    """The Kineto log level the lessons use: silent on a CPU-only machine, errors shown with a GPU.
+
+    On a GPU the USDT probe markers stay visible: Kineto ranks them above errors, so no
+    level drops them and keeps its errors.
+    """
+    if cuda is None:
+        cuda = cuda_available()
+    return KINETO_LEVEL_GPU if cuda else KINETO_LEVEL_CPU
+
+
+def quiet_logs(cuda: bool | None = None) -> dict[str, str]:
+    """Silence library log lines that are not part of a lesson, at their source.
+
+    Sets ``$KINETO_LOG_LEVEL`` (see ``kineto_log_level``) unless it is already set, so that
+    ``KINETO_LOG_LEVEL=0`` still shows everything. Kineto reads it when the process's first
+    profile starts: call this before profiling (every notebook's set-up cell does; ``make
+    test``, ``make run`` and ``make lab`` also set it for the kernels they start).
+    Returns the variables it set (empty when they were set already).
+    """
+    if os.environ.get(KINETO_LOG_ENV, "").strip():
+        return {}
+    value = str(kineto_log_level(cuda))
+    os.environ[KINETO_LOG_ENV] = value
+    return {KINETO_LOG_ENV: value}

@@ -14,7 +14,29 @@ import sys
 import time
 from pathlib import Path
 
+from .env import quiet_logs
 from .results import atomic_write_text, results_root
+
+
+def kernel_manager_class():
+    """A kernel manager class whose kernels' channels are encrypted (CurveZMQ keys it provisions).
+
+    Without keys the kernel warns "Kernel is running over TCP without encryption" at start-up;
+    ``transport_encryption="auto"`` gives it keys when its kernelspec says it supports them
+    (ipykernel's does) and pyzmq has CurveZMQ, and leaves plain TCP otherwise.
+    """
+    import zmq
+    from jupyter_client.manager import KernelManager
+
+    if not zmq.has("curve") or "transport_encryption" not in KernelManager.class_trait_names():
+        return KernelManager
+
+    class EncryptedKernelManager(KernelManager):
+        def __init__(self, **kw):
+            kw.setdefault("transport_encryption", "auto")
+            super().__init__(**kw)
+
+    return EncryptedKernelManager
 
 
 def run_one(path: Path, timeout: int, kernel: str) -> dict:
@@ -25,7 +47,7 @@ def run_one(path: Path, timeout: int, kernel: str) -> dict:
     nb = nbformat.read(path, as_version=4)
     out_dir = results_root() / path.stem
     out_dir.mkdir(parents=True, exist_ok=True)
-    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel,
+    client = NotebookClient(nb, kernel_manager_class=kernel_manager_class(), timeout=timeout, kernel_name=kernel,
                             resources={"metadata": {"path": str(path.parent.resolve())}})
     t0 = time.perf_counter()
     status, error = "ok", None
@@ -53,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     if not paths:
         print("No notebooks found (run from the project folder).", file=sys.stderr)
         return 2
+    quiet_logs()  # the kernels inherit it: no Kineto log lines in the executed notebooks
     failed = 0
     for p in paths:
         if not p.exists():

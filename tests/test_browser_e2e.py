@@ -1,4 +1,4 @@
-"""The JupyterLab experience in a real browser: Playwright drives Debian's Chromium.
+"""The JupyterLab experience in a real browser: Playwright drives Chromium.
 
 Starts JupyterLab on a free 127.0.0.1 port with a token (smoke scale, results and runs in a
 temporary folder), opens notebook 02, runs all cells from the Run menu, then uses the widget
@@ -7,8 +7,10 @@ checks that the inline TensorBoard frame loads and lists the notebook's runs, an
 profiler plugin's API lists runs and views. Screenshots go to test-artifacts/ (git-ignored).
 Every server it started (JupyterLab, its kernels, their TensorBoards) is stopped, also on failure.
 
-Needs Debian's Chromium (``apt-get install chromium``: /usr/bin/chromium, or set $PERF_CHROMIUM)
-and the ``playwright`` package (``make setup``); Playwright's own browser download is not used.
+Drives the Chromium that ``helpers.devsetup.find_chromium`` finds: ``$PERF_CHROMIUM``, Debian's
+``/usr/bin/chromium`` or Playwright's own (``make setup`` fetches it where the download works). Without
+one the test is skipped with the reason and the command that enables it; under ``CI=true`` or
+``PERF_REQUIRE_BROWSER=1`` it fails instead, so CI keeps proving the real-browser path.
 """
 from __future__ import annotations
 
@@ -27,12 +29,12 @@ from pathlib import Path
 
 import pytest
 
+from helpers import devsetup
 from helpers import tensorboard as tb
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 ARTIFACTS = ROOT / "test-artifacts" / "browser_e2e"
-CHROMIUM = os.environ.get("PERF_CHROMIUM", "/usr/bin/chromium")
 NOTEBOOK = "02_data_pipeline.ipynb"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -51,16 +53,14 @@ LAB_SETTINGS = {
 
 
 def _require_browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium is missing ({CHROMIUM}). Install Debian's package: "
-                    "`sudo apt-get update && sudo apt-get install -y chromium` (CI's .ci/run does this), "
-                    "or point $PERF_CHROMIUM at a Chromium executable.", pytrace=False)
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        pytest.fail("Playwright for Python is missing. Install the test extras: `make setup`, or "
-                    "`.venv/bin/pip install -c constraints.txt -e '.[test]'`. (No `playwright install`: "
-                    "the test drives Debian's Chromium.)", pytrace=False)
+    """The Chromium to drive; skips on a plain machine without one, fails under CI / PERF_REQUIRE_BROWSER=1."""
+    decision = devsetup.browser_decision()
+    if decision.action == "skip":
+        pytest.skip(decision.reason)
+    if decision.action == "fail":
+        pytest.fail(decision.reason, pytrace=False)
+    print(decision.reason)
+    return decision.chromium
 
 
 def _notebook() -> Path:
@@ -266,7 +266,7 @@ def _click_run_and_wait_for_row(panel, before: list[str]) -> list[str]:
 
 
 def test_jupyterlab_notebook_widgets_and_tensorboard_in_a_real_browser(tmp_path):
-    _require_browser()
+    chromium = _require_browser()
     from playwright.sync_api import sync_playwright
 
     nb = _notebook()
@@ -279,9 +279,10 @@ def test_jupyterlab_notebook_widgets_and_tensorboard_in_a_real_browser(tmp_path)
     try:
         lab.wait_ready()
         with sync_playwright() as pw:
+            exe = str(chromium.path) if chromium.path else None  # None: Playwright's own browser
             ctx = pw.chromium.launch_persistent_context(
-                str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True,
-                args=CHROMIUM_ARGS, viewport={"width": 1400, "height": 1000})
+                str(tmp_path / "chromium-profile"), executable_path=exe, headless=True, args=CHROMIUM_ARGS,
+                viewport={"width": 1400, "height": 1000})
             ctx.set_default_timeout(180_000)
             page = ctx.pages[0] if ctx.pages else ctx.new_page()
             try:
