@@ -8,6 +8,10 @@ Works on the Chrome-trace dict that ``prof.export_chrome_trace`` / ``tensorboard
   (host wait, GPU idle after it) (taught in ``03_backward_hooks``). A CPU-only trace has none.
 - ``dataloader_wait_share``: the share of the profiled steps spent in the DataLoader's ``__next__``
   (taught in ``02_data_pipeline``).
+- ``show(path_or_dir, steps=3)``: the offline views in a notebook (beside ``%tensorboard`` in 01-04, and in
+  ``05_diagnose``); ``open_trace`` gives the same views as DataFrames and figures (``Trace.overview``,
+  ``operators``, ``kernels``, ``memory``, ``timeline``, ``gpu_breakdown`` ...), computed by torch-tb-profiler's
+  parser and Holistic Trace Analysis (in ``trace_views.py``). A long trace is cut to its first steps (``trim``).
 """
 from __future__ import annotations
 
@@ -66,7 +70,9 @@ def load_trace(path: Path | str) -> dict:
     file, an empty folder, a damaged or truncated ``.gz``, or a file that is not a Chrome trace."""
     p, _ = find_trace(path)
     try:
-        with (gzip.open(p, "rb") if p.suffix == ".gz" else open(p, "rb")) as f:
+        with open(p, "rb") as f:
+            zipped = f.read(2) == b"\x1f\x8b"  # gzip's magic bytes, whatever the file is called
+        with (gzip.open(p, "rb") if zipped else open(p, "rb")) as f:
             raw = f.read()
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise TraceError(f"{p}: the .gz file is truncated or damaged ({exc}); copy or export the trace again") from None
@@ -84,6 +90,9 @@ def load_trace(path: Path | str) -> dict:
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise TraceError(f"{p}: JSON, but not a Chrome trace (no traceEvents list); give the file that "
                          "prof.export_chrome_trace or tensorboard_trace_handler wrote")
+    if not any(isinstance(e, dict) and e.get("ph") == "X" for e in doc["traceEvents"]):
+        raise TraceError(f"{p}: the trace holds no profiled events; run the code to profile inside the profiler "
+                         "(and past its schedule's wait and warm-up steps) before the trace is written")
     return doc
 
 
@@ -413,7 +422,26 @@ def dataloader_wait_share(trace: dict) -> dict[str, float]:
 # ---------------------------------------------------------------------------------------------------------
 # The offline views (helpers/trace_views.py) and ``show``
 # ---------------------------------------------------------------------------------------------------------
-from .trace_views import CATEGORIES, Trace, open_trace  # noqa: E402  (the views build on the functions above)
+_VIEW_NAMES = ("Trace", "CATEGORIES", "OVERVIEW_COLUMNS", "OPERATOR_COLUMNS", "KERNEL_COLUMNS",
+               "MEMORY_COLUMNS")
+
+
+def __getattr__(name: str):
+    """``trace.Trace``, ``trace.open_trace`` and the views' column names live in ``helpers.trace_views``, which
+    builds on this module; they are looked up on first use, so either module can be imported first."""
+    if name in _VIEW_NAMES:
+        from . import trace_views
+
+        return getattr(trace_views, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def open_trace(src, max_steps: int | None = MAX_STEPS):
+    """A ``Trace`` (its methods are the views) from a path, a folder, a trace dict or a ``Trace``; a long trace is
+    cut to its first ``max_steps`` steps and a note says so (see ``trace_views.open_trace``)."""
+    from .trace_views import open_trace as _open
+
+    return _open(src, max_steps=max_steps)
 
 
 def gpu_breakdown(src) -> dict[str, float] | None:
@@ -477,7 +505,8 @@ def show(path_or_dir, steps: int = 3, top: int = 10) -> None:
         except TraceError as exc:
             print(f"  {exc}")
         except Exception as exc:  # noqa: BLE001 - one view failing must not hide the others
-            print(f"  {title} could not be computed on {t.label}: {type(exc).__name__}: {str(exc)[:120]}")
+            why = (str(exc).strip().splitlines() or [""])[0][:120]
+            print(f"  {title} could not be computed on {t.label}: {type(exc).__name__}: {why}")
         else:
             if out is not None:
                 display(out)
@@ -491,7 +520,13 @@ def show(path_or_dir, steps: int = 3, top: int = 10) -> None:
 
     view("Overview: step time by category (ms; torch-tb-profiler)", overview_view)
     if t.has_gpu:
-        view("GPU time (%; Holistic Trace Analysis' temporal breakdown)", lambda: __import__("pandas").DataFrame([t.gpu_breakdown()]))
+        import pandas as pd
+
+        view("GPU time (%; Holistic Trace Analysis' temporal breakdown)", lambda: pd.DataFrame([t.gpu_breakdown()]))
+        view("GPU idle time by cause (Holistic Trace Analysis)", lambda: readable(t.idle_breakdown().round(3)))
+        view("Kernel launches (Holistic Trace Analysis; medians)",
+             lambda: readable(pd.DataFrame([t.launch_summary()]).round(3)))
+
     def operators_view():
         note = t.operators_note()
         if note:
@@ -499,6 +534,14 @@ def show(path_or_dir, steps: int = 3, top: int = 10) -> None:
         return readable(t.operators().head(top).round(3))
 
     view("Operators (by device self time on a GPU, else host self time)", operators_view)
-    view("Kernels", lambda: readable(t.kernels().head(top).round(3)))
+
+    def kernels_view():
+        k = t.kernels()
+        tc = t.tensor_core_share()
+        print(f"  {len(k)} kernels, {k['total_ms'].sum():.2f} ms in all"
+              + (f"; {tc:.0%} of kernel time in kernels using tensor cores" if tc is not None else ""))
+        return readable(k.head(top).round(3))
+
+    view("Kernels", kernels_view)
     view("Memory", lambda: readable(t.memory().round(1)))
     view(f"Timeline of the first {steps} step(s)", lambda: t.timeline(steps))

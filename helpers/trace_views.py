@@ -75,6 +75,12 @@ def _for_tb(doc: dict) -> dict:
     return {**{k: v for k, v in doc.items() if k != "traceEvents"}, "traceEvents": events}
 
 
+def _why(exc: BaseException) -> str:
+    """A library's exception in a few words, on one line."""
+    text = (str(exc).strip().splitlines() or [""])[0][:160]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 class Trace:
     """One loaded trace and its views. Make it with ``helpers.trace.open_trace(path_or_dir)``.
 
@@ -102,9 +108,19 @@ class Trace:
                              "GPU with ProfilerActivity.CUDA to get it")
 
     # ---- torch-tb-profiler ---------------------------------------------------------------------------------
-    @cached_property
+    @property
     def tb(self):
-        """torch-tb-profiler's parsed profile: ``(RunProfileData, RunProfile)``."""
+        """torch-tb-profiler's parsed profile: ``(RunProfileData, RunProfile)``, parsed once (a failure too)."""
+        if "_tb" not in self.__dict__:
+            try:
+                self._tb = self._parse_tb()
+            except TraceError as exc:
+                self._tb = exc
+        if isinstance(self._tb, TraceError):
+            raise TraceError(str(self._tb))
+        return self._tb
+
+    def _parse_tb(self):
         try:
             from torch_tb_profiler.profiler.data import RunProfileData
             from torch_tb_profiler.profiler.run_generator import RunGenerator
@@ -116,7 +132,7 @@ class Trace:
                 run = RunGenerator("worker", "span", data).generate_run_profile()
         except Exception as exc:  # noqa: BLE001 - the library's failure becomes one line
             raise TraceError(f"{self.label}: torch-tb-profiler's parser failed on this trace "
-                             f"({type(exc).__name__}: {exc})") from None
+                             f"({_why(exc)})") from None
         return data, run
 
     def overview(self):
@@ -197,10 +213,10 @@ class Trace:
         import pandas as pd
 
         curves = self.memory_curve()
-        g = curves.groupby("device")
-        return pd.DataFrame({"device": list(g.groups), "peak_allocated_mb": g["allocated_mb"].max().to_numpy(),
-                             "peak_reserved_mb": g["reserved_mb"].max().to_numpy(),
-                             "samples": g.size().to_numpy()}, columns=MEMORY_COLUMNS)
+        out = curves.groupby("device", sort=True).agg(peak_allocated_mb=("allocated_mb", "max"),
+                                                      peak_reserved_mb=("reserved_mb", "max"),
+                                                      samples=("t_ms", "size"))
+        return out.reset_index()[MEMORY_COLUMNS]
 
     def memory_curve(self):
         """Allocated and reserved memory over time: ``device, t_ms, allocated_mb, reserved_mb`` (t from the
@@ -219,11 +235,22 @@ class Trace:
         return pd.DataFrame(rows, columns=["device", "t_ms", "allocated_mb", "reserved_mb"])
 
     # ---- Holistic Trace Analysis ---------------------------------------------------------------------------
-    @cached_property
+    @property
     def hta(self):
-        """HTA's ``TraceAnalysis`` of this trace (GPU traces only). HTA reads files, not dicts: it is given the
-        file itself (one file as rank 0), or a temporary copy of the dict (a trimmed trace, or a dict)."""
+        """HTA's ``TraceAnalysis`` of this trace (GPU traces only), loaded once (a failure too). HTA reads files,
+        not dicts: it is given the file itself (one file as rank 0), or a temporary copy of the dict (a trimmed
+        trace, or a dict)."""
         self._need_gpu("GPU time views")
+        if "_hta" not in self.__dict__:
+            try:
+                self._hta = self._load_hta()
+            except TraceError as exc:
+                self._hta = exc
+        if isinstance(self._hta, TraceError):
+            raise TraceError(str(self._hta))
+        return self._hta
+
+    def _load_hta(self):
         try:
             from hta.trace_analysis import TraceAnalysis
         except ImportError as exc:  # pragma: no cover - it is a declared dependency
@@ -240,7 +267,7 @@ class Trace:
                 return TraceAnalysis(trace_files={0: str(Path(path).resolve())}, trace_dir="/")
         except Exception as exc:  # noqa: BLE001 - the library's failure becomes one line
             raise TraceError(f"{self.label}: Holistic Trace Analysis could not load this trace "
-                             f"({type(exc).__name__}: {exc})") from None
+                             f"({_why(exc)})") from None
         finally:
             if tmp:
                 os.unlink(tmp)
@@ -252,7 +279,7 @@ class Trace:
         except TraceError:
             raise
         except Exception as exc:  # noqa: BLE001
-            raise TraceError(f"{self.label}: Holistic Trace Analysis' {what} failed ({type(exc).__name__}: {exc})") from None
+            raise TraceError(f"{self.label}: Holistic Trace Analysis' {what} failed ({_why(exc)})") from None
 
     def gpu_breakdown(self) -> dict[str, float] | None:
         """HTA's temporal breakdown of the GPU's time: ``{"idle_pct", "compute_pct", "non_compute_pct"}``
@@ -281,6 +308,16 @@ class Trace:
         return df.rename(columns={"cpu_duration": "cpu_duration_us", "gpu_duration": "gpu_duration_us",
                                   "launch_delay": "launch_delay_us"})
 
+    def launch_summary(self) -> dict[str, float]:
+        """HTA's launch statistics in one row: ``launches``, the medians of ``cpu_duration_us`` (launch call),
+        ``gpu_duration_us`` (kernel) and ``launch_delay_us``, and ``short_kernel_share``: the share of kernels
+        that run for less time than their launch call took (the CPU cannot keep such a GPU busy)."""
+        df = self.launch_stats()
+        return {"launches": int(len(df)), "cpu_duration_us": float(df["cpu_duration_us"].median()),
+                "gpu_duration_us": float(df["gpu_duration_us"].median()),
+                "launch_delay_us": float(df["launch_delay_us"].median()),
+                "short_kernel_share": float((df["gpu_duration_us"] < df["cpu_duration_us"]).mean())}
+
     # ---- timeline -------------------------------------------------------------------------------------------
     def timeline(self, steps: int = 3):
         """A Perfetto-like picture of the first ``steps`` ProfilerSteps (matplotlib ``Figure``): one lane per
@@ -301,6 +338,8 @@ def open_trace(src: Any, max_steps: int | None = _t.MAX_STEPS) -> Trace:
     if isinstance(src, dict):
         if not isinstance(src.get("traceEvents"), list):
             raise TraceError("the dict given is not a Chrome trace (no traceEvents list); pass what load_trace returns")
+        if not any(isinstance(e, dict) and e.get("ph") == "X" for e in src["traceEvents"]):
+            raise TraceError("the trace dict holds no profiled events; profile some steps first")
         path, notes, doc = None, [], src
     else:
         path, notes = _t.find_trace(src)

@@ -69,6 +69,12 @@ def _copy(api, gpu_name, ts, corr, cat="cuda_runtime"):
     return [_ev(api, ts, 2, cat, corr), _ev(gpu_name, ts + 5, 1, "gpu_memcpy", corr)]
 
 
+def _sync_record(kind, ts, corr):
+    """Kineto's GPU-side record of a sync (``enable_cuda_sync_events``), as in hta_alexnet.json.gz."""
+    return {"ph": "X", "cat": "cuda_sync", "name": kind, "ts": ts, "dur": 1,
+            "args": {"correlation": corr, "cuda_sync_kind": kind}}
+
+
 # each case: (events, expected total, what the code before issue 11 counted)
 SYNC_CASES = {
     ".item(): DtoH copy to pageable memory, then its stream sync = one sync": (
@@ -83,16 +89,17 @@ SYNC_CASES = {
         [_ev("cuStreamSynchronize", 10, cat="cuda_driver"), _ev("cuCtxSynchronize", 20, cat="cuda_driver"),
          _ev("cuEventSynchronize", 30, cat="cuda_driver")], 3, 0),
     "blocking cudaMemcpy (either direction; device-to-device does not block)": (
-        _copy("cudaMemcpy", "Memcpy HtoD (Pageable -> Device)", 10, 1) + _copy("cudaMemcpy", "Memcpy DtoH (Device -> Pageable)", 20, 2)
-        + _copy("cudaMemcpy", "Memcpy DtoD (Device -> Device)", 30, 3) + _copy("cuMemcpyDtoH_v2", "Memcpy DtoH (Device -> Pageable)", 40, 4, "cuda_driver"),
+        _copy("cudaMemcpy", "Memcpy HtoD (Pageable -> Device)", 10, 1)
+        + _copy("cudaMemcpy", "Memcpy DtoH (Device -> Pageable)", 20, 2)
+        + _copy("cudaMemcpy", "Memcpy DtoD (Device -> Device)", 30, 3)
+        + _copy("cuMemcpyDtoH_v2", "Memcpy DtoH (Device -> Pageable)", 40, 4, "cuda_driver"),
         3, 2),
     "async DtoH copy to pageable memory with no sync after it blocks by itself": (
-        _copy("cudaMemcpyAsync", "Memcpy DtoH (Device -> Pageable)", 10, 1) + [_ev("cudaLaunchKernel", 20, corr=5)], 1, 1),
+        _copy("cudaMemcpyAsync", "Memcpy DtoH (Device -> Pageable)", 10, 1) + [_ev("cudaLaunchKernel", 20, corr=5)],
+        1, 1),
     "Kineto's cuda_sync record duplicates its host call; Stream Wait Event is no host sync": (
-        [_ev("cudaStreamSynchronize", 10, corr=9),
-         {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "ts": 11, "dur": 1, "args": {"correlation": 9, "cuda_sync_kind": "Stream Sync"}},
-         {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "ts": 15, "dur": 1, "args": {"correlation": 10, "cuda_sync_kind": "Stream Wait Event"}},
-         {"ph": "X", "cat": "cuda_sync", "name": "Context Sync", "ts": 20, "dur": 1, "args": {"correlation": 11, "cuda_sync_kind": "Context Sync"}}],
+        [_ev("cudaStreamSynchronize", 10, corr=9), _sync_record("Stream Sync", 11, 9),
+         _sync_record("Stream Wait Event", 15, 10), _sync_record("Context Sync", 20, 11)],  # the last: no host call
         2, 1),
 }
 
@@ -106,17 +113,24 @@ def test_each_synchronisation_counted_once(case):
     assert trace.count_syncs(doc, phase=None)["total"] == expected
     on_gpu = any(e.get("cat") in trace.GPU_CATS for e in events)  # without a GPU timeline there is no cost
     assert len(trace.sync_costs(doc)) == (expected if on_gpu else 0)
-    # the same events on a separate host thread each: a copy's pair is per thread
+    # a copy pairs with the next sync call of its own host thread only
     assert trace.count_syncs({"traceEvents": [dict(e, tid=7) for e in events]}, phase=None)["total"] == expected
+
+
+def test_a_copy_and_a_sync_on_different_threads_are_two_syncs():
+    copy = _copy("cudaMemcpyAsync", "Memcpy DtoH (Device -> Pageable)", 10, 1)
+    doc = {"traceEvents": [dict(e, tid=1) for e in copy] + [dict(_ev("cudaStreamSynchronize", 13, corr=2), tid=2)]}
+    assert trace.count_syncs(doc, phase=None)["by_kind"] == {"stream_sync": 1, "device_sync": 0, "event_sync": 0,
+                                                             "blocking_copy": 1}
 
 
 def test_sync_cost_is_waiting_measured_on_the_gpu_timeline():
     doc = {"traceEvents": [
-        _ev("cudaLaunchKernel", 0, 2, corr=1), _ev("kernel_a", 10, 100, "kernel", corr=1),        # GPU idle at launch: 10 us latency
-        _ev("cudaStreamSynchronize", 20, 95, corr=2),                                            # waits for kernel_a (ends 110)
-        _ev("cudaLaunchKernel", 116, 2, corr=3), _ev("kernel_b", 126, 74, "kernel", corr=3),      # launched right after the sync
-        _ev("cudaDeviceSynchronize", 300, 5, corr=4),                                            # GPU already idle
-        _ev("cudaLaunchKernel", 1000, 2, corr=5), _ev("kernel_c", 1010, 10, "kernel", corr=5),    # CPU busy elsewhere before this
+        _ev("cudaLaunchKernel", 0, 2, corr=1), _ev("kernel_a", 10, 100, "kernel", corr=1),    # idle GPU: 10 us latency
+        _ev("cudaStreamSynchronize", 20, 95, corr=2),                                        # waits for kernel_a (to 110)
+        _ev("cudaLaunchKernel", 116, 2, corr=3), _ev("kernel_b", 126, 74, "kernel", corr=3),  # right after the sync
+        _ev("cudaDeviceSynchronize", 300, 5, corr=4),                                        # GPU already idle
+        _ev("cudaLaunchKernel", 1000, 2, corr=5), _ev("kernel_c", 1010, 10, "kernel", corr=5),  # CPU busy before this
     ]}
     assert trace.launch_latency_us(doc) == 10.0
     costs = trace.sync_costs(doc)
@@ -266,7 +280,7 @@ def test_memory_view_where_recorded(control, cpu_run):
 
 def test_gpu_breakdown_matches_hta(control, cpu_run, tmp_path):
     # HTA's own figures for the control trace (data/gpu-traces/README.md, traceinsight 0.6.1)
-    g = trace.gpu_breakdown(CONTROL)
+    g = trace.gpu_breakdown(control)  # the Trace opened from CONTROL (HTA's load is kept with it)
     assert g["idle_pct"] == pytest.approx(16.2, abs=1.0) and g["compute_pct"] == pytest.approx(61.23, abs=1.0)
     assert g["non_compute_pct"] == pytest.approx(22.57, abs=1.0)
     # the AlexNet trace: against HTA run the way its docs show, on a trace folder
@@ -295,8 +309,7 @@ def test_timeline_lanes(control, cpu_run):
 
 def test_show_prints_every_view_and_no_library_noise(control, cpu_run, capsys, caplog):
     pytest.importorskip("IPython")
-    trace.show(CONTROL, steps=2)
-    _, t = cpu_run
+    trace.show(control, steps=2)  # a Trace: its parsed views are reused; a path works the same (below)
     trace.show(cpu_run[0])
     captured = capsys.readouterr()
     out = captured.out + captured.err + caplog.text
@@ -331,6 +344,18 @@ def test_bad_inputs_get_one_line_naming_the_file(tmp_path, capsys):
     with pytest.raises(trace.TraceError) as e:
         trace.load_trace(cut)
     assert "truncated or damaged" in _one_line_naming(e, cut)
+    nothing = tmp_path / "nothing.json"
+    nothing.write_text('{"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "x"}}]}')
+    with pytest.raises(trace.TraceError) as e:
+        trace.load_trace(nothing)
+    assert "holds no profiled events" in _one_line_naming(e, nothing)
+    # gzip is recognised by its bytes, not its name; a bare JSON array of events is a Chrome trace too
+    renamed = tmp_path / "alexnet.json"
+    renamed.write_bytes(ALEXNET.read_bytes())
+    assert len(trace.load_trace(renamed)["traceEvents"]) == len(trace.load_trace(ALEXNET)["traceEvents"])
+    bare = tmp_path / "bare.json"
+    bare.write_text('[{"ph": "X", "name": "aten::mm", "ts": 1, "dur": 5, "cat": "cpu_op", "pid": 1, "tid": 1}]')
+    assert trace.load_trace(bare)["traceEvents"][0]["name"] == "aten::mm"
     empty = tmp_path / "empty_run"
     empty.mkdir()
     with pytest.raises(trace.TraceError) as e:
@@ -339,6 +364,8 @@ def test_bad_inputs_get_one_line_naming_the_file(tmp_path, capsys):
     with pytest.raises(trace.TraceError) as e:
         trace.load_trace(tmp_path / "missing.json")
     assert "no such file" in _one_line_naming(e, tmp_path / "missing.json")
+    with pytest.raises(trace.TraceError, match="no profiled events"):
+        trace.open_trace({"traceEvents": []})
     # show() turns each into one printed line, no traceback
     for bad in (text, cut, empty):
         trace.show(bad)
@@ -384,3 +411,64 @@ def test_a_long_trace_is_trimmed_to_its_first_steps():
     t = trace.open_trace(CONTROL, max_steps=3)
     assert len(t.overview()) == 4 and any("first 3" in n for n in t.notes)
     assert trace.count_syncs(t.doc, phase="ProfilerStep")["per_step"] == 10.0
+
+
+def test_launch_summary_from_hta(control):
+    s = control.launch_summary()
+    launches = sum(1 for e in control.doc["traceEvents"] if e.get("name") == "cudaLaunchKernel")
+    assert 0 < s["launches"] <= launches and 0.0 <= s["short_kernel_share"] <= 1.0
+    assert s["cpu_duration_us"] > 0 and s["launch_delay_us"] >= 0
+    idle = control.idle_breakdown()
+    assert set(idle["idle_category"]) == {"host_wait", "kernel_wait", "other"} and (idle["idle_ms"] >= 0).all()
+
+
+def test_either_trace_module_imports_first():
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    for first in ("helpers.trace_views", "helpers.trace", "helpers.trace_timeline"):
+        r = subprocess.run([sys.executable, "-c", f"import {first}; from helpers import trace; trace.Trace, trace.CATEGORIES"],
+                           cwd=root, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-500:]
+
+
+def test_a_failing_library_view_says_so_in_one_line_and_the_rest_still_show(cpu_run, capsys, monkeypatch):
+    from torch_tb_profiler.profiler.data import RunProfileData
+
+    def broken(*a, **k):
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(RunProfileData, "from_json", broken)
+    path, _ = cpu_run
+    trace.show(path)
+    out = capsys.readouterr().out
+    assert "torch-tb-profiler's parser failed on this trace (RuntimeError: boom" in out
+    assert "step (ms)" in out and "Timeline" in out and "Traceback" not in out and "second line" not in out
+    t = trace.open_trace(path)
+    for view in (t.overview, t.operators, t.memory):
+        with pytest.raises(trace.TraceError, match="parser failed"):
+            view()
+
+
+def test_a_folder_with_several_traces_shows_the_newest_and_says_so(tmp_path):
+    import os
+    import shutil
+
+    old, new = tmp_path / "w.1.pt.trace.json.gz", tmp_path / "w.2.pt.trace.json.gz"
+    shutil.copy(ALEXNET, old)
+    shutil.copy(CONTROL, new)
+    os.utime(old, (1, 1))
+    path, notes = trace.find_trace(tmp_path)
+    assert path == new and "2 trace files" in notes[0] and new.name in notes[0]
+
+
+def test_tb_profiler_intersect_complaint_is_kept_out_of_the_output(capsys, caplog):
+    """torch-tb-profiler logs "ranges on the same thread should not intersect" on some newer traces."""
+    doc = {"traceEvents": [_ev("ProfilerStep#1", 0, 100, "user_annotation") | {"pid": 1, "tid": 1},
+                           _ev("aten::a", 10, 20, "cpu_op") | {"pid": 1, "tid": 1},
+                           _ev("aten::b", 20, 20, "cpu_op") | {"pid": 1, "tid": 1}]}
+    with caplog.at_level("DEBUG"):
+        assert trace.open_trace(doc).overview().loc["average", "step_ms"] == pytest.approx(0.1)
+    captured = capsys.readouterr()
+    assert "intersect" not in captured.out + captured.err + caplog.text
