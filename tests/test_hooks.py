@@ -269,6 +269,13 @@ def test_resnet_full_hooks_still_refuse_what_graph_labels_handle():
     assert not model._forward_hooks and not model._backward_hooks    # the failed probe removed its hooks
     labels = hooks.label_modules(model, example_inputs=(x,))         # the default: graph hooks
     labels.remove()
+    for m in model.modules():                                        # every ReLU out of place: still `out += identity`
+        if isinstance(m, nn.ReLU):
+            m.inplace = False
+    with pytest.raises(hooks.HookError, match="modified in place"):
+        hooks.label_modules(model, example_inputs=(x,), method="full")
+    with hooks.label_modules(model, example_inputs=(x,)) as labels:
+        assert len(labels.check()["spans"]) == len(dict(model.named_modules())) + 8
     with pytest.raises(ValueError, match="unknown labelling method"):
         hooks.label_modules(model, method="magic")
 
