@@ -1,22 +1,24 @@
-"""Label a module's backward pass in the profiler with full backward hooks.
+"""Label a module's backward pass in the profiler.
 
 Taught in ``03_backward_hooks``. ``record_function`` cannot wrap a backward op (the
-autograd engine runs it, not your code), but a module's *full backward hooks* run at
-the edges of its backward: the pre-hook when the gradient w.r.t. its outputs is ready,
-the hook when the gradient w.r.t. its inputs has been computed. Each hook emits a tiny
-``record_function`` range ("before backward of <class>[: details]" and "after backward
-of <class>[: details]"), as in the source article; the module's backward lies between
-the end of the first and the start of the second, on the same thread.
+autograd engine runs it, not your code), but hooks can mark the edges of a module's
+backward with tiny ``record_function`` ranges ("before backward of <class>[: details]" and
+"after backward of <class>[: details]"), as in the source article; the module's backward lies
+between the end of the first and the start of the second.
 
-- ``backward_hook_wrapper``: the article's wrapper for one module.
+- ``backward_hook_wrapper``: the article's wrapper for one module, with *full backward hooks*
+  (``register_full_backward_pre_hook`` / ``register_full_backward_hook``). They wrap the module's
+  outputs in a custom autograd Function, so an in-place op on an output (``ReLU(inplace=True)``,
+  ``out += identity``: every torchvision ResNet) is refused by autograd.
 - ``label_modules``: label every named module with its qualified name (``blocks.3.attn``), with
   autograd *graph* hooks (``GraphLabels``), so it works on any eager model: in-place ops
   (``ReLU(inplace=True)``, ``out += identity``), keyword arguments, tuple/dict outputs, modules
-  called twice. ``method="full"`` keeps the article's full backward hooks on every module.
+  called twice. ``method="full"`` puts the article's full backward hooks on every module instead.
 - ``label_all_modules_globally``: ``register_module_full_backward_hook`` (class names only).
-- ``backward_table``: label pairs in ``prof.events()`` -> a per-module backward-time DataFrame.
-- ``HookError``: the clear message for modules that cannot be hooked (in-place op downstream,
-  ``torch.compile``).
+- ``label_pairs`` / ``label_order`` / ``backward_table``: the markers in ``prof.events()`` -> spans,
+  order, a per-module backward-time DataFrame.
+- ``HookError``: the clear message for what cannot be labelled (a module whose backward was
+  not seen, in-place ops with full hooks, ``torch.compile``).
 """
 from __future__ import annotations
 
@@ -253,6 +255,13 @@ def _is_accumulate(node) -> bool:
     return hasattr(node, "variable")  # AccumulateGrad: the node that adds a leaf's gradient to .grad
 
 
+def _in_backward() -> bool:
+    try:
+        return int(torch._C._current_graph_task_id()) != -1
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def _will_execute(node) -> bool:
     try:
         return bool(torch._C._will_engine_execute_node(node))
@@ -318,8 +327,6 @@ class GraphLabels(list):
         self.problems: list[str] = []
         self._lock = threading.Lock()
         self._local = threading.local()
-        self._counts: dict[str, int] = {}
-        self._claims: dict[int, int] = {}              # id(parameter) -> first claiming call's start seq, this step
         self.append(model.register_forward_pre_hook(self._new_step))
         try:
             for name, mod in chosen:
@@ -356,22 +363,33 @@ class GraphLabels(list):
             st = self._local.stack = []
         return st
 
+    def _thread_state(self, name: str) -> dict:
+        d = getattr(self._local, name, None)
+        if d is None:
+            d = {}
+            setattr(self._local, name, d)
+        return d
+
     def _new_step(self, module, args) -> None:
-        if not self._stack():  # a forward of the labelled model that is not nested in one
+        if not self._stack() and not _in_backward():  # a forward of the labelled model, not nested in one
             with self._lock:
                 self.step += 1
-                self._counts.clear()
-                self._claims.clear()
+                step = self.step
+            # per thread (sequence numbers are per thread): this step's number, calls per module, and
+            # id(parameter) -> start seq of the first call that used it
+            self._local.step, self._local.counts, self._local.claims = step, {}, {}
 
     def _enter(self, module, name, args, kwargs) -> None:
-        if not (self.active and torch.is_grad_enabled()):
+        # no graph, or a forward re-run inside a backward (activation checkpointing): nothing to label
+        if not (self.active and torch.is_grad_enabled()) or _in_backward():
             self._stack().append(None)
             return
         inputs = [torch.autograd.graph.get_gradient_edge(t).node
                   for t in _tensors((args, kwargs)) if t.requires_grad]
         with self._lock:
-            self._counts[name] = self._counts.get(name, 0) + 1
-            call = _Call(self, name, type(module).__qualname__, self._counts[name], self.step)
+            counts = self._thread_state("counts")
+            counts[name] = counts.get(name, 0) + 1
+            call = _Call(self, name, type(module).__qualname__, counts[name], getattr(self._local, "step", self.step))
         self._stack().append((call, torch._C._autograd._get_sequence_nr(), inputs))
 
     def _exit(self, module, name, output) -> None:
@@ -406,8 +424,7 @@ class GraphLabels(list):
                 return True
             if _is_accumulate(n):
                 var = n.variable
-                with self._lock:
-                    claim = self._claims.setdefault(id(var), seq0)
+                claim = self._thread_state("claims").setdefault(id(var), seq0)
                 if claim < seq0:  # a parameter already used by an earlier call this step: its span owns it
                     return False
             elif not (seq0 <= n._sequence_nr() < seq1):
@@ -442,7 +459,7 @@ class GraphLabels(list):
         call.members = len(members)
         for i in terminals:
             n = members[i]
-            n.register_hook(lambda gi, go, call=call, i=i: self._finished(call, i))
+            n.register_hook(lambda gi, go, call=call, i=i, shared=_is_accumulate(n): self._finished(call, i, shared))
         seqs = {id(n): (n._sequence_nr() if not _is_accumulate(n) else -1) for _, n in starts if n is not None}
         fns: dict[int, Any] = {}
         for t, node in starts:
@@ -527,16 +544,19 @@ class GraphLabels(list):
             if not call.remaining:
                 self._close(call)
 
-    def _finished(self, call: _Call, i: int) -> None:
+    def _finished(self, call: _Call, i: int, shared: bool) -> None:
+        """A terminal member ran. ``shared``: an ``AccumulateGrad`` node, one per parameter for every graph
+        alive at once (two forwards before a backward, or two threads): it may run for another backward."""
         if not self.active:
             return
+        task = self._task()
         with self._lock:
-            if call.phase == "running":
+            if call.phase == "running" and call.task == task:
                 call.finished.add(i)
                 call.remaining.discard(i)
                 if not call.remaining:
                     self._close(call)
-            elif call.phase == "idle" and call.task is None:
+            elif call.phase == "idle" and call.task is None and not shared:
                 call.task = -2  # report once
                 self.problems.append(
                     f"{call.details}: part of its backward ran before the gradient w.r.t. its outputs was ready "

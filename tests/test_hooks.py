@@ -269,6 +269,13 @@ def test_resnet_full_hooks_still_refuse_what_graph_labels_handle():
     assert not model._forward_hooks and not model._backward_hooks    # the failed probe removed its hooks
     labels = hooks.label_modules(model, example_inputs=(x,))         # the default: graph hooks
     labels.remove()
+    for m in model.modules():                                        # every ReLU out of place: still `out += identity`
+        if isinstance(m, nn.ReLU):
+            m.inplace = False
+    with pytest.raises(hooks.HookError, match="modified in place"):
+        hooks.label_modules(model, example_inputs=(x,), method="full")
+    with hooks.label_modules(model, example_inputs=(x,)) as labels:
+        assert len(labels.check()["spans"]) == len(dict(model.named_modules())) + 8
     with pytest.raises(ValueError, match="unknown labelling method"):
         hooks.label_modules(model, method="magic")
 
@@ -561,3 +568,39 @@ def test_compiled_model_is_refused_by_graph_labels_too():
         hooks.GraphLabels(model)
     with pytest.raises(hooks.HookError, match="torch.compile"):
         hooks.label_modules(torch.compile(_mlp()), method="graph")
+
+
+def test_activation_checkpointing_recompute_is_not_labelled_twice():
+    from torch.utils.checkpoint import checkpoint
+
+    class Ckpt(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+            self.head = nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.head(checkpoint(self.inner, x, use_reentrant=False))
+
+    torch.manual_seed(0)
+    model = Ckpt()
+    with hooks.label_modules(model, example_inputs=(torch.randn(2, 4),)) as labels:
+        _step(model, torch.randn(2, 4))
+        r = labels.check()
+    assert sorted(r["spans"]) == sorted(r["calls"]) and len(r["calls"]) == 5
+
+
+def test_two_forwards_before_their_backwards():
+    """Two graphs alive at once share each parameter's AccumulateGrad node: each step still gets its spans."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(inplace=True), nn.Linear(4, 1))
+    with hooks.label_modules(model) as labels:
+        l1 = model(torch.randn(2, 4)).sum()
+        l2 = model(torch.randn(2, 4)).sum()
+        l1.backward()
+        l2.backward()
+        (model(torch.randn(2, 4)).sum() + model(torch.randn(2, 4)).sum()).backward()   # one backward, two graphs
+        for step in (1, 2, 3, 4):
+            r = labels.check(step)
+            assert sorted(r["spans"]) == sorted(r["calls"]) and len(r["calls"]) == 4
+    assert not labels.problems
