@@ -39,7 +39,8 @@ $(STAMP): pyproject.toml constraints.txt
 
 lab: setup
 	cd notebooks && KINETO_LOG_LEVEL=$${KINETO_LOG_LEVEL:-$$(../$(BIN)/python -c 'from helpers import env; print(env.kineto_log_level())')} \
-	  ../$(BIN)/jupyter lab --ip $(HOST) --port $(PORT) --no-browser $(ROOT_FLAG)
+	  ../$(BIN)/jupyter lab --ip $(HOST) --port $(PORT) --no-browser $(ROOT_FLAG) \
+	  --MappingKernelManager.transport_encryption=auto
 
 test: setup
 	rm -rf $(TEST_OUT)
@@ -58,8 +59,9 @@ wheelhouse:
 	  $(if $(WHEEL_PYTHON),--python-version $(WHEEL_PYTHON)) $(if $(WHEEL_PLATFORM),--platform $(WHEEL_PLATFORM)) \
 	  $(if $(WHEEL_EXCLUDE),--exclude $(WHEEL_EXCLUDE))
 
+# build/wheelhouse is kept: on an offline machine it cannot be fetched again
 clean:
-	rm -rf build results runs .pytest_cache
+	rm -rf $(TEST_OUT) results runs .pytest_cache
 
 distclean: clean
 	rm -rf $(VENV)

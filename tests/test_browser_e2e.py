@@ -95,7 +95,9 @@ class Lab:
                f"--ServerApp.root_dir={NOTEBOOKS}", "--ServerApp.port_retries=0",
                f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp / 'lab-workspaces'}",
                "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-               "--LabApp.extension_manager=readonly"]
+               "--LabApp.extension_manager=readonly",
+               # as `make lab`: kernels get CurveZMQ keys (no "running over TCP without encryption" warning)
+               "--MappingKernelManager.transport_encryption=auto"]
         if os.geteuid() == 0:  # CI runs as root
             cmd.append("--allow-root")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
