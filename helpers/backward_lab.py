@@ -1,0 +1,221 @@
+"""Read a backward pass from a profiler trace: two clocks per backward op, what deterministic mode changed,
+and the forward op (and source line) behind a backward op.
+
+Taught in ``03_backward_hooks``. Everything here reads the Chrome-trace dict that
+``tensorboard_trace_handler`` / ``export_chrome_trace`` write (``trace.load_trace``), or a
+``profiling.events_frame`` DataFrame, so it is tested on synthetic traces and on real A100 traces.
+
+- ``backward_ops``: per autograd node (``autograd::engine::evaluate_function: <Node>``), its host
+  time, the device time of the kernels it launched, and the synchronisations inside it with the
+  GPU idle time each one caused (``trace.sync_costs``). On a GPU a host-device sync costs waiting,
+  not device time: ranked by device time, a node that stalls the pipeline can sit at the bottom.
+- ``op_diff``: the ops and kernels whose call counts differ between two profiles
+  (deterministic against not).
+- ``forward_origin``: the forward op that created a backward node (the profiler's sequence number)
+  and the Python lines that called it (``with_stack=True``).
+"""
+from __future__ import annotations
+
+import bisect
+from typing import Any, Mapping
+
+BWD_PREFIX = "autograd::engine::evaluate_function: "
+DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+OPS_COLUMNS = ["op", "calls", "host_ms", "device_ms", "syncs", "gpu_idle_ms", "rank_by_host", "rank_by_device"]
+
+
+def _x(events) -> list:
+    return [e for e in events if e.get("ph") == "X"]
+
+
+def _host_ops(events) -> list:
+    """Host-side complete events (ops, labels, Python frames), not their GPU-timeline copies."""
+    return [e for e in _x(events) if not str(e.get("cat", "")).startswith("gpu_") and e.get("cat") not in DEVICE_CATS]
+
+
+class _Intervals:
+    """Innermost enclosing interval lookup over (start, end, payload), per thread."""
+
+    def __init__(self, items):
+        self.by_tid: dict = {}
+        for tid, start, end, payload in items:
+            self.by_tid.setdefault(tid, []).append((start, end, payload))
+        for v in self.by_tid.values():
+            v.sort(key=lambda t: t[0])
+        self.starts = {tid: [t[0] for t in v] for tid, v in self.by_tid.items()}
+
+    def find(self, ts: float, tid=None, scan: int = 64):
+        tids = [tid] if tid is not None else list(self.by_tid)
+        best = None
+        for t in tids:
+            items = self.by_tid.get(t)
+            if not items:
+                continue
+            i = bisect.bisect_right(self.starts[t], ts) - 1
+            for j in range(i, max(-1, i - scan), -1):  # latest start first = innermost
+                s, e, payload = items[j]
+                if s <= ts <= e:
+                    if best is None or s > best[0]:
+                        best = (s, payload)
+                    break
+        return None if best is None else best[1]
+
+
+def profiled_steps(doc: Mapping[str, Any]) -> int:
+    """Number of ``ProfilerStep*`` ranges on the host (1 when the trace has none)."""
+    n = sum(1 for e in _host_ops(doc.get("traceEvents", [])) if str(e.get("name", "")).startswith("ProfilerStep"))
+    return max(n, 1)
+
+
+def backward_ops(doc: Mapping[str, Any], costs=None, steps: int | None = None):
+    """Two clocks for every backward node of a trace, per profiled step.
+
+    Columns: ``op`` (the node, e.g. ``GatherBackward0``), ``calls``, ``host_ms`` (the node's host
+    time: launching its kernels plus any wait inside it), ``device_ms`` (the run time on the GPU of
+    the kernels, copies and memsets it launched), ``syncs`` and ``gpu_idle_ms`` (the rows of
+    ``costs`` — ``trace.sync_costs(doc)`` by default — whose host call lies inside the node, and the
+    GPU idle time they caused), ``rank_by_host`` and ``rank_by_device`` (1 = the most). Sorted by
+    host time. On a CPU-only trace ``device_ms``, ``syncs`` and ``gpu_idle_ms`` are 0.
+    """
+    import pandas as pd
+
+    events = doc.get("traceEvents", [])
+    nodes = [e for e in _host_ops(events) if e.get("cat") == "cpu_op" and str(e.get("name", "")).startswith(BWD_PREFIX)]
+    steps = steps or profiled_steps(doc)
+    rows: dict[str, dict] = {}
+    items = []
+    for e in nodes:
+        op = e["name"][len(BWD_PREFIX):]
+        r = rows.setdefault(op, {"op": op, "calls": 0, "host_us": 0.0, "device_us": 0.0, "syncs": 0, "idle_us": 0.0})
+        r["calls"] += 1
+        r["host_us"] += float(e.get("dur", 0.0))
+        start = float(e["ts"])
+        items.append((e.get("tid"), start, start + float(e.get("dur", 0.0)), op))
+    where = _Intervals(items)
+    launches = {}
+    for e in _x(events):
+        if e.get("cat") in LAUNCH_CATS:
+            corr = (e.get("args") or {}).get("correlation")
+            if corr is not None:
+                launches[corr] = e
+    for e in _x(events):
+        if e.get("cat") not in DEVICE_CATS:
+            continue
+        launch = launches.get((e.get("args") or {}).get("correlation"))
+        if launch is None:
+            continue
+        op = where.find(float(launch["ts"]), launch.get("tid"))
+        if op is not None:
+            rows[op]["device_us"] += float(e.get("dur", 0.0))
+    if costs is None:
+        from . import trace as tr
+
+        costs = tr.sync_costs(doc)
+    for rec in costs.to_dict("records") if len(costs) else []:
+        op = where.find(float(rec["ts_us"]), rec.get("tid"))
+        if op is not None:
+            rows[op]["syncs"] += 1
+            idle = rec.get("gpu_idle_us")
+            rows[op]["idle_us"] += float(idle) if idle == idle and idle is not None else 0.0
+    df = pd.DataFrame([{"op": r["op"], "calls": r["calls"] / steps, "host_ms": r["host_us"] / 1000.0 / steps,
+                        "device_ms": r["device_us"] / 1000.0 / steps, "syncs": r["syncs"] / steps,
+                        "gpu_idle_ms": r["idle_us"] / 1000.0 / steps} for r in rows.values()],
+                      columns=OPS_COLUMNS[:6])
+    df["rank_by_host"] = df["host_ms"].rank(ascending=False, method="min").astype("Int64")
+    df["rank_by_device"] = df["device_ms"].rank(ascending=False, method="min").astype("Int64")
+    return df.sort_values(["host_ms", "op"], ascending=[False, True]).reset_index(drop=True)[OPS_COLUMNS]
+
+
+def _is_python_frame(name: str) -> bool:
+    """Python-function rows of a ``with_stack`` profile (their names carry object addresses or file lines)."""
+    return name.startswith("<built-in") or ".py(" in name or name.startswith("nn.Module:") or " object at 0x" in name
+
+
+def op_diff(a, b, labels: tuple[str, str] = ("default", "deterministic"), time_col: str = "cpu_total_ms"):
+    """Ops and kernels whose calls differ between two ``profiling.events_frame`` tables.
+
+    Both frames should cover the same number of profiled steps. Returns one row per name with
+    ``kind`` ("kernel" for device rows, else "op"), the calls and ``time_col`` in each, and
+    ``change`` ("only in <label>" or "more/fewer calls"), kernels first, then by the largest
+    difference in calls. Python-function rows of a ``with_stack`` profile are left out.
+    """
+    import pandas as pd
+
+    la, lb = labels
+
+    def prep(df):
+        df = df[~df["name"].map(_is_python_frame)]
+        return df.groupby("name").agg(calls=("calls", "sum"), time=(time_col, "sum"), on_device=("on_device", "any"))
+
+    pa, pb = prep(a), prep(b)
+    names = sorted(set(pa.index) | set(pb.index))
+    rows = []
+    for n in names:
+        ca = int(pa["calls"].get(n, 0))
+        cb = int(pb["calls"].get(n, 0))
+        if ca == cb:
+            continue
+        dev = bool(pa["on_device"].get(n, False) or pb["on_device"].get(n, False))
+        change = (f"only in {lb}" if ca == 0 else f"only in {la}" if cb == 0 else
+                  f"more calls in {lb}" if cb > ca else f"fewer calls in {lb}")
+        rows.append({"name": n, "kind": "kernel" if dev else "op", f"calls_{la}": ca, f"calls_{lb}": cb,
+                     f"{time_col}_{la}": float(pa["time"].get(n, 0.0)), f"{time_col}_{lb}": float(pb["time"].get(n, 0.0)),
+                     "change": change, "_d": abs(cb - ca)})
+    cols = ["name", "kind", f"calls_{la}", f"calls_{lb}", f"{time_col}_{la}", f"{time_col}_{lb}", "change"]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame(rows)
+    df["_k"] = df["kind"] != "kernel"
+    return df.sort_values(["_k", "_d", "name"], ascending=[True, False, True]).reset_index(drop=True)[cols]
+
+
+def forward_origin(doc: Mapping[str, Any], node: str = "GatherBackward0") -> dict | None:
+    """The forward op behind the first backward ``node`` of a trace, and the Python lines that called it.
+
+    The profiler gives each op that records an autograd node a ``Sequence number``; the node's
+    backward event carries the same number. With ``with_stack=True`` the trace also holds the
+    Python frames (``python_function`` events) around each op, the innermost with a ``CallFrom``
+    file:line. Returns ``{"node", "sequence_nr", "forward_op", "forward_ts", "call_from", "stack"}``
+    (``stack``: the Python frames around the forward op, innermost first; empty without
+    ``with_stack``), or None when the trace has no such node or its forward op is not in it.
+    """
+    all_events = doc.get("traceEvents", [])
+    events = _host_ops(all_events)
+    want = {node, BWD_PREFIX + node}
+    bwd = sorted((e for e in events if e.get("name") in want and "Sequence number" in (e.get("args") or {})),
+                 key=lambda e: (float(e["ts"]), -float(e.get("dur", 0.0))))
+    if not bwd:
+        return None
+    b = next((e for e in bwd if e["name"] == node), bwd[0])
+    seq = b["args"]["Sequence number"]
+    cands = [e for e in events if e.get("cat") == "cpu_op" and (e.get("args") or {}).get("Sequence number") == seq
+             and e.get("name") not in want and not str(e.get("name", "")).startswith(BWD_PREFIX)
+             and float(e["ts"]) < float(b["ts"])]
+    if not cands:
+        return None
+    f = None
+    # 1. the profiler's forward->backward flow ("fwdbwd"): it ends on the node and starts on the forward op
+    ends = [e for e in all_events if e.get("cat") == "fwdbwd" and e.get("ph") == "f"
+            and e.get("tid") == b.get("tid") and abs(float(e["ts"]) - float(b["ts"])) < 0.01]
+    if ends:
+        starts = [e for e in all_events if e.get("cat") == "fwdbwd" and e.get("ph") == "s" and e.get("id") == ends[0]["id"]]
+        if starts:
+            at = [e for e in cands if e.get("tid") == starts[0].get("tid")
+                  and abs(float(e["ts"]) - float(starts[0]["ts"])) < 0.01]
+            f = at[0] if at else None
+    # 2. otherwise: ops before the one that creates the node share its number, so the latest such op made it
+    if f is None:
+        last = max(cands, key=lambda e: float(e["ts"]))
+        f = last
+    # an op can call others with the same number: report the outermost one around it
+    outer = [e for e in cands if e.get("tid") == f.get("tid") and float(e["ts"]) <= float(f["ts"])
+             and float(f["ts"]) + float(f.get("dur", 0.0)) <= float(e["ts"]) + float(e.get("dur", 0.0))]
+    f = min(outer, key=lambda e: (float(e["ts"]), -float(e.get("dur", 0.0)))) if outer else f
+    t0, t1 = float(f["ts"]), float(f["ts"]) + float(f.get("dur", 0.0))
+    frames = [e for e in events if e.get("cat") == "python_function" and e.get("tid") == f.get("tid")
+              and float(e["ts"]) <= t0 and t1 <= float(e["ts"]) + float(e.get("dur", 0.0))]
+    frames.sort(key=lambda e: (float(e["ts"]), -float(e.get("dur", 0.0))), reverse=True)  # innermost first
+    call_from = next(((e.get("args") or {}).get("CallFrom") for e in frames if (e.get("args") or {}).get("CallFrom")), None)
+    return {"node": node, "sequence_nr": seq, "forward_op": f["name"], "forward_ts": t0, "call_from": call_from,
+            "stack": [e["name"] for e in frames]}
