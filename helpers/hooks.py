@@ -306,6 +306,12 @@ class GraphLabels(list):
       emits the end. Parameters that get no gradient and inputs that need none are therefore fine.
 
     A module called twice in one step gets two spans; the second is labelled ``"<name> (call 2)"``.
+    A module that returns its input unchanged (``Identity``) gets a zero-length span when that
+    tensor's gradient is complete, i.e. after every other user of it. A parameter used by two
+    calls (a shared module, tied weights) has its gradient accumulated once, in the span of the
+    call that used it first in forward. Modules whose outputs need no gradient, and forwards re-run
+    inside a backward (activation checkpointing), are not labelled; ``step_report`` lists them.
+    Cost: Python work per module call (a walk over the nodes it made) and per terminal node.
     Start and end are paired here, under a lock (on CUDA the autograd engine runs hooks on its
     device thread), and each is emitted as a ``record_function`` marker that ``label_pairs``
     pairs by name. ``spans`` keeps the last spans in memory (``perf_counter_ns`` times),
