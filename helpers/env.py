@@ -17,7 +17,12 @@ SCALE_ENV = "PERF_SCALE"
 
 
 def project_root() -> Path:
-    """The project folder: the parent of notebooks/ when running inside it, else the cwd."""
+    """The project folder: the checkout that holds this package (``make`` installs it editable), so data/ is found
+    from a notebook copied anywhere (``make test`` runs copies under build/); otherwise the parent of notebooks/
+    when running inside it, else the cwd."""
+    checkout = Path(__file__).resolve().parents[1]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "data").is_dir():
+        return checkout
     here = Path.cwd()
     return here.parent if here.name == "notebooks" else here
 

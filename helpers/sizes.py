@@ -14,13 +14,14 @@ PROFILER_BASICS = {
 DATA_PIPELINE = {
     # crop: RandomCrop size = model input (power of two); dataset_size: paths (all to the sample JPEGs).
     # Timed rows cover at least `cycles` full worker cycles (steps rounded up); stand_in_ms: the fixed step of
-    # the stand-in device used on a CPU (sleeps, no CPU), ignored where a GPU runs the real model.
+    # the stand-in device used on a CPU (sleeps, no CPU), ignored where a GPU runs the real model; None sets it
+    # once from a measurement: stand_in_ratio x the baseline pipeline's time per batch in one process.
     "smoke": dict(crop=256, batch_size=8, dataset_size=128, num_workers=4, steps=12, warmup=1, cycles=3, rounds=3,
                   ceiling_steps=10, sweep_steps=12, pipe_steps=6, profile_steps=3, profile_cycles=2,
-                  dilation_repeats=20, decode_repeats=10, mask_ratio=0.25, stand_in_ms=40),
+                  dilation_repeats=20, decode_repeats=10, mask_ratio=0.25, stand_in_ms=None, stand_in_ratio=0.5),
     "full": dict(crop=256, batch_size=256, dataset_size=10_000, num_workers=4, steps=24, warmup=5, cycles=3, rounds=1,
                  ceiling_steps=30, sweep_steps=12, pipe_steps=4, profile_steps=2, profile_cycles=2,
-                 dilation_repeats=100, decode_repeats=50, mask_ratio=0.25, stand_in_ms=200),
+                 dilation_repeats=100, decode_repeats=50, mask_ratio=0.25, stand_in_ms=200, stand_in_ratio=0.5),
 }
 
 BACKWARD_HOOKS = {

@@ -1,3 +1,4 @@
+from pathlib import Path
 import pytest
 import torch
 
@@ -65,3 +66,9 @@ def test_runs_dir_honours_env(monkeypatch, tmp_path):
 def test_is_cuda_accepts_devices_and_strings():
     assert env.is_cuda(torch.device("cuda", 0)) and env.is_cuda("cuda:1") and env.is_cuda("cuda")
     assert not env.is_cuda(torch.device("cpu")) and not env.is_cuda("cpu") and not env.is_cuda(None)
+
+
+def test_project_root_is_the_checkout_from_any_folder(tmp_path, monkeypatch):
+    root = Path(env.__file__).resolve().parents[1]
+    monkeypatch.chdir(tmp_path)  # e.g. a notebook copy under build/test/notebooks
+    assert env.project_root() == root and (env.project_root() / "data" / "gpu-traces").is_dir()
