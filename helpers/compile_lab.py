@@ -485,6 +485,25 @@ def run_cell(model_name: str, precision: str = "fp32", mode: str = "eager", batc
     return m
 
 
+def profile_cell(model_name: str, precision: str = "fp32", mode: str = "eager", batch_size: int = 16,
+                 trace_dir: str | os.PathLike | None = None, *, active: int = 3, **kwargs: Any) -> dict[str, Any]:
+    """Profile ``active`` steady training steps of one cell into ``trace_dir`` (taught in notebook 04's
+    offline trace views: what compiling changes in the trace).
+
+    The cell is built and run as ``run_cell`` does (its first steps compile, outside the profiler: a compile in
+    the trace would swamp the steady steps), then one warm-up and ``active`` recorded steps follow, each
+    synchronised on CUDA. Returns ``{"trace_dir", "compile_s"}``; raises like ``run_cell`` on bad input.
+    """
+    from .profiling import fresh_trace_dir, profile_steps
+
+    keep: dict[str, Any] = {}
+    m = run_cell(model_name, precision, mode, batch_size, steps=1, keep=keep, keep_losses=False, **kwargs)
+    tdir = Path(trace_dir) if trace_dir is not None else fresh_trace_dir(f"04_torch_compile/{model_name}-{mode}")
+    device = torch.device(kwargs.get("device") or "cpu")
+    profile_steps(keep["step"], wait=0, warmup=1, active=active, device=device, trace_dir=tdir)
+    return {"trace_dir": str(tdir), "compile_s": m.get("compile_s")}
+
+
 def cell_name(model_name: str, precision: str, mode: str, batch_size: int) -> str:
     return f"{model_name} {precision} {mode} bs={batch_size}"
 

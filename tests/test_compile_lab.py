@@ -350,3 +350,14 @@ def test_dynamo_logs_leave_a_users_torch_logs_alone(monkeypatch):
     with cl.dynamo_logs():
         pass
     assert calls == [{"graph_breaks": True, "recompiles": True}, {}]  # on, then back to the defaults
+
+
+def test_profile_cell_writes_a_trace_of_steady_steps_only(tmp_path):
+    from helpers import trace as tr
+
+    out = cl.profile_cell("mlp", "fp32", "default", 4, tmp_path / "t", active=2, backend="aot_eager", **TINY)
+    t = tr.open_trace(out["trace_dir"])
+    assert len(t.step_times()) == 2  # the recorded steps, not the compiling ones
+    assert out["compile_s"] is not None and out["compile_s"] > 0
+    names = {str(e.get("name", "")) for e in t.doc["traceEvents"]}
+    assert any("CompiledFunction" in n or "Compiled" in n for n in names)  # the compiled graph ran in the trace
