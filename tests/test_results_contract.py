@@ -116,8 +116,13 @@ def test_backward_hooks_structure():
 
 def test_torch_compile_structure():
     doc = _doc("04_torch_compile")
+    profiled = [e for e in doc["experiments"] if e["name"].startswith("profiled ")]
     cells = [e for e in doc["experiments"] if e["config"].get("mode") in ("eager", "default", "reduce-overhead",
-                                                                          "max-autotune")]
+                                                                          "max-autotune") and e not in profiled]
+    # the offline trace views: a profiled eager and compiled step, each trace holding its recorded steps
+    assert {e["config"]["mode"] for e in profiled if e["status"] == "ok"} == {"eager", "default"}
+    assert all(e["metrics"]["steps_recorded"] == 3 and e["metrics"]["op_calls_per_step"] > 0
+               for e in profiled if e["status"] == "ok")
     assert any(e["config"]["mode"] == "eager" and e["status"] == "ok" for e in cells)
     compiled_ok = [e for e in cells if e["config"]["mode"] != "eager" and e["status"] == "ok"]
     assert compiled_ok, "at least one compiled cell ran"
