@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -65,6 +66,15 @@ def run_one(path: Path, timeout: int, kernel: str) -> dict:
     return info
 
 
+def inline_figures() -> bool:
+    """Let the kernels embed figures in the executed copies: a non-interactive ``MPLBACKEND`` inherited from the
+    shell (``Agg``, as CI sets it) would make every ``plt.show()`` draw nothing. Returns whether it was removed."""
+    if os.environ.get("MPLBACKEND", "").lower() in ("agg", "pdf", "svg", "ps", "cairo", "template"):
+        del os.environ["MPLBACKEND"]
+        return True
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("notebooks", nargs="*", type=Path)
@@ -76,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         print("No notebooks found (run from the project folder).", file=sys.stderr)
         return 2
     quiet_logs()  # the kernels inherit it: no Kineto log lines in the executed notebooks
+    inline_figures()
     failed = 0
     for p in paths:
         if not p.exists():

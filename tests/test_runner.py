@@ -44,3 +44,10 @@ def test_make_run_output_is_clean(tmp_path):
     assert "profiled" in text
     assert "gpuGetDeviceCount" not in text and "profiler_start" not in text, text
     assert "gpuGetDeviceCount" not in p.stderr and "profiler_start" not in p.stderr, p.stderr
+
+
+def test_runner_kernels_draw_figures_inline(monkeypatch):
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    assert runner.inline_figures() and "MPLBACKEND" not in os.environ
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    assert not runner.inline_figures() and os.environ["MPLBACKEND"].startswith("module://")
