@@ -17,6 +17,7 @@ Taught in ``03_backward_hooks``. Everything here reads the Chrome-trace dict tha
 from __future__ import annotations
 
 import bisect
+import re
 from typing import Any, Mapping
 
 BWD_PREFIX = "autograd::engine::evaluate_function: "
@@ -127,6 +128,9 @@ def backward_ops(doc: Mapping[str, Any], costs=None, steps: int | None = None):
     return df.sort_values(["host_ms", "op"], ascending=[False, True]).reset_index(drop=True)[OPS_COLUMNS]
 
 
+_FRAME = re.compile(r"^(.+\.py)\((\d+)\): ")
+
+
 def _is_python_frame(name: str) -> bool:
     """Python-function rows of a ``with_stack`` profile (their names carry object addresses or file lines)."""
     return name.startswith("<built-in") or ".py(" in name or name.startswith("nn.Module:") or " object at 0x" in name
@@ -176,7 +180,8 @@ def forward_origin(doc: Mapping[str, Any], node: str = "GatherBackward0") -> dic
     The profiler gives each op that records an autograd node a ``Sequence number``; the node's
     backward event carries the same number. With ``with_stack=True`` the trace also holds the
     Python frames (``python_function`` events) around each op, the innermost with a ``CallFrom``
-    file:line. Returns ``{"node", "sequence_nr", "forward_op", "forward_ts", "call_from", "stack"}``
+    file:line (a trace without ``CallFrom`` gives the innermost Python function's file and first line,
+    marked "(function start)"). Returns ``{"node", "sequence_nr", "forward_op", "forward_ts", "call_from", "stack"}``
     (``stack``: the Python frames around the forward op, innermost first; empty without
     ``with_stack``), or None when the trace has no such node or its forward op is not in it.
     """
@@ -217,5 +222,10 @@ def forward_origin(doc: Mapping[str, Any], node: str = "GatherBackward0") -> dic
               and float(e["ts"]) <= t0 and t1 <= float(e["ts"]) + float(e.get("dur", 0.0))]
     frames.sort(key=lambda e: (float(e["ts"]), -float(e.get("dur", 0.0))), reverse=True)  # innermost first
     call_from = next(((e.get("args") or {}).get("CallFrom") for e in frames if (e.get("args") or {}).get("CallFrom")), None)
+    if call_from is None:
+        # traces without the ``CallFrom`` argument (older releases): the innermost Python function's own frame,
+        # "timm/layers/patch_dropout.py(7): patch_dropout_forward" -> its file and first line
+        m = next((m for m in (_FRAME.match(str(e.get("name", ""))) for e in frames) if m), None)
+        call_from = f"{m.group(1)}:{m.group(2)} (function start)" if m else None
     return {"node": node, "sequence_nr": seq, "forward_op": f["name"], "forward_ts": t0, "call_from": call_from,
             "stack": [e["name"] for e in frames]}

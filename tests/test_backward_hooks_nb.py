@@ -148,3 +148,14 @@ def test_two_clocks_with_the_trace_modules_sync_costs():
     assert ops.loc["GatherBackward0", "syncs"] == 1 and ops.loc["MmBackward0", "syncs"] == 0
     assert 0 < ops.loc["GatherBackward0", "gpu_idle_ms"] <= 0.96          # at most the host call's wait
     assert ops.loc["GatherBackward0", "rank_by_host"] == 1 and ops.loc["GatherBackward0", "rank_by_device"] == 2
+
+
+def test_forward_origin_without_callfrom_still_names_the_file(tmp_path):
+    """Traces whose Python frames carry no ``CallFrom`` argument (releases before it was added): the origin
+    still names timm's patch_dropout.py, from the innermost Python function's own frame."""
+    doc = _vit_trace(tmp_path, "gather")
+    for e in doc["traceEvents"]:
+        (e.get("args") or {}).pop("CallFrom", None)
+    o = bl.forward_origin(doc, "GatherBackward0")
+    assert o["forward_op"] == "aten::gather"
+    assert o["call_from"].startswith("timm/layers/patch_dropout.py:") and o["call_from"].endswith("(function start)")
