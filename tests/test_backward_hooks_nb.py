@@ -159,3 +159,20 @@ def test_forward_origin_without_callfrom_still_names_the_file(tmp_path):
     o = bl.forward_origin(doc, "GatherBackward0")
     assert o["forward_op"] == "aten::gather"
     assert o["call_from"].startswith("timm/layers/patch_dropout.py:") and o["call_from"].endswith("(function start)")
+
+
+def test_notebook_version_claims_name_their_source():
+    """Issue 11: a statement about a PyTorch version names its source (a link in the same cell) or is removed,
+    and the pull request the notebook quotes is quoted by its real title."""
+    import json
+    import re
+
+    nb = json.loads((ROOT / "notebooks" / "03_backward_hooks.ipynb").read_text())
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        text = "".join(cell["source"])
+        for m in re.finditer(r"(PyTorch|torch) \d+\.\d+", text):
+            assert "https://" in text, f"unsourced version claim {m.group(0)!r} in: {text[:80]!r}"
+        if "pull/55573" in text:
+            assert "deterministic code path for gather_backward for dim = 1" in text
