@@ -106,7 +106,10 @@ def backward_ops(doc: Mapping[str, Any], costs=None, steps: int | None = None):
         launch = launches.get((e.get("args") or {}).get("correlation"))
         if launch is None:
             continue
-        op = where.find(float(launch["ts"]), launch.get("tid"))
+        tid = launch.get("tid")
+        # a launch recorded under a thread id with no backward nodes (Kineto writes a thread it could not map to its
+        # system id as a truncated pthread id, e.g. a negative number): find its node by time on any thread
+        op = where.find(float(launch["ts"]), tid if tid in where.by_tid else None)
         if op is not None:
             rows[op]["device_us"] += float(e.get("dur", 0.0))
     if costs is None:

@@ -176,3 +176,18 @@ def test_notebook_version_claims_name_their_source():
             assert "https://" in text, f"unsourced version claim {m.group(0)!r} in: {text[:80]!r}"
         if "pull/55573" in text:
             assert "deterministic code path for gather_backward for dim = 1" in text
+
+
+def test_two_clocks_when_the_launch_thread_id_is_not_the_nodes():
+    """Kernels launched from autograd's device thread are found by the launch call's thread; when the trace
+    gives the launch calls a thread id that no backward node has (Kineto writes an unmapped thread as a
+    truncated pthread id, as in hta_control.json.gz's tid -1029147072), they are still attributed, by time."""
+    doc = _gpu_backward()
+    for e in doc["traceEvents"]:
+        if e["cat"] == "cuda_runtime":
+            e["tid"] = -1029147072
+    ops = bl.backward_ops(doc, costs=NO_SYNCS).set_index("op")
+    assert ops.loc["MmBackward0", "device_ms"] == pytest.approx(0.5)
+    assert ops.loc["GatherBackward0", "device_ms"] == pytest.approx(0.007)
+    # the kernel launched outside any node stays unattributed
+    assert ops["device_ms"].sum() == pytest.approx(0.507)
