@@ -17,6 +17,7 @@ Taught in ``03_backward_hooks``. Everything here reads the Chrome-trace dict tha
 from __future__ import annotations
 
 import bisect
+import re
 from typing import Any, Mapping
 
 BWD_PREFIX = "autograd::engine::evaluate_function: "
@@ -105,7 +106,10 @@ def backward_ops(doc: Mapping[str, Any], costs=None, steps: int | None = None):
         launch = launches.get((e.get("args") or {}).get("correlation"))
         if launch is None:
             continue
-        op = where.find(float(launch["ts"]), launch.get("tid"))
+        tid = launch.get("tid")
+        # a launch recorded under a thread id with no backward nodes (Kineto writes a thread it could not map to its
+        # system id as a truncated pthread id, e.g. a negative number): find its node by time on any thread
+        op = where.find(float(launch["ts"]), tid if tid in where.by_tid else None)
         if op is not None:
             rows[op]["device_us"] += float(e.get("dur", 0.0))
     if costs is None:
@@ -125,6 +129,9 @@ def backward_ops(doc: Mapping[str, Any], costs=None, steps: int | None = None):
     df["rank_by_host"] = df["host_ms"].rank(ascending=False, method="min").astype("Int64")
     df["rank_by_device"] = df["device_ms"].rank(ascending=False, method="min").astype("Int64")
     return df.sort_values(["host_ms", "op"], ascending=[False, True]).reset_index(drop=True)[OPS_COLUMNS]
+
+
+_FRAME = re.compile(r"^(.+\.py)\((\d+)\): ")
 
 
 def _is_python_frame(name: str) -> bool:
@@ -176,7 +183,8 @@ def forward_origin(doc: Mapping[str, Any], node: str = "GatherBackward0") -> dic
     The profiler gives each op that records an autograd node a ``Sequence number``; the node's
     backward event carries the same number. With ``with_stack=True`` the trace also holds the
     Python frames (``python_function`` events) around each op, the innermost with a ``CallFrom``
-    file:line. Returns ``{"node", "sequence_nr", "forward_op", "forward_ts", "call_from", "stack"}``
+    file:line (a trace without ``CallFrom`` gives the innermost Python function's file and first line,
+    marked "(function start)"). Returns ``{"node", "sequence_nr", "forward_op", "forward_ts", "call_from", "stack"}``
     (``stack``: the Python frames around the forward op, innermost first; empty without
     ``with_stack``), or None when the trace has no such node or its forward op is not in it.
     """
@@ -217,5 +225,10 @@ def forward_origin(doc: Mapping[str, Any], node: str = "GatherBackward0") -> dic
               and float(e["ts"]) <= t0 and t1 <= float(e["ts"]) + float(e.get("dur", 0.0))]
     frames.sort(key=lambda e: (float(e["ts"]), -float(e.get("dur", 0.0))), reverse=True)  # innermost first
     call_from = next(((e.get("args") or {}).get("CallFrom") for e in frames if (e.get("args") or {}).get("CallFrom")), None)
+    if call_from is None:
+        # traces without the ``CallFrom`` argument (older releases): the innermost Python function's own frame,
+        # "timm/layers/patch_dropout.py(7): patch_dropout_forward" -> its file and first line
+        m = next((m for m in (_FRAME.match(str(e.get("name", ""))) for e in frames) if m), None)
+        call_from = f"{m.group(1)}:{m.group(2)} (function start)" if m else None
     return {"node": node, "sequence_nr": seq, "forward_op": f["name"], "forward_ts": t0, "call_from": call_from,
             "stack": [e["name"] for e in frames]}

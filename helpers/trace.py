@@ -224,7 +224,7 @@ def _corr(e):
     return (e.get("args") or {}).get("correlation")
 
 
-def _sync_events(trace: Mapping[str, Any]) -> list[tuple[dict, str]]:
+def _sync_events(trace: Mapping[str, Any], pairs: dict | None = None) -> list[tuple[dict, str]]:
     """Every host-device synchronisation in the trace, once each, in time order: ``(host event, kind)``.
 
     - an explicit sync call (runtime or driver API: stream, device/context, event) is one sync;
@@ -236,6 +236,10 @@ def _sync_events(trace: Mapping[str, Any]) -> list[tuple[dict, str]]:
       (``non_blocking=True``) is no sync;
     - a ``cuda_sync`` GPU record (Kineto's sync events) duplicates its host call; it counts only when the trace
       holds no host call with its correlation id.
+
+    ``pairs``, when given, is filled with ``{id(sync call): copy call}`` for each copy-and-sync pair: the host
+    waits inside the copy call (a copy to pageable memory returns only when it is done), so the pair's wait
+    starts there.
     """
     evs = _events(trace)
     gpu_copy = {}
@@ -264,6 +268,8 @@ def _sync_events(trace: Mapping[str, Any]) -> list[tuple[dict, str]]:
             kind = SYNC_KINDS.get(name)
             if kind:
                 out.append((e, kind))
+                if pending is not None and pairs is not None:
+                    pairs[id(e)] = pending
                 pending = None  # the copy's wait is this sync
                 continue
             if name in _QUIET_CALLS:
@@ -375,13 +381,18 @@ def sync_costs(trace: Mapping[str, Any], phase: str | None = None):
     ``gpu_idle_us`` is the GPU idle time it caused, measured on the trace's own GPU timeline (all GPU
     activity, every stream): the idle time from the sync call's start until the next GPU activity starts, but
     at most until the end of the host call plus the trace's launch latency (``launch_latency_us``) -- idle after
-    that is the CPU's doing (it launched nothing), not the sync's.
+    that is the CPU's doing (it launched nothing), not the sync's. For a device-to-host copy followed by its
+    sync (``.item()``: ``cudaMemcpyAsync`` into pageable memory, then ``cudaStreamSynchronize``) the host waits
+    mostly inside the copy call, so "the host call" is the pair: from the copy call's start to the sync's end
+    (``ts_us`` stays the sync call's).
     Columns ``ts_us, name, kind, host_us, gpu_idle_us``; empty (same columns) for a CPU-only trace.
     """
     import pandas as pd
 
     ranges = phase_ranges(trace, phase) if phase else None
-    syncs = [(e, k) for e, k in _sync_events(trace) if ranges is None or _in_ranges(float(e.get("ts", 0.0)), ranges)]
+    pairs: dict = {}
+    syncs = [(e, k) for e, k in _sync_events(trace, pairs)
+             if ranges is None or _in_ranges(float(e.get("ts", 0.0)), ranges)]
     starts, corrs, merged = _gpu_busy(trace)
     if not starts or not syncs:
         return pd.DataFrame(columns=SYNC_COST_COLUMNS)
@@ -389,11 +400,13 @@ def sync_costs(trace: Mapping[str, Any], phase: str | None = None):
     starts_m = [m[0] for m in merged]
     rows = []
     for e, kind in syncs:
-        t0, dur = float(e["ts"]), float(e.get("dur", 0.0))
-        t1 = t0 + dur
+        ts = float(e["ts"])
+        t1 = ts + float(e.get("dur", 0.0))
+        t0 = min(ts, float(pairs[id(e)]["ts"])) if id(e) in pairs else ts   # the pair's wait starts in the copy
+        dur = t1 - t0
         j = bisect.bisect_left(starts, t1)  # the first GPU activity that starts after the host call ends
         end = min(starts[j], t1 + launch) if j < len(starts) else t1 + launch
-        rows.append({"ts_us": t0, "name": str(e.get("name", "")), "kind": kind, "host_us": dur,
+        rows.append({"ts_us": ts, "name": str(e.get("name", "")), "kind": kind, "host_us": dur,
                      "gpu_idle_us": max(0.0, (end - t0) - _busy_within(merged, starts_m, t0, end))})
     return pd.DataFrame(rows, columns=SYNC_COST_COLUMNS)
 

@@ -604,3 +604,28 @@ def test_two_forwards_before_their_backwards():
             r = labels.check(step)
             assert sorted(r["spans"]) == sorted(r["calls"]) and len(r["calls"]) == 4
     assert not labels.problems
+
+
+def test_backward_table_as_on_cuda_device_thread_and_gpu_label_copies():
+    """On CUDA the hooks run on autograd's device thread and the profiler also draws every label on the GPU
+    timeline (later than the host range). The span comes from the host markers on the device thread; the
+    GPU copies are ignored; device time is the ops' on that thread inside the span, not the main thread's."""
+    from types import SimpleNamespace as NS
+
+    from torch.autograd import DeviceType
+
+    def ev(name, start, end, thread, device=DeviceType.CPU, dev_us=0.0):
+        return NS(name=name, time_range=NS(start=start, end=end), thread=thread, device_type=device,
+                  self_device_time_total=dev_us)
+
+    before, after = hooks.BEFORE + "Linear: fc", hooks.AFTER + "Linear: fc"
+    events = [ev("ProfilerStep#1", 0, 400, 1), ev("backward", 50, 300, 1),
+              ev(before, 100, 101, 2), ev("aten::mm", 120, 180, 2, dev_us=50.0), ev(after, 200, 201, 2),
+              ev("aten::item", 130, 170, 1, dev_us=999.0),                       # another thread: not the span's
+              ev(before, 150, 151, 7, DeviceType.CUDA), ev(after, 260, 261, 7, DeviceType.CUDA)]   # GPU copies
+    prof = NS(events=lambda: events)
+    spans = hooks.label_pairs(events)
+    assert [(s["module"], s["start_us"], s["end_us"], s["thread"]) for s in spans] == [("fc", 101, 200, 2)]
+    t = hooks.backward_table(prof).set_index("module")
+    assert t.loc["fc", "backward_ms"] == pytest.approx(0.099) and t.loc["fc", "device_ms"] == pytest.approx(0.05)
+    assert t.loc["fc", "share"] == pytest.approx(99 / 250)

@@ -143,6 +143,25 @@ def test_sync_cost_is_waiting_measured_on_the_gpu_timeline():
                                 phase="backward")) == 1
 
 
+def test_the_cost_of_item_starts_in_its_copy_call():
+    """``.item()`` on CUDA: ``cudaMemcpyAsync`` into pageable memory returns only when the copy is done (the host
+    waits there, the GPU drains its queue and goes idle), then ``cudaStreamSynchronize`` returns at once. One sync,
+    whose wait and idle start in the copy call, not in the short sync call."""
+    doc = {"traceEvents": [
+        _ev("cudaLaunchKernel", 0, 2, corr=1), _ev("kernel_a", 10, 100, "kernel", corr=1),   # launch latency 10 us
+        _ev("cudaMemcpyAsync", 20, 95, corr=2),                                             # waits for kernel_a
+        _ev("Memcpy DtoH (Device -> Pageable)", 110, 2, "gpu_memcpy", corr=2),              # GPU idle from 112
+        _ev("cudaStreamSynchronize", 116, 2, corr=3),                                       # returns at once
+        _ev("cudaLaunchKernel", 119, 2, corr=4), _ev("kernel_b", 129, 10, "kernel", corr=4),
+    ]}
+    assert trace.count_syncs(doc, phase=None)["total"] == 1
+    costs = trace.sync_costs(doc)
+    assert costs["ts_us"].tolist() == [116.0] and costs["name"].tolist() == ["cudaStreamSynchronize"]
+    assert costs["host_us"].tolist() == [98.0]          # 20 -> 118, not the sync call's 2 us
+    # idle from the copy's end (112) to the next kernel (129), clipped at the pair's end 118 + 10 us launch
+    assert costs["gpu_idle_us"].tolist() == [16.0]
+
+
 def test_syncs_in_the_real_training_trace():
     """hta_control: 60 cudaStreamSynchronize, each right after a cudaMemcpyAsync DtoH to pageable memory
     (10 per ProfilerStep), and one cudaDeviceSynchronize after the last step (read from the trace, see
@@ -155,9 +174,20 @@ def test_syncs_in_the_real_training_trace():
     assert s["phases"] == 6 and s["total"] == 60 and s["per_step"] == 10.0
     costs = trace.sync_costs(doc)
     assert len(costs) == 61 and (costs["gpu_idle_us"] >= 0).all()
-    host = sorted(float(e["dur"]) for e in doc["traceEvents"] if e.get("cat") == "cuda_runtime"
-                  and e.get("name") in ("cudaStreamSynchronize", "cudaDeviceSynchronize"))
-    assert sorted(costs["host_us"]) == host
+    # the host is held from each copy call's start to its sync's end (the wait is mostly inside the copy call);
+    # the lone cudaDeviceSynchronize by its own call
+    runtime = sorted((e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cuda_runtime"
+                      and e.get("tid") == 3113936), key=lambda e: e["ts"])
+    host = []
+    for i, e in enumerate(runtime):
+        if e["name"] == "cudaStreamSynchronize":
+            copy = runtime[i - 1]
+            assert copy["name"] == "cudaMemcpyAsync"
+            host.append(float(e["ts"] + e["dur"] - copy["ts"]))
+        elif e["name"] == "cudaDeviceSynchronize":
+            host.append(float(e["dur"]))
+    assert sorted(costs["host_us"]) == sorted(host)
+    assert costs["host_us"].sum() > 3 * sum(float(e["dur"]) for e in runtime if e["name"].endswith("Synchronize"))
     # a sync's idle window is at most its host call plus one launch latency
     assert (costs["gpu_idle_us"] <= costs["host_us"] + trace.launch_latency_us(doc) + 1e-9).all()
     assert len(trace.sync_costs(doc, phase="ProfilerStep")) == 60
