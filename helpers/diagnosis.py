@@ -240,17 +240,23 @@ def _cannot(name, why):
 
 
 def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | None = None,
-             alloc_retries: int | None = None, loop_syncs: bool = False) -> Diagnosis:
+             alloc_retries: int | None = None, loop_syncs: bool | None = None) -> Diagnosis:
     """Split the average profiled step of ``trace`` (a Chrome-trace dict, or a path ``helpers.trace`` loads)
     into causes. ``capacity_bytes`` / ``alloc_retries`` (from ``torch.cuda``) add memory evidence the trace
     itself may lack (``diagnose_step`` passes them on a GPU). ``loop_syncs=True``: the profiling loop itself
     synchronised the device at the end of each step (``profiling.profile_steps(sync=True)``, so that a step's
     range covers its GPU work); that last device synchronisation of each step is not the step's own and is left
-    out of the host-sync cause (its idle time stays with launch/overhead)."""
+    out of the host-sync cause (its idle time stays with launch/overhead). ``loop_syncs=None`` (the default) reads
+    it from the trace: ``profile_steps`` marks a trace whose loop synchronised (``profiling.LOOP_SYNC_METADATA``), so
+    ``python -m helpers.doctor`` on a ``diagnose_step`` trace gives the same verdict as ``diagnose_step``."""
     source = None
     if not isinstance(trace, Mapping):
         source = str(trace)
         trace = tr.load_trace(trace)
+    if loop_syncs is None:
+        from .profiling import LOOP_SYNC_METADATA
+
+        loop_syncs = str(trace.get(LOOP_SYNC_METADATA, "0")).strip('"') not in ("0", "", "False", "false")
     name = source or "trace"
     events = [e for e in trace.get("traceEvents", []) if isinstance(e, Mapping) and e.get("ph") == "X" and "ts" in e]
     steps, main_tid, notes = _step_ranges(events, name)

@@ -193,3 +193,22 @@ def test_item_every_step_then_host_work_is_host_sync():
     assert sync["evidence"].startswith("3 synchronisation call(s)")
     assert sync["ms"] == pytest.approx(3.0 - 0.203 - 0.0, abs=0.05)
     assert _sum_ms(r) <= r.step_ms + 0.005
+
+
+def test_loop_syncs_read_from_the_trace_so_the_doctor_agrees():
+    """A trace written by ``profile_steps`` on a GPU (loop syncs) says so; ``diagnose`` without ``loop_syncs``
+    (what ``python -m helpers.doctor`` calls) must then leave the loop's syncs out, as ``diagnose_step`` does."""
+    from helpers import profiling
+
+    evs = []
+    for k in range(2):
+        o = k * 1000
+        evs += [_ev(f"ProfilerStep#{k}", "user_annotation", o, 1000),
+                _ev("cudaLaunchKernel", "cuda_runtime", o + 10, 5, correlation=k + 1),
+                _ev("gemm", "kernel", o + 20, 600, tid=7, correlation=k + 1),
+                _ev("cudaDeviceSynchronize", "cuda_runtime", o + 100, 520)]
+    marked = {"traceEvents": evs, profiling.LOOP_SYNC_METADATA: 1}
+    r = dg.diagnose(marked)
+    assert r.ms("host sync") == 0 and r.top == "compute"
+    assert dg.diagnose(marked, loop_syncs=True).to_list() == r.to_list()
+    assert dg.diagnose({"traceEvents": evs}).ms("host sync") > 0  # an unmarked trace: every sync is the step's
