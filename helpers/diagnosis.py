@@ -11,10 +11,11 @@ GPU trace (there are kernels), in this order of precedence:
   2. **input** — the GPU is idle while the host waits in the DataLoader's ``__next__``;
   3. **host sync** — the GPU is idle after a synchronisation (``.item()``, ``.cpu()``, ``print(tensor)``,
      ``torch.cuda.synchronize()``; the list, each sync once, is ``trace.sync_costs``): from the call until the
-     next GPU work starts (or the trace ends). ``trace.sync_costs``' own ``gpu_idle_us`` stops at the end of
-     the host call plus one launch latency; the diagnosis goes on to the next GPU work, because with the queue
-     drained by the sync the host work that follows can no longer overlap with the GPU (the strict figure is in
-     the evidence);
+     next GPU work starts (or the trace ends), but no more than the host was blocked in the call. Removing a
+     sync lets the host work after it start that much sooner, overlapped with the GPU's queued work, and no
+     sooner: GPU idle beyond that (the host busy in Python with nothing queued) stays with launch/overhead.
+     ``trace.sync_costs``' own ``gpu_idle_us`` (the strict figure in the evidence) also stops at the end of the
+     host call plus one launch latency;
   4. **memory** — the GPU is idle while the host is in ``cudaMalloc`` / ``cudaFree`` (the caching allocator
      going back to the driver, typically after a retry near capacity);
   5. **launch/overhead** — the rest of the GPU's idle time: the host is busy launching (short kernels,
@@ -240,17 +241,23 @@ def _cannot(name, why):
 
 
 def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | None = None,
-             alloc_retries: int | None = None, loop_syncs: bool = False) -> Diagnosis:
+             alloc_retries: int | None = None, loop_syncs: bool | None = None) -> Diagnosis:
     """Split the average profiled step of ``trace`` (a Chrome-trace dict, or a path ``helpers.trace`` loads)
     into causes. ``capacity_bytes`` / ``alloc_retries`` (from ``torch.cuda``) add memory evidence the trace
     itself may lack (``diagnose_step`` passes them on a GPU). ``loop_syncs=True``: the profiling loop itself
     synchronised the device at the end of each step (``profiling.profile_steps(sync=True)``, so that a step's
     range covers its GPU work); that last device synchronisation of each step is not the step's own and is left
-    out of the host-sync cause (its idle time stays with launch/overhead)."""
+    out of the host-sync cause (its idle time stays with launch/overhead). ``loop_syncs=None`` (the default) reads
+    it from the trace: ``profile_steps`` marks a trace whose loop synchronised (``profiling.LOOP_SYNC_METADATA``), so
+    ``python -m helpers.doctor`` on a ``diagnose_step`` trace gives the same verdict as ``diagnose_step``."""
     source = None
     if not isinstance(trace, Mapping):
         source = str(trace)
         trace = tr.load_trace(trace)
+    if loop_syncs is None:
+        from .profiling import LOOP_SYNC_METADATA
+
+        loop_syncs = str(trace.get(LOOP_SYNC_METADATA, "0")).strip('"') not in ("0", "", "False", "false")
     name = source or "trace"
     events = [e for e in trace.get("traceEvents", []) if isinstance(e, Mapping) and e.get("ph") == "X" and "ts" in e]
     steps, main_tid, notes = _step_ranges(events, name)
@@ -289,13 +296,21 @@ def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | N
             loop_added = len(drop)
             rows = [r for i, r in enumerate(rows) if i not in drop]
         syncs = [r[:3] for r in rows]
-        windows = []
-        for a, b, _ in syncs:
+        taken = []
+        for a, b, g in syncs:
             k = bisect.bisect_left(starts, b)
-            windows.append((a, starts[k] if k < len(starts) else math.inf))  # idle to the trace's end
+            end = starts[k] if k < len(starts) else math.inf  # idle to the next GPU work (or the trace's end)
+            # the host's blocked time (or the strict figure, which adds one launch latency): without the sync, the
+            # host work after it starts that much sooner, so no more of the idle after it is the sync's doing
+            budget = max(b - a, g)
+            for s, e in clip(rem, a, end):
+                if budget <= 0:
+                    break
+                taken.append((s, min(e, s + budget)))
+                budget -= min(e, s + budget) - s
         strict_idle = sum(g for _, _, g in syncs)
-        sync_iv = intersect(rem, merge(windows))
-        rem = subtract(rem, merge(windows))
+        sync_iv = intersect(rem, merge(taken))
+        rem = subtract(rem, merge(taken))
         mallocs = merge(_span(e) for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
                         and tr.api_name(str(e.get("name", ""))) in MALLOC_APIS)
         mem_iv = intersect(rem, mallocs)
@@ -315,7 +330,8 @@ def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | N
                              if dl else "no DataLoader __next__ in the profiled steps."))
         causes.append(_cause("host sync", per(length(sync_iv)), step_ms,
                              f"{len(syncs)} synchronisation call(s) in {n} step(s) "
-                             f"({len(syncs) / n:.1f} per step); GPU idle after them until the next GPU work "
+                             f"({len(syncs) / n:.1f} per step); GPU idle after them until the next GPU work, at most "
+                             f"the time the host was blocked in them "
                              f"(of which {per(strict_idle):.2f} ms/step before the host could launch again: "
                              f"trace.sync_costs)"
                              + (f"; {loop_added} sync(s) added by the profiling loop left out." if loop_syncs
@@ -486,7 +502,7 @@ class _SlowDataset:
 
 
 def planted_step(kind: str, size: float, *, device=None, batch_size: int = 8, features: int = 64,
-                 hidden: int = 64, threads: int | None = 1) -> Callable[[], Any]:
+                 hidden: int = 64, threads: int | None = 1, overlap: int = 0, item: bool = True) -> Callable[[], Any]:
     """A small MLP training step with one bottleneck planted, ``size`` setting how strong it is:
 
     - ``"none"``: the plain step (the baseline; ``size`` is ignored);
@@ -494,7 +510,10 @@ def planted_step(kind: str, size: float, *, device=None, batch_size: int = 8, fe
     - ``"launch/overhead"``: the forward adds ``size`` tiny elementwise ops on a 16-element tensor;
     - ``"compute"``: the forward adds one ``size`` × ``size`` matrix product;
     - ``"host sync"``: ``loss.item()`` every step, then ``size`` ms of host work (as when a metric is logged)
-      that, without the sync, would overlap with the GPU's work. Only meaningful on a GPU.
+      that, without the sync, would overlap with the GPU's work. Only meaningful on a GPU, and only with GPU work
+      to overlap with: ``overlap`` adds an ``overlap`` × ``overlap`` matrix product to the forward (on a big GPU
+      the small MLP alone takes microseconds, so removing the sync would save nothing). ``item=False`` is the fix:
+      the same step and host work without the ``.item()``.
 
     On a CPU each call runs with ``threads`` intra-op threads (then restores the setting): on a busy shared
     machine, waking OpenMP workers stretches even a tiny op to a scheduler time slice (~16 ms), which would
@@ -510,8 +529,10 @@ def planted_step(kind: str, size: float, *, device=None, batch_size: int = 8, fe
         raise ValueError(f"size must be a positive number, not {size!r}.")
     device = torch.device(device or "cpu")
     torch.manual_seed(0)
+    if isinstance(overlap, bool) or not isinstance(overlap, int) or overlap < 0:
+        raise ValueError(f"overlap must be a matrix side (an integer >= 0), not {overlap!r}.")
     extra = {"tiny": int(size) if kind == "launch/overhead" else 0,
-             "mm": int(size) if kind == "compute" else 0}
+             "mm": int(size) if kind == "compute" else (overlap if kind == "host sync" else 0)}
 
     class Planted(torch.nn.Module):
         def __init__(self):
@@ -548,7 +569,8 @@ def planted_step(kind: str, size: float, *, device=None, batch_size: int = 8, fe
 
         def run():
             loss = step(x, y)
-            loss.item()                      # the planted sync: the host waits for the GPU here
+            if item:
+                loss.item()                  # the planted sync: the host waits for the GPU here
             time.sleep(float(size) / 1000.0)  # host work that could have overlapped with the GPU
             return loss
         inner = run

@@ -63,6 +63,11 @@ def fresh_trace_dir(name: str, root: Path | str | None = None) -> Path:
     return path
 
 
+# Top-level key of a trace written by ``profile_steps`` when its loop synchronised a CUDA device after each step:
+# readers of the trace alone (``python -m helpers.doctor``) then know those syncs are the loop's, not the step's.
+LOOP_SYNC_METADATA = "perf_lab_loop_sync"
+
+
 def profile_steps(
     step_fn: Callable[[], Any],
     *,
@@ -85,6 +90,7 @@ def profile_steps(
     ahead, so the step's CPU time is only the time spent queueing work.
     With ``trace_dir`` the trace is written there for TensorBoard's profiler plugin
     (``tensorboard_trace_handler``). Returns the finished profiler object.
+    When the loop synchronises a CUDA device, the trace says so (top-level key ``LOOP_SYNC_METADATA``).
     """
     import torch
     from torch.profiler import profile, schedule, tensorboard_trace_handler
@@ -104,6 +110,8 @@ def profile_steps(
         profile_memory=profile_memory,
         with_stack=with_stack,
     ) as prof:
+        if sync and is_cuda(device) and hasattr(prof, "preset_metadata_json"):
+            prof.preset_metadata_json(LOOP_SYNC_METADATA, "1")
         for _ in range(total):
             step_fn()
             if sync and is_cuda(device):

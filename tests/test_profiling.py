@@ -360,3 +360,19 @@ def test_real_gpu_trace_backward_kernels_come_from_another_thread():
     st = profiling.step_times(prof)
     assert len(st) == 6 and (st["gpu_busy_ms"] <= st["gpu_ms"]).all()
     assert st["gpu_ms"].sum() == pytest.approx(pt.loc["ProfilerStep*", "gpu_ms"], rel=1e-6)
+
+
+def test_loop_sync_is_marked_in_the_trace(tmp_path, monkeypatch):
+    """On a GPU ``profile_steps(sync=True)`` adds a device sync to every step; its trace says so (top-level key),
+    so that a reader of the trace alone (the doctor) can leave those syncs out. Simulated: CUDA device, no-op sync."""
+    synced = []
+    monkeypatch.setattr(profiling, "is_cuda", lambda device: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: synced.append(device))
+    d = profiling.fresh_trace_dir("sync", root=tmp_path)
+    profiling.profile_steps(_step, wait=0, warmup=1, active=1, device="cpu", trace_dir=d)
+    assert len(synced) == 2
+    doc = trace.load_trace(profiling.trace_files(d)[0])
+    assert str(doc.get(profiling.LOOP_SYNC_METADATA)).strip('"') == "1"
+    d2 = profiling.fresh_trace_dir("nosync", root=tmp_path)
+    profiling.profile_steps(_step, wait=0, warmup=1, active=1, device="cpu", trace_dir=d2, sync=False)
+    assert profiling.LOOP_SYNC_METADATA not in trace.load_trace(profiling.trace_files(d2)[0])
