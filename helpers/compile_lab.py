@@ -146,12 +146,19 @@ def compile_seconds(before: Mapping[str, float], after: Mapping[str, float]) -> 
 
 
 def graph_counters() -> dict[str, int]:
-    """Graphs, graph breaks, extern calls and FX-graph cache hits/misses since Dynamo's counters were cleared."""
+    """Graphs, graph breaks, extern calls, FX-graph cache hits/misses and CUDA-graph skips since Dynamo's
+    counters were cleared.
+
+    ``cudagraph_skips``: graphs that ``reduce-overhead`` ran *without* CUDA graphs (Inductor logs "skipping
+    cudagraphs due to ..." — a mutated input, a CPU tensor in the graph, dynamic shapes); such a cell is timed as
+    plain ``default`` code, so the notebook checks it is zero for its ``reduce-overhead`` cells.
+    """
     from torch._dynamo.utils import counters
 
     ind = counters["inductor"]
     return {"graphs": int(counters["stats"].get("unique_graphs", 0)),
             "graph_breaks": int(sum(counters["graph_break"].values())),
+            "cudagraph_skips": int(ind.get("cudagraph_skips", 0)),
             # ops inductor handed to external libraries (GEMM/conv: the same kernels eager calls)
             "extern_calls": int(ind.get("extern_calls", 0)),
             "fx_graph_cache_hits": int(ind.get("fxgraph_cache_hit", 0)),

@@ -361,3 +361,14 @@ def test_profile_cell_writes_a_trace_of_steady_steps_only(tmp_path):
     assert out["compile_s"] is not None and out["compile_s"] > 0
     names = {str(e.get("name", "")) for e in t.doc["traceEvents"]}
     assert any("CompiledFunction" in n or "Compiled" in n for n in names)  # the compiled graph ran in the trace
+
+
+def test_graph_counters_report_cudagraph_skips():
+    """reduce-overhead can fall back to plain code per graph ("skipping cudagraphs due to ..."); the row says so."""
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    assert cl.graph_counters()["cudagraph_skips"] == 0
+    counters["inductor"]["cudagraph_skips"] += 2  # what Inductor bumps when it skips CUDA graphs for a graph
+    assert cl.graph_counters()["cudagraph_skips"] == 2
+    counters.clear()
