@@ -372,3 +372,22 @@ def test_graph_counters_report_cudagraph_skips():
     counters["inductor"]["cudagraph_skips"] += 2  # what Inductor bumps when it skips CUDA graphs for a graph
     assert cl.graph_counters()["cudagraph_skips"] == 2
     counters.clear()
+
+
+def test_full_plan_profiles_a_cheap_matrix_cell_and_guards_the_budget():
+    """At full scale the offline-trace cell compiles its model a second time: it must be a compiled cell of the
+    matrix (FX-graph cache) and not Swin-B (the costliest compile); the matrix guard leaves the rest of the
+    notebook (~3 min estimated on an H100) and one last Swin-T compile (~1 min) inside 10 minutes."""
+    from helpers import sizes
+
+    for scale, p in sizes.TORCH_COMPILE.items():
+        model, prec = p["profile"]
+        assert (model, prec, "default") in p["cells"] and (model, prec, "eager") in p["cells"], scale
+    full = sizes.TORCH_COMPILE["full"]
+    assert full["profile"][0] != "swin_b"
+    assert full["matrix_budget_s"] + 60 + 180 <= 600
+    compiled = [c for c in full["cells"] if c[2] != "eager"]
+    assert {c[1] for c in compiled} >= {"fp16", "bf16", "fp32"} and {c[2] for c in compiled} >= {"default", "reduce-overhead"}
+    assert {c[0] for c in compiled} == {"swin_t", "swin_b", "convnext_large"}
+    for m, p_, mode in compiled:  # every compiled cell has its eager baseline before it
+        assert full["cells"].index((m, p_, "eager")) < full["cells"].index((m, p_, mode))
