@@ -391,3 +391,37 @@ def test_full_plan_profiles_a_cheap_matrix_cell_and_guards_the_budget():
     assert {c[0] for c in compiled} == {"swin_t", "swin_b", "convnext_large"}
     for m, p_, mode in compiled:  # every compiled cell has its eager baseline before it
         assert full["cells"].index((m, p_, "eager")) < full["cells"].index((m, p_, mode))
+
+
+def test_first_steps_peak_memory_apart_from_steady_peak(monkeypatch):
+    """On a GPU the first steps' peak holds compile-time benchmarking and CUDA-graph recording; the steady peak
+    (peak stats reset after the first steps) is reported apart, the whole-run peak is the larger of the two."""
+    peaks = iter([900.0, 400.0])  # what max_memory_allocated would say after the first steps, then after the steady ones
+    resets = []
+    monkeypatch.setattr(timing, "peak_memory_mb", lambda device=None: next(peaks))
+    monkeypatch.setattr(timing, "reset_peak_memory", lambda device=None: resets.append(1))
+    m = cl.run_cell("mlp", "fp32", "default", 4, 2, backend="aot_eager", **TINY)
+    assert m["first_steps_peak_mem_mb"] == 900.0 and m["steady_peak_mem_mb"] == 400.0 and m["peak_mem_mb"] == 900.0
+    assert len(resets) == 2  # before the first steps, and before the steady ones
+
+
+def test_fp16_cell_reports_the_steps_grad_scaler_skipped(monkeypatch):
+    """fp16 parity: GradScaler skips overflowing steps (halving its scale); the row says how many, and the summary
+    shows eager / compiled counts side by side, so a loss gap from different skips is not blamed on compile."""
+    monkeypatch.setattr(cl, "check_cell", lambda *a: None)  # fp16 is refused on a CPU; the scaler path is the point
+    real_update = torch.amp.GradScaler.update
+    calls = []
+
+    def update(self, new_scale=None):  # the first two steps overflow: the scale halves twice
+        calls.append(1)
+        return real_update(self, self.get_scale() / 2 if len(calls) <= 2 else None)
+
+    monkeypatch.setattr(torch.amp.GradScaler, "update", update)
+    e = cl.run_cell("mlp", "fp16", "eager", 4, 3, **TINY)
+    assert e["grad_scale_final"] == 2.0 ** 14 and e["scaler_skipped_steps"] == 2
+    calls.clear()
+    c = cl.run_cell("mlp", "fp16", "default", 4, 3, backend="aot_eager", **TINY)
+    rows = [{"name": n, "config": {"model": "mlp", "precision": "fp16", "mode": mode, "batch_size": 4},
+             "status": "ok", "error": None, "metrics": mm} for n, mode, mm in (("e", "eager", e), ("c", "default", c))]
+    assert cl.summarise(rows, rtol=0.05)[1]["scaler_skipped_steps"] == "2 / 2"
+    assert "scaler_skipped_steps" not in cl.run_cell("mlp", "fp32", "eager", 4, 2, **TINY)
