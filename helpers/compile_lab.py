@@ -178,6 +178,7 @@ def use_inductor_cache(path: str | os.PathLike, clear: bool = True) -> Path:
         shutil.rmtree(p)
     p.mkdir(parents=True, exist_ok=True)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(p)
+    os.environ.pop("TRITON_CACHE_DIR", None)  # set by Inductor at the first Triton kernel: re-derived from ``p`` now
     torch._dynamo.reset()
     try:
         from torch._inductor import codecache
@@ -615,6 +616,10 @@ def start_run(cache_dir: str | os.PathLike, model_name: str = "mlp_fixed", preci
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache_dir),
            "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     env.pop("TORCH_LOGS", None)
+    # Inductor sets TRITON_CACHE_DIR in os.environ at this process's first Triton kernel (a GPU run), pointing into
+    # this process's cache; inherited, the "cold" child would find its Triton kernels there. Unset, the child keeps
+    # them under its own TORCHINDUCTOR_CACHE_DIR.
+    env.pop("TRITON_CACHE_DIR", None)
     spec = {"model_name": model_name, "precision": precision, "mode": mode, **cell}
     t0 = time.perf_counter()
     try:

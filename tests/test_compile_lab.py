@@ -425,3 +425,26 @@ def test_fp16_cell_reports_the_steps_grad_scaler_skipped(monkeypatch):
              "status": "ok", "error": None, "metrics": mm} for n, mode, mm in (("e", "eager", e), ("c", "default", c))]
     assert cl.summarise(rows, rtol=0.05)[1]["scaler_skipped_steps"] == "2 / 2"
     assert "scaler_skipped_steps" not in cl.run_cell("mlp", "fp32", "eager", 4, 2, **TINY)
+
+
+def test_fresh_processes_do_not_inherit_this_processs_triton_cache(tmp_path, monkeypatch):
+    """On a GPU Inductor sets TRITON_CACHE_DIR (into this process's cache) at its first Triton kernel; a child that
+    inherits it finds the kernels this process compiled, so its "cold" start is not cold."""
+    import subprocess
+
+    seen = {}
+
+    def fake_run(cmd, env=None, **kw):
+        seen.update(env)
+        return subprocess.CompletedProcess(cmd, 0, stdout='{"compile_s": 1.0}\n', stderr="")
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "parent" / "triton" / "0"))
+    monkeypatch.setattr(cl.subprocess, "run", fake_run)
+    cl.start_run(tmp_path / "child")
+    assert seen["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "child") and "TRITON_CACHE_DIR" not in seen
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: None)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "old"))  # restored after the test
+    cl.use_inductor_cache(tmp_path / "new")  # the notebook's own cache, switched: Triton's follows it
+    import os
+
+    assert "TRITON_CACHE_DIR" not in os.environ
