@@ -146,12 +146,19 @@ def compile_seconds(before: Mapping[str, float], after: Mapping[str, float]) -> 
 
 
 def graph_counters() -> dict[str, int]:
-    """Graphs, graph breaks, extern calls and FX-graph cache hits/misses since Dynamo's counters were cleared."""
+    """Graphs, graph breaks, extern calls, FX-graph cache hits/misses and CUDA-graph skips since Dynamo's
+    counters were cleared.
+
+    ``cudagraph_skips``: graphs that ``reduce-overhead`` ran *without* CUDA graphs (Inductor logs "skipping
+    cudagraphs due to ..." — a mutated input, a CPU tensor in the graph, dynamic shapes); such a cell is timed as
+    plain ``default`` code, so the notebook checks it is zero for its ``reduce-overhead`` cells.
+    """
     from torch._dynamo.utils import counters
 
     ind = counters["inductor"]
     return {"graphs": int(counters["stats"].get("unique_graphs", 0)),
             "graph_breaks": int(sum(counters["graph_break"].values())),
+            "cudagraph_skips": int(ind.get("cudagraph_skips", 0)),
             # ops inductor handed to external libraries (GEMM/conv: the same kernels eager calls)
             "extern_calls": int(ind.get("extern_calls", 0)),
             "fx_graph_cache_hits": int(ind.get("fxgraph_cache_hit", 0)),
@@ -171,6 +178,7 @@ def use_inductor_cache(path: str | os.PathLike, clear: bool = True) -> Path:
         shutil.rmtree(p)
     p.mkdir(parents=True, exist_ok=True)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(p)
+    os.environ.pop("TRITON_CACHE_DIR", None)  # set by Inductor at the first Triton kernel: re-derived from ``p`` now
     torch._dynamo.reset()
     try:
         from torch._inductor import codecache
@@ -415,7 +423,8 @@ def run_cell(model_name: str, precision: str = "fp32", mode: str = "eager", batc
     seed_everything(seed)
     model = build_model(model_name, image_size, num_classes, hidden).to(device)
     opt = torch.optim.RAdam(model.parameters(), lr=lr)
-    scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
+    scaler_init = 2.0 ** 16  # GradScaler's default initial scale
+    scaler = torch.amp.GradScaler(device.type, init_scale=scaler_init) if precision == "fp16" else None
     data = synthetic_batches(n_batches, batch_size, image_size, num_classes, seed, device)
     run_model = model
     if mode != "eager":
@@ -456,17 +465,23 @@ def run_cell(model_name: str, precision: str = "fp32", mode: str = "eager", batc
                 raise CompileFailed(f"compiling {model_name} with mode={mode!r} failed at step {i + 1}: "
                                     f"{type(exc).__name__}: {msg}") from exc
             first_ms.append((time.perf_counter() - t0) * 1000.0)
+        # the first steps' peak (compile-time benchmarking, CUDA-graph warm-up and recording) apart from the steady
+        # steps' peak: a one-off must not stand in for what training holds
+        first_peak = (timing.peak_memory_mb(device), _peak_reserved_mb(device))
+        timing.reset_peak_memory(device)
         times = timing.time_steps(step, steps=steps, warmup=0, device=device)
         after = dynamo_times()
+        steady_peak = (timing.peak_memory_mb(device), _peak_reserved_mb(device))
     m: dict[str, Any] = {**times.metrics(batch_size), "first_step_ms": round(first_ms[0], 3),
                          "first_steps_ms": [round(t, 3) for t in first_ms],
                          "first_steps_s": round(sum(first_ms) / 1000.0, 3),
                          # what the first steps cost beyond as many steady steps: compile, CUDA-graph recording,
                          # autotuning, lazy initialisation; compare with Dynamo's compile timer
                          "first_steps_excess_s": round((sum(first_ms) - len(first_ms) * times.median) / 1000.0, 3),
-                         "peak_mem_mb": timing.peak_memory_mb(device),
-                         "peak_reserved_mb": (round(torch.cuda.max_memory_reserved(device) / 2**20, 1)
-                                              if device.type == "cuda" else None),
+                         "peak_mem_mb": _max_or_none(first_peak[0], steady_peak[0]),  # the whole run's peaks
+                         "peak_reserved_mb": _max_or_none(first_peak[1], steady_peak[1]),
+                         "first_steps_peak_mem_mb": first_peak[0], "first_steps_peak_reserved_mb": first_peak[1],
+                         "steady_peak_mem_mb": steady_peak[0], "steady_peak_reserved_mb": steady_peak[1],
                          "grad_scaler": scaler is not None, "fallback_random": bool(fallback_random),
                          **tf32_settings()}
     if mode != "eager":
@@ -475,6 +490,15 @@ def run_cell(model_name: str, precision: str = "fp32", mode: str = "eager", batc
         m["compile_time_source"] = "dynamo metrics" if dyn is not None else "first-step wall time minus a steady step"
         m.update(graph_counters())
         m["logged_recompiles"] = sum(1 for r in logs if r["kind"] == "recompile")
+    if scaler is not None:
+        # GradScaler skips the optimizer step where fp16 gradients overflow and halves its scale (it grows only every
+        # 2000 clean steps): eager and compiled runs that skip different steps have different loss curves for a
+        # reason that is not compile's numerics. One sync, after the timing.
+        scale = float(scaler.get_scale())
+        m["grad_scale_final"] = scale
+        n_steps = compile_steps + steps
+        m["scaler_skipped_steps"] = (round(math.log2(scaler_init / scale))
+                                     if scale > 0 and n_steps < scaler.get_growth_interval() else None)
     curve = [float(v) for v in torch.stack(losses).float().cpu()]
     m["final_loss"] = round(curve[-1], 6)
     if keep_losses:
@@ -483,6 +507,15 @@ def run_cell(model_name: str, precision: str = "fp32", mode: str = "eager", batc
     if keep is not None:
         keep["step"] = step
     return m
+
+
+def _peak_reserved_mb(device) -> float | None:
+    return round(torch.cuda.max_memory_reserved(device) / 2**20, 1) if is_cuda(device) else None
+
+
+def _max_or_none(*vals):
+    vals = [v for v in vals if v is not None]
+    return max(vals) if vals else None
 
 
 def profile_cell(model_name: str, precision: str = "fp32", mode: str = "eager", batch_size: int = 16,
@@ -551,6 +584,9 @@ def summarise(rows: Sequence[Mapping[str, Any]], rtol: float, atol: float = 0.0)
                 if c["mode"] != "eager":
                     p = loss_parity(base["losses"], m["losses"], rtol, atol)
                     s["loss_match"], s["max_rel_loss_diff"] = p["match"], p["max_rel_diff"]
+                    if m.get("scaler_skipped_steps") is not None or base.get("scaler_skipped_steps") is not None:
+                        # fp16: steps GradScaler skipped (overflow), eager / compiled; unequal counts explain a gap
+                        s["scaler_skipped_steps"] = f"{base.get('scaler_skipped_steps')} / {m.get('scaler_skipped_steps')}"
                     if "first_steps_ms" in m and "first_steps_ms" in base and \
                             len(m["first_steps_ms"]) == len(base["first_steps_ms"]):
                         # whole-run time: each run's measured first steps, then its steady median
@@ -580,6 +616,10 @@ def start_run(cache_dir: str | os.PathLike, model_name: str = "mlp_fixed", preci
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache_dir),
            "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     env.pop("TORCH_LOGS", None)
+    # Inductor sets TRITON_CACHE_DIR in os.environ at this process's first Triton kernel (a GPU run), pointing into
+    # this process's cache; inherited, the "cold" child would find its Triton kernels there. Unset, the child keeps
+    # them under its own TORCHINDUCTOR_CACHE_DIR.
+    env.pop("TRITON_CACHE_DIR", None)
     spec = {"model_name": model_name, "precision": precision, "mode": mode, **cell}
     t0 = time.perf_counter()
     try:

@@ -361,3 +361,90 @@ def test_profile_cell_writes_a_trace_of_steady_steps_only(tmp_path):
     assert out["compile_s"] is not None and out["compile_s"] > 0
     names = {str(e.get("name", "")) for e in t.doc["traceEvents"]}
     assert any("CompiledFunction" in n or "Compiled" in n for n in names)  # the compiled graph ran in the trace
+
+
+def test_graph_counters_report_cudagraph_skips():
+    """reduce-overhead can fall back to plain code per graph ("skipping cudagraphs due to ..."); the row says so."""
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    assert cl.graph_counters()["cudagraph_skips"] == 0
+    counters["inductor"]["cudagraph_skips"] += 2  # what Inductor bumps when it skips CUDA graphs for a graph
+    assert cl.graph_counters()["cudagraph_skips"] == 2
+    counters.clear()
+
+
+def test_full_plan_profiles_a_cheap_matrix_cell_and_guards_the_budget():
+    """At full scale the offline-trace cell compiles its model a second time: it must be a compiled cell of the
+    matrix (FX-graph cache) and not Swin-B (the costliest compile); the matrix guard leaves the rest of the
+    notebook (~3 min estimated on an H100) and one last Swin-T compile (~1 min) inside 10 minutes."""
+    from helpers import sizes
+
+    for scale, p in sizes.TORCH_COMPILE.items():
+        model, prec = p["profile"]
+        assert (model, prec, "default") in p["cells"] and (model, prec, "eager") in p["cells"], scale
+    full = sizes.TORCH_COMPILE["full"]
+    assert full["profile"][0] != "swin_b"
+    assert full["matrix_budget_s"] + 60 + 180 <= 600
+    compiled = [c for c in full["cells"] if c[2] != "eager"]
+    assert {c[1] for c in compiled} >= {"fp16", "bf16", "fp32"} and {c[2] for c in compiled} >= {"default", "reduce-overhead"}
+    assert {c[0] for c in compiled} == {"swin_t", "swin_b", "convnext_large"}
+    for m, p_, mode in compiled:  # every compiled cell has its eager baseline before it
+        assert full["cells"].index((m, p_, "eager")) < full["cells"].index((m, p_, mode))
+
+
+def test_first_steps_peak_memory_apart_from_steady_peak(monkeypatch):
+    """On a GPU the first steps' peak holds compile-time benchmarking and CUDA-graph recording; the steady peak
+    (peak stats reset after the first steps) is reported apart, the whole-run peak is the larger of the two."""
+    peaks = iter([900.0, 400.0])  # what max_memory_allocated would say after the first steps, then after the steady ones
+    resets = []
+    monkeypatch.setattr(timing, "peak_memory_mb", lambda device=None: next(peaks))
+    monkeypatch.setattr(timing, "reset_peak_memory", lambda device=None: resets.append(1))
+    m = cl.run_cell("mlp", "fp32", "default", 4, 2, backend="aot_eager", **TINY)
+    assert m["first_steps_peak_mem_mb"] == 900.0 and m["steady_peak_mem_mb"] == 400.0 and m["peak_mem_mb"] == 900.0
+    assert len(resets) == 2  # before the first steps, and before the steady ones
+
+
+def test_fp16_cell_reports_the_steps_grad_scaler_skipped(monkeypatch):
+    """fp16 parity: GradScaler skips overflowing steps (halving its scale); the row says how many, and the summary
+    shows eager / compiled counts side by side, so a loss gap from different skips is not blamed on compile."""
+    monkeypatch.setattr(cl, "check_cell", lambda *a: None)  # fp16 is refused on a CPU; the scaler path is the point
+    real_update = torch.amp.GradScaler.update
+    calls = []
+
+    def update(self, new_scale=None):  # the first two steps overflow: the scale halves twice
+        calls.append(1)
+        return real_update(self, self.get_scale() / 2 if len(calls) <= 2 else None)
+
+    monkeypatch.setattr(torch.amp.GradScaler, "update", update)
+    e = cl.run_cell("mlp", "fp16", "eager", 4, 3, **TINY)
+    assert e["grad_scale_final"] == 2.0 ** 14 and e["scaler_skipped_steps"] == 2
+    calls.clear()
+    c = cl.run_cell("mlp", "fp16", "default", 4, 3, backend="aot_eager", **TINY)
+    rows = [{"name": n, "config": {"model": "mlp", "precision": "fp16", "mode": mode, "batch_size": 4},
+             "status": "ok", "error": None, "metrics": mm} for n, mode, mm in (("e", "eager", e), ("c", "default", c))]
+    assert cl.summarise(rows, rtol=0.05)[1]["scaler_skipped_steps"] == "2 / 2"
+    assert "scaler_skipped_steps" not in cl.run_cell("mlp", "fp32", "eager", 4, 2, **TINY)
+
+
+def test_fresh_processes_do_not_inherit_this_processs_triton_cache(tmp_path, monkeypatch):
+    """On a GPU Inductor sets TRITON_CACHE_DIR (into this process's cache) at its first Triton kernel; a child that
+    inherits it finds the kernels this process compiled, so its "cold" start is not cold."""
+    import subprocess
+
+    seen = {}
+
+    def fake_run(cmd, env=None, **kw):
+        seen.update(env)
+        return subprocess.CompletedProcess(cmd, 0, stdout='{"compile_s": 1.0}\n', stderr="")
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "parent" / "triton" / "0"))
+    monkeypatch.setattr(cl.subprocess, "run", fake_run)
+    cl.start_run(tmp_path / "child")
+    assert seen["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "child") and "TRITON_CACHE_DIR" not in seen
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: None)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "old"))  # restored after the test
+    cl.use_inductor_cache(tmp_path / "new")  # the notebook's own cache, switched: Triton's follows it
+    import os
+
+    assert "TRITON_CACHE_DIR" not in os.environ

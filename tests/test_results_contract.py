@@ -120,11 +120,12 @@ def test_torch_compile_structure():
     doc = _doc("04_torch_compile")
     profiled = [e for e in doc["experiments"] if e["name"].startswith("profiled ")]
     cells = [e for e in doc["experiments"] if e["config"].get("mode") in ("eager", "default", "reduce-overhead",
-                                                                          "max-autotune") and e not in profiled]
+                                                                          "max-autotune")
+             and e not in profiled]  # training cells; the profiled steps ("what": "profile") are no cell
     # the offline trace views: a profiled eager and compiled step, each trace holding its recorded steps
     assert {e["config"]["mode"] for e in profiled if e["status"] == "ok"} == {"eager", "default"}
-    assert all(e["metrics"]["steps_recorded"] == 3 and e["metrics"]["op_calls_per_step"] > 0
-               for e in profiled if e["status"] == "ok")
+    assert all(e["config"].get("what") == "profile" and e["metrics"]["steps_recorded"] == 3
+               and e["metrics"]["op_calls_per_step"] > 0 for e in profiled if e["status"] == "ok")
     assert any(e["config"]["mode"] == "eager" and e["status"] == "ok" for e in cells)
     compiled_ok = [e for e in cells if e["config"]["mode"] != "eager" and e["status"] == "ok"]
     assert compiled_ok, "at least one compiled cell ran"
@@ -137,6 +138,10 @@ def test_torch_compile_structure():
         assert len(m["first_steps_ms"]) >= 1 and m["first_steps_s"] > 0, e["name"]
         assert m["float32_matmul_precision"] in ("highest", "high", "medium"), e["name"]
         assert m["grad_scaler"] == (e["config"]["precision"] == "fp16"), e["name"]
+        assert ("scaler_skipped_steps" in m) == m["grad_scaler"], e["name"]  # fp16: the steps GradScaler skipped
+        assert "steady_peak_mem_mb" in m and "first_steps_peak_mem_mb" in m, e["name"]  # one-offs apart
+        if e["config"]["mode"] == "reduce-overhead":
+            assert "cudagraph_skips" in m, e["name"]  # whether CUDA graphs really ran
         if e["config"]["mode"] != "eager":
             assert "compile_s" in m and "break_even_steps" in m and "break_even_basis" in m, e["name"]
             assert m["fallback_random"] == cuda, e["name"]
