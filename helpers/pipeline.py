@@ -462,6 +462,11 @@ def shm_needed_mb(num_workers: int, batch_size: int, crop: int, *, prefetch_fact
     return num_workers * pf * batch_size * 3 * crop * crop * bytes_per_value / 2**20
 
 
+def _shm_bytes(variant: str) -> int:
+    """Bytes per value of the batches a variant's workers ship (uint8 or float32)."""
+    return 1 if variant in ("uint8_device", "gpu_decode") else 4
+
+
 def shm_free_mb(path: str = SHM_PATH) -> float | None:
     """Free space of ``path`` in MiB (None where it does not exist, e.g. not Linux)."""
     import shutil
@@ -472,6 +477,11 @@ def shm_free_mb(path: str = SHM_PATH) -> float | None:
         return None
 
 
+def shm_advice(need_mb: float) -> str:
+    """A ``--shm-size`` that holds ``need_mb`` with a quarter to spare (whole GiB, at least 1g)."""
+    return f"{max(1, math.ceil(need_mb * 1.25 / 1024))}g"
+
+
 def check_shm(need_mb: float, free_mb: float | None = None, path: str = SHM_PATH) -> str:
     """Raise ``SharedMemoryTooSmall`` with what to do when ``need_mb`` does not fit; else a one-line report."""
     free = shm_free_mb(path) if free_mb is None else free_mb
@@ -480,7 +490,7 @@ def check_shm(need_mb: float, free_mb: float | None = None, path: str = SHM_PATH
     if need_mb > free:
         raise SharedMemoryTooSmall(
             f"{path} has {free:.0f} MiB free but the workers' batches in flight need about {need_mb:.0f} MiB; "
-            f"workers would die with a bus error. Give the container more (docker run --shm-size=2g, "
+            f"workers would die with a bus error. Give the container more (docker run --shm-size={shm_advice(need_mb)}, "
             f"Kubernetes: an emptyDir with medium Memory on {path}) or lower num_workers, prefetch_factor or batch size.")
     return f"{path}: {free:.0f} MiB free, batches in flight need about {need_mb:.0f} MiB: enough"
 
@@ -653,7 +663,7 @@ def run_variant(variant: str = "baseline", num_workers: int = 0, batch_size: int
     paths = list(paths) if paths is not None else sample_paths()
     if num_workers > 0 and check_shared_memory:
         check_shm(shm_needed_mb(num_workers, batch_size, crop, prefetch_factor=prefetch_factor,
-                                bytes_per_value=1 if variant in ("uint8_device", "gpu_decode") else 4))
+                                bytes_per_value=_shm_bytes(variant)))
     decode_check = check_decode(paths[:4], dev) if variant == "gpu_decode" else None
     needed = (warmup + steps + 1) * batch_size
     length = max(dataset_size or 0, needed)
@@ -779,6 +789,8 @@ def profile_loop(variant: str, num_workers: int, batch_size: int, *, crop: int, 
 
     dev = torch.device(device) if device is not None else torch.device("cpu")
     check_config(variant, num_workers, batch_size, dev)
+    if num_workers > 0:   # as run_variant: refuse before a worker starts (a full /dev/shm kills them with SIGBUS)
+        check_shm(shm_needed_mb(num_workers, batch_size, crop, bytes_per_value=_shm_bytes(variant)))
     wait = num_workers
     active = max(active, cycle_steps(num_workers, cycles) if num_workers else active)
     loader = make_loader(variant, num_workers, batch_size, crop=crop,

@@ -354,3 +354,19 @@ def test_the_gpu_decode_data_path_runs_with_workers(monkeypatch):
     m = pl.run_variant("gpu_decode", 1, 2, 2, warmup=1, crop=32, device="cpu", stand_in_ms=1, max_workers=1)
     assert m["x_shape"] == [2, 3, 32, 32] and m["x_dtype"] == "torch.float32"
     assert m["decode_vs_cpu_mean_abs"] <= 3.0
+
+
+def test_shared_memory_advice_holds_what_is_needed():
+    # the notebook's sweep at 16 workers needs ~6 GiB at full scale: "--shm-size=2g" would not do
+    need = pl.shm_needed_mb(16, 256, 256)
+    with pytest.raises(pl.SharedMemoryTooSmall) as exc:
+        pl.check_shm(need, free_mb=64)
+    size = int(str(exc.value).split("--shm-size=")[1].split("g")[0])
+    assert size * 1024 >= need
+    assert pl.shm_advice(10) == "1g"
+
+
+def test_profiled_workers_are_refused_before_starting_when_shm_is_too_small(monkeypatch, tmp_path):
+    monkeypatch.setattr(pl, "shm_free_mb", lambda path=pl.SHM_PATH: 1.0)
+    with pytest.raises(pl.SharedMemoryTooSmall, match="shm"):
+        pl.profile_loop("crop_first", 1, 64, crop=64, trace_dir=tmp_path, stand_in_ms=1)
