@@ -356,6 +356,18 @@ class StandIn:
         return f"StandIn({self.step_ms:g} ms)"
 
 
+def stand_in_step_ms(batch_ms: float, num_workers: int, ratio: float = 0.5) -> float:
+    """The stand-in's step time: ``ratio`` x the time the baseline's ``num_workers`` workers take per batch
+    (``batch_ms``, one process's time per batch, divided by the workers; 0 workers: ``batch_ms``).
+
+    So the baseline with those workers takes about ``1 / ratio`` x the stand-in step (input-bound) on any
+    core count: ``ratio x batch_ms`` alone would make 4 workers on an 8-core laptop twice as fast as the device.
+    """
+    if not batch_ms > 0 or not 0 < ratio <= 1:
+        raise ValueError(f"need batch_ms > 0 and 0 < ratio <= 1 (got {batch_ms!r}, {ratio!r})")
+    return ratio * batch_ms / max(int(num_workers), 1)
+
+
 def make_step(crop: int, device, seed: int = 0, stand_in_ms: float | None = None) -> Callable:
     """The training step of a run: the toy CNN (``make_trainer``), or a ``StandIn`` when ``stand_in_ms`` is set."""
     return StandIn(stand_in_ms) if stand_in_ms is not None else make_trainer(crop, device, seed)
@@ -414,6 +426,15 @@ def predicted_samples_per_s(num_workers: int, batch_ms: float, step_ms: float, b
     if num_workers == 0:
         return batch_size * 1000.0 / (batch_ms + step_ms)
     return batch_size * 1000.0 * min(num_workers / batch_ms, 1.0 / step_ms)
+
+
+def bound_ms(variant: str, ceiling_ms: float, decode_bound_ms: float) -> float:
+    """The fastest step a variant can reach: the ceiling, and for a pipeline whose workers decode the JPEGs on the
+    CPU, also the decode bound (``max`` of the two). ``gpu_decode`` decodes on the GPU: the CPU decode bound says
+    nothing about it (a step below it is no sign of being near its own bound), so its bound is the ceiling."""
+    if ceiling_ms <= 0 or decode_bound_ms <= 0:
+        raise ValueError("ceiling_ms and decode_bound_ms must be positive")
+    return ceiling_ms if variant == "gpu_decode" else max(ceiling_ms, decode_bound_ms)
 
 
 # -- validation ------------------------------------------------------------------------------------

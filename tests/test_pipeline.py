@@ -370,3 +370,25 @@ def test_profiled_workers_are_refused_before_starting_when_shm_is_too_small(monk
     monkeypatch.setattr(pl, "shm_free_mb", lambda path=pl.SHM_PATH: 1.0)
     with pytest.raises(pl.SharedMemoryTooSmall, match="shm"):
         pl.profile_loop("crop_first", 1, 64, crop=64, trace_dir=tmp_path, stand_in_ms=1)
+
+
+def test_the_bound_of_a_gpu_decode_pipeline_is_the_ceiling_not_the_cpu_decode_bound():
+    # full scale on a GPU: ceiling 40 ms, CPU decode bound 96 ms; gpu_decode at 100 ms is 2.5x its own bound
+    assert pl.bound_ms("gpu_decode", 40.0, 96.0) == 40.0
+    assert not 100.0 <= 1.5 * pl.bound_ms("gpu_decode", 40.0, 96.0)
+    # a CPU decoder cannot beat either: "within 1.5x of the ceiling or of the decode bound" = 1.5x the larger
+    assert pl.bound_ms("uint8_device", 40.0, 96.0) == 96.0
+    assert pl.bound_ms("crop_first", 120.0, 96.0) == 120.0
+    with pytest.raises(ValueError):
+        pl.bound_ms("crop_first", 0.0, 96.0)
+
+
+def test_the_stand_in_keeps_the_baseline_input_bound_at_any_worker_count():
+    batch_ms = 400.0                               # one process prepares a baseline batch in 400 ms
+    for nw in (1, 2, 4, 8):                        # 2, 4, 8, 16+ cores: NUM_WORKERS = half the cores
+        stand_in = pl.stand_in_step_ms(batch_ms, nw, 0.5)
+        baseline_step = batch_ms / nw              # what nw workers deliver per batch
+        assert baseline_step >= 1.5 * stand_in    # the notebook's check: input-bound
+    assert pl.stand_in_step_ms(400.0, 0, 0.5) == 200.0
+    with pytest.raises(ValueError):
+        pl.stand_in_step_ms(0.0, 4)
