@@ -834,6 +834,16 @@ def profile_loop(variant: str, num_workers: int, batch_size: int, *, crop: int, 
     return prof
 
 
+def gpu_idle_share(trace_dir) -> float | None:
+    """Holistic Trace Analysis' idle share (0..1) of the GPU in the profiled window of ``trace_dir`` (a
+    ``tensorboard_trace_handler`` folder or a trace file), read through ``helpers.trace`` so that HTA's parse
+    chatter and its "no rank in the trace" warning stay out of the notebook. None for a CPU-only trace."""
+    from . import trace as tr
+
+    b = tr.open_trace(trace_dir, max_steps=None).gpu_breakdown()
+    return None if b is None else b["idle_pct"] / 100.0
+
+
 # -- reading the pipeline's profile ----------------------------------------------------------------
 PROFILE_SORT = "cpu_time_total"   # the transform labels have no device time: sort by CPU time, on a GPU too
 
