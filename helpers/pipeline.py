@@ -475,12 +475,18 @@ class DecodeMismatch(RuntimeError):
 
 
 def shm_needed_mb(num_workers: int, batch_size: int, crop: int, *, prefetch_factor: int | None = None,
-                  bytes_per_value: int = 4) -> float:
-    """MiB of shared memory the batches in flight take: workers × prefetch × batch × 3 × crop² × bytes."""
+                  bytes_per_value: int = 4, pinned: bool = True) -> float:
+    """MiB of shared memory the batches in flight take: workers × prefetch × batch × 3 × crop² × bytes.
+
+    With ``pinned=False`` two more batches: the DataLoader asks for a new batch as soon as it hands one over, so
+    the batch the loop holds (and, while ``next()`` waits, the previous one) stays in shared memory beside the
+    workers' ``workers × prefetch``. (Pinned, the pin-memory thread copies each batch out and frees it.)
+    """
     if num_workers <= 0:
         return 0.0
     pf = 2 if prefetch_factor is None else prefetch_factor
-    return num_workers * pf * batch_size * 3 * crop * crop * bytes_per_value / 2**20
+    batches = num_workers * pf + (0 if pinned else 2)
+    return batches * batch_size * 3 * crop * crop * bytes_per_value / 2**20
 
 
 def _shm_bytes(variant: str) -> int:
@@ -683,8 +689,9 @@ def run_variant(variant: str = "baseline", num_workers: int = 0, batch_size: int
         raise ValueError("steps must be at least 1 and warmup at least 0")
     paths = list(paths) if paths is not None else sample_paths()
     if num_workers > 0 and check_shared_memory:
+        pinned = (dev.type == "cuda") if pin_memory is None else bool(pin_memory)
         check_shm(shm_needed_mb(num_workers, batch_size, crop, prefetch_factor=prefetch_factor,
-                                bytes_per_value=_shm_bytes(variant)))
+                                bytes_per_value=_shm_bytes(variant), pinned=pinned))
     decode_check = check_decode(paths[:4], dev) if variant == "gpu_decode" else None
     needed = (warmup + steps + 1) * batch_size
     length = max(dataset_size or 0, needed)
@@ -811,7 +818,8 @@ def profile_loop(variant: str, num_workers: int, batch_size: int, *, crop: int, 
     dev = torch.device(device) if device is not None else torch.device("cpu")
     check_config(variant, num_workers, batch_size, dev)
     if num_workers > 0:   # as run_variant: refuse before a worker starts (a full /dev/shm kills them with SIGBUS)
-        check_shm(shm_needed_mb(num_workers, batch_size, crop, bytes_per_value=_shm_bytes(variant)))
+        check_shm(shm_needed_mb(num_workers, batch_size, crop, bytes_per_value=_shm_bytes(variant),
+                                pinned=dev.type == "cuda"))
     wait = num_workers
     active = max(active, cycle_steps(num_workers, cycles) if num_workers else active)
     loader = make_loader(variant, num_workers, batch_size, crop=crop,

@@ -416,3 +416,71 @@ def test_gpu_idle_share_is_none_for_a_cpu_trace(tmp_path):
     import json
     (tmp_path / "t.pt.trace.json").write_text(json.dumps(doc))
     assert pl.gpu_idle_share(tmp_path) is None
+
+
+def test_unpinned_batches_held_by_the_loop_count_in_shared_memory(monkeypatch):
+    # the article's size, 4 workers, prefetch 2: 8 batches of 192 MiB in the workers' hands; without pinning the
+    # loop's batch (and the previous one while next() waits) stay in /dev/shm too: 10 batches, 1920 MiB
+    assert pl.shm_needed_mb(4, 256, 256) == pytest.approx(8 * 192)
+    assert pl.shm_needed_mb(4, 256, 256, pinned=False) == pytest.approx(10 * 192)
+    seen = []
+    monkeypatch.setattr(pl, "check_shm", lambda need, *a, **k: seen.append(need) or "ok")
+    pl.run_variant("crop_first", 1, 2, 1, warmup=0, crop=32, stand_in_ms=1)          # CPU: nothing pinned
+    assert seen[-1] == pytest.approx(pl.shm_needed_mb(1, 2, 32, pinned=False))
+
+
+def test_overlapped_copy_runs_on_a_side_stream_beside_the_step(monkeypatch):
+    """Fake CUDA streams: batch k+1 is copied on the side stream after step k is queued and before the step's
+    synchronisation; the step's stream waits for the side stream first and records its use of x and y."""
+    import contextlib
+
+    log, state = [], {}
+
+    class FakeStream:
+        def __init__(self, name):
+            self.name = name
+
+        def wait_stream(self, other):
+            log.append(("wait", self.name, other.name))
+
+    main, side = FakeStream("main"), FakeStream("side")
+    state["cur"] = main
+
+    @contextlib.contextmanager
+    def on(stream):
+        prev, state["cur"] = state["cur"], stream
+        try:
+            yield
+        finally:
+            state["cur"] = prev
+
+    class T:
+        def __init__(self, n):
+            self.n, self.recorded = n, []
+
+        def record_stream(self, s):
+            self.recorded.append(s.name)
+
+    monkeypatch.setattr(torch.cuda, "Stream", lambda device=None: side)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: state["cur"])
+    monkeypatch.setattr(torch.cuda, "stream", on)
+    monkeypatch.setattr(pl, "to_device", lambda b, v, d, c: (log.append(("copy", b, state["cur"].name)), (T(b), T(b)))[1])
+    monkeypatch.setattr(pl.timing, "synchronize", lambda dev=None: log.append(("sync",)))
+    xs = []
+
+    def step(x, y):
+        xs.append(x)
+        log.append(("step", x.n, state["cur"].name))
+
+    times, waits, warm, _ = pl.timed_loop(iter(range(10)), step, "cuda", variant="crop_first", crop=32,
+                                          steps=3, warmup=1, overlap_copy=True)
+    assert len(times) == 3 and len(warm) == 1
+    assert [e for e in log if e[0] == "copy"] == [("copy", k, "side") for k in range(4)]   # no copy of a 5th batch
+    assert [e for e in log if e[0] == "step"] == [("step", k, "main") for k in range(4)]
+    for k in range(4):
+        i = log.index(("step", k, "main"))
+        assert log[i - 1] == ("wait", "main", "side")          # the step waits for its batch's copy
+        if k < 3:
+            assert log[i + 1] == ("copy", k + 1, "side")        # the next copy is queued beside this step ...
+            assert log[i + 2] == ("sync",)                      # ... before the step is waited for
+    assert all(x.recorded == ["main"] for x in xs)
