@@ -297,10 +297,10 @@ def to_device(batch, variant: str, device, crop: int | None = None):
     non_blocking = torch.device(device).type == "cuda"
     with record_function("to_device"):
         if variant == "gpu_decode":
-            from torchvision.io import decode_jpeg
+            from torchvision.io import ImageReadMode, decode_jpeg
 
             datas, offsets, masks, y = batch
-            imgs = decode_jpeg(datas, device=device)
+            imgs = decode_jpeg(datas, device=device, mode=ImageReadMode.RGB)   # as PIL's convert("RGB"): grey -> 3 channels
             x = torch.stack([im[:, t:t + crop, l:l + crop] for im, (t, l) in zip(imgs, offsets.tolist())])
             x = x.masked_fill(masks.to(device, non_blocking=non_blocking)[:, None], 0)
             x = Scale()(ConvertColor()(x))
@@ -546,11 +546,11 @@ def check_decode(paths: Sequence[Path | str], device, decode: Callable | None = 
     """Decode each JPEG with ``decode(list of byte tensors, device)`` (default: ``torchvision.io.decode_jpeg``
     on ``device``, nvJPEG on a GPU) and compare with the CPU decode the other variants use (PIL).
     Raises ``DecodeMismatch`` (clear message) on a mismatch; returns the worst differences."""
-    from torchvision.io import decode_jpeg, read_file
+    from torchvision.io import ImageReadMode, decode_jpeg, read_file
     from torchvision.transforms.functional import pil_to_tensor
 
     if decode is None:
-        decode = lambda datas, dev: decode_jpeg(datas, device=dev)  # noqa: E731
+        decode = lambda datas, dev: decode_jpeg(datas, device=dev, mode=ImageReadMode.RGB)  # noqa: E731
     paths = list(paths)
     outs = decode([read_file(str(p)) for p in paths], device)
     worst = {"mean_abs": 0.0, "p99_abs": 0.0, "max_abs": 0.0}

@@ -484,3 +484,15 @@ def test_overlapped_copy_runs_on_a_side_stream_beside_the_step(monkeypatch):
             assert log[i + 1] == ("copy", k + 1, "side")        # the next copy is queued beside this step ...
             assert log[i + 2] == ("sync",)                      # ... before the step is waited for
     assert all(x.recorded == ["main"] for x in xs)
+
+
+@pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
+def test_gpu_decode_decodes_a_greyscale_jpeg_as_rgb_like_the_cpu_path(monkeypatch, tmp_path):
+    # the CPU variants convert every image to RGB (PIL); decode_jpeg's default keeps one channel for a grey JPEG,
+    # so the decode check failed on the shape and the colour conversion could not run
+    rng = np.random.default_rng(0)
+    grey = tmp_path / "grey.jpg"
+    Image.fromarray(rng.integers(0, 256, (48, 64), dtype=np.uint8), "L").save(grey, quality=95)
+    monkeypatch.setattr(pl, "check_config", lambda *a, **k: None)    # decode_jpeg also runs on the CPU
+    m = pl.run_variant("gpu_decode", 0, 2, 1, warmup=0, crop=32, device="cpu", paths=[grey], stand_in_ms=1)
+    assert m["x_shape"] == [2, 3, 32, 32]
