@@ -300,6 +300,11 @@ def to_device(batch, variant: str, device, crop: int | None = None):
             from torchvision.io import ImageReadMode, decode_jpeg
 
             datas, offsets, masks, y = batch
+            if torch.device(device).type == "cuda":
+                # torchvision's CUDA decoder writes on a private stream that does not wait for this one: memory freed
+                # here while queued kernels still read it could be overwritten (pytorch/vision#9606, seen on H100s).
+                # Our loops synchronise every step, so this wait costs nothing there; it keeps any other caller safe.
+                torch.cuda.current_stream(device).synchronize()
             imgs = decode_jpeg(datas, device=device, mode=ImageReadMode.RGB)   # as PIL's convert("RGB"): grey -> 3 channels
             x = torch.stack([im[:, t:t + crop, l:l + crop] for im, (t, l) in zip(imgs, offsets.tolist())])
             x = x.masked_fill(masks.to(device, non_blocking=non_blocking)[:, None], 0)

@@ -496,3 +496,28 @@ def test_gpu_decode_decodes_a_greyscale_jpeg_as_rgb_like_the_cpu_path(monkeypatc
     monkeypatch.setattr(pl, "check_config", lambda *a, **k: None)    # decode_jpeg also runs on the CPU
     m = pl.run_variant("gpu_decode", 0, 2, 1, warmup=0, crop=32, device="cpu", paths=[grey], stand_in_ms=1)
     assert m["x_shape"] == [2, 3, 32, 32]
+
+
+def test_gpu_decode_waits_for_the_callers_stream_before_nvjpeg_writes(monkeypatch):
+    import torchvision.io
+
+    order = []
+
+    class FakeStream:
+        def synchronize(self):
+            order.append("sync")
+
+    class Stop(Exception):
+        pass
+
+    def fake_decode(datas, device=None, mode=None):
+        order.append("decode")
+        raise Stop
+
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: FakeStream())
+    monkeypatch.setattr(torchvision.io, "decode_jpeg", fake_decode)
+    batch = ([torch.zeros(4, dtype=torch.uint8)], torch.zeros(1, 2, dtype=torch.long),
+             torch.zeros(1, 8, 8, dtype=torch.bool), torch.zeros(1, dtype=torch.long))
+    with pytest.raises(Stop):
+        pl.to_device(batch, "gpu_decode", "cuda", crop=8)
+    assert order == ["sync", "decode"]
