@@ -297,10 +297,15 @@ def to_device(batch, variant: str, device, crop: int | None = None):
     non_blocking = torch.device(device).type == "cuda"
     with record_function("to_device"):
         if variant == "gpu_decode":
-            from torchvision.io import decode_jpeg
+            from torchvision.io import ImageReadMode, decode_jpeg
 
             datas, offsets, masks, y = batch
-            imgs = decode_jpeg(datas, device=device)
+            if torch.device(device).type == "cuda":
+                # torchvision's CUDA decoder writes on a private stream that does not wait for this one: memory freed
+                # here while queued kernels still read it could be overwritten (pytorch/vision#9606, seen on H100s).
+                # Our loops synchronise every step, so this wait costs nothing there; it keeps any other caller safe.
+                torch.cuda.current_stream(device).synchronize()
+            imgs = decode_jpeg(datas, device=device, mode=ImageReadMode.RGB)   # as PIL's convert("RGB"): grey -> 3 channels
             x = torch.stack([im[:, t:t + crop, l:l + crop] for im, (t, l) in zip(imgs, offsets.tolist())])
             x = x.masked_fill(masks.to(device, non_blocking=non_blocking)[:, None], 0)
             x = Scale()(ConvertColor()(x))
@@ -354,6 +359,18 @@ class StandIn:
 
     def __repr__(self) -> str:
         return f"StandIn({self.step_ms:g} ms)"
+
+
+def stand_in_step_ms(batch_ms: float, num_workers: int, ratio: float = 0.5) -> float:
+    """The stand-in's step time: ``ratio`` x the time the baseline's ``num_workers`` workers take per batch
+    (``batch_ms``, one process's time per batch, divided by the workers; 0 workers: ``batch_ms``).
+
+    So the baseline with those workers takes about ``1 / ratio`` x the stand-in step (input-bound) on any
+    core count: ``ratio x batch_ms`` alone would make 4 workers on an 8-core laptop twice as fast as the device.
+    """
+    if not batch_ms > 0 or not 0 < ratio <= 1:
+        raise ValueError(f"need batch_ms > 0 and 0 < ratio <= 1 (got {batch_ms!r}, {ratio!r})")
+    return ratio * batch_ms / max(int(num_workers), 1)
 
 
 def make_step(crop: int, device, seed: int = 0, stand_in_ms: float | None = None) -> Callable:
@@ -416,6 +433,15 @@ def predicted_samples_per_s(num_workers: int, batch_ms: float, step_ms: float, b
     return batch_size * 1000.0 * min(num_workers / batch_ms, 1.0 / step_ms)
 
 
+def bound_ms(variant: str, ceiling_ms: float, decode_bound_ms: float) -> float:
+    """The fastest step a variant can reach: the ceiling, and for a pipeline whose workers decode the JPEGs on the
+    CPU, also the decode bound (``max`` of the two). ``gpu_decode`` decodes on the GPU: the CPU decode bound says
+    nothing about it (a step below it is no sign of being near its own bound), so its bound is the ceiling."""
+    if ceiling_ms <= 0 or decode_bound_ms <= 0:
+        raise ValueError("ceiling_ms and decode_bound_ms must be positive")
+    return ceiling_ms if variant == "gpu_decode" else max(ceiling_ms, decode_bound_ms)
+
+
 # -- validation ------------------------------------------------------------------------------------
 def check_config(variant: str, num_workers: Any, batch_size: Any, device=None, max_workers: int | None = None):
     """Refuse bad settings with a clear message (ValueError) before any process starts."""
@@ -454,12 +480,23 @@ class DecodeMismatch(RuntimeError):
 
 
 def shm_needed_mb(num_workers: int, batch_size: int, crop: int, *, prefetch_factor: int | None = None,
-                  bytes_per_value: int = 4) -> float:
-    """MiB of shared memory the batches in flight take: workers × prefetch × batch × 3 × crop² × bytes."""
+                  bytes_per_value: int = 4, pinned: bool = True) -> float:
+    """MiB of shared memory the batches in flight take: workers × prefetch × batch × 3 × crop² × bytes.
+
+    With ``pinned=False`` two more batches: the DataLoader asks for a new batch as soon as it hands one over, so
+    the batch the loop holds (and, while ``next()`` waits, the previous one) stays in shared memory beside the
+    workers' ``workers × prefetch``. (Pinned, the pin-memory thread copies each batch out and frees it.)
+    """
     if num_workers <= 0:
         return 0.0
     pf = 2 if prefetch_factor is None else prefetch_factor
-    return num_workers * pf * batch_size * 3 * crop * crop * bytes_per_value / 2**20
+    batches = num_workers * pf + (0 if pinned else 2)
+    return batches * batch_size * 3 * crop * crop * bytes_per_value / 2**20
+
+
+def _shm_bytes(variant: str) -> int:
+    """Bytes per value of the batches a variant's workers ship (uint8 or float32)."""
+    return 1 if variant in ("uint8_device", "gpu_decode") else 4
 
 
 def shm_free_mb(path: str = SHM_PATH) -> float | None:
@@ -472,6 +509,11 @@ def shm_free_mb(path: str = SHM_PATH) -> float | None:
         return None
 
 
+def shm_advice(need_mb: float) -> str:
+    """A ``--shm-size`` that holds ``need_mb`` with a quarter to spare (whole GiB, at least 1g)."""
+    return f"{max(1, math.ceil(need_mb * 1.25 / 1024))}g"
+
+
 def check_shm(need_mb: float, free_mb: float | None = None, path: str = SHM_PATH) -> str:
     """Raise ``SharedMemoryTooSmall`` with what to do when ``need_mb`` does not fit; else a one-line report."""
     free = shm_free_mb(path) if free_mb is None else free_mb
@@ -480,7 +522,7 @@ def check_shm(need_mb: float, free_mb: float | None = None, path: str = SHM_PATH
     if need_mb > free:
         raise SharedMemoryTooSmall(
             f"{path} has {free:.0f} MiB free but the workers' batches in flight need about {need_mb:.0f} MiB; "
-            f"workers would die with a bus error. Give the container more (docker run --shm-size=2g, "
+            f"workers would die with a bus error. Give the container more (docker run --shm-size={shm_advice(need_mb)}, "
             f"Kubernetes: an emptyDir with medium Memory on {path}) or lower num_workers, prefetch_factor or batch size.")
     return f"{path}: {free:.0f} MiB free, batches in flight need about {need_mb:.0f} MiB: enough"
 
@@ -509,11 +551,11 @@ def check_decode(paths: Sequence[Path | str], device, decode: Callable | None = 
     """Decode each JPEG with ``decode(list of byte tensors, device)`` (default: ``torchvision.io.decode_jpeg``
     on ``device``, nvJPEG on a GPU) and compare with the CPU decode the other variants use (PIL).
     Raises ``DecodeMismatch`` (clear message) on a mismatch; returns the worst differences."""
-    from torchvision.io import decode_jpeg, read_file
+    from torchvision.io import ImageReadMode, decode_jpeg, read_file
     from torchvision.transforms.functional import pil_to_tensor
 
     if decode is None:
-        decode = lambda datas, dev: decode_jpeg(datas, device=dev)  # noqa: E731
+        decode = lambda datas, dev: decode_jpeg(datas, device=dev, mode=ImageReadMode.RGB)  # noqa: E731
     paths = list(paths)
     outs = decode([read_file(str(p)) for p in paths], device)
     worst = {"mean_abs": 0.0, "p99_abs": 0.0, "max_abs": 0.0}
@@ -652,8 +694,9 @@ def run_variant(variant: str = "baseline", num_workers: int = 0, batch_size: int
         raise ValueError("steps must be at least 1 and warmup at least 0")
     paths = list(paths) if paths is not None else sample_paths()
     if num_workers > 0 and check_shared_memory:
+        pinned = (dev.type == "cuda") if pin_memory is None else bool(pin_memory)
         check_shm(shm_needed_mb(num_workers, batch_size, crop, prefetch_factor=prefetch_factor,
-                                bytes_per_value=1 if variant in ("uint8_device", "gpu_decode") else 4))
+                                bytes_per_value=_shm_bytes(variant), pinned=pinned))
     decode_check = check_decode(paths[:4], dev) if variant == "gpu_decode" else None
     needed = (warmup + steps + 1) * batch_size
     length = max(dataset_size or 0, needed)
@@ -779,6 +822,9 @@ def profile_loop(variant: str, num_workers: int, batch_size: int, *, crop: int, 
 
     dev = torch.device(device) if device is not None else torch.device("cpu")
     check_config(variant, num_workers, batch_size, dev)
+    if num_workers > 0:   # as run_variant: refuse before a worker starts (a full /dev/shm kills them with SIGBUS)
+        check_shm(shm_needed_mb(num_workers, batch_size, crop, bytes_per_value=_shm_bytes(variant),
+                                pinned=dev.type == "cuda"))
     wait = num_workers
     active = max(active, cycle_steps(num_workers, cycles) if num_workers else active)
     loader = make_loader(variant, num_workers, batch_size, crop=crop,
@@ -799,6 +845,16 @@ def profile_loop(variant: str, num_workers: int, batch_size: int, *, crop: int, 
         del it
     prof.steps_recorded = active
     return prof
+
+
+def gpu_idle_share(trace_dir) -> float | None:
+    """Holistic Trace Analysis' idle share (0..1) of the GPU in the profiled window of ``trace_dir`` (a
+    ``tensorboard_trace_handler`` folder or a trace file), read through ``helpers.trace`` so that HTA's parse
+    chatter and its "no rank in the trace" warning stay out of the notebook. None for a CPU-only trace."""
+    from . import trace as tr
+
+    b = tr.open_trace(trace_dir, max_steps=None).gpu_breakdown()
+    return None if b is None else b["idle_pct"] / 100.0
 
 
 # -- reading the pipeline's profile ----------------------------------------------------------------

@@ -15,7 +15,8 @@ DATA_PIPELINE = {
     # crop: RandomCrop size = model input (power of two); dataset_size: paths (all to the sample JPEGs).
     # Timed rows cover at least `cycles` full worker cycles (steps rounded up); stand_in_ms: the fixed step of
     # the stand-in device used on a CPU (sleeps, no CPU), ignored where a GPU runs the real model; None sets it
-    # once from a measurement: stand_in_ratio x the baseline pipeline's time per batch in one process.
+    # once from a measurement: stand_in_ratio x the baseline's time per batch with num_workers workers (one process's
+    # time per batch / the workers: pipeline.stand_in_step_ms), so the baseline is input-bound on any core count.
     "smoke": dict(crop=256, batch_size=8, dataset_size=128, num_workers=4, steps=12, warmup=1, cycles=3, rounds=3,
                   ceiling_steps=10, sweep_steps=12, pipe_steps=6, profile_steps=3, profile_cycles=2,
                   dilation_repeats=20, decode_repeats=10, mask_ratio=0.25, stand_in_ms=None, stand_in_ratio=0.5),
