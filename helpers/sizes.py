@@ -19,10 +19,10 @@ DATA_PIPELINE = {
     # time per batch / the workers: pipeline.stand_in_step_ms), so the baseline is input-bound on any core count.
     "smoke": dict(crop=256, batch_size=8, dataset_size=128, num_workers=4, steps=12, warmup=1, cycles=3, rounds=3,
                   ceiling_steps=10, sweep_steps=12, pipe_steps=6, profile_steps=3, profile_cycles=2,
-                  dilation_repeats=20, decode_repeats=10, mask_ratio=0.25, stand_in_ms=None, stand_in_ratio=0.5),
+                  dilation_repeats=20, decode_repeats=10, mask_ratio=0.25, stand_in_ms=None, stand_in_ratio=0.35),
     "full": dict(crop=256, batch_size=256, dataset_size=10_000, num_workers=4, steps=24, warmup=5, cycles=3, rounds=1,
                  ceiling_steps=30, sweep_steps=12, pipe_steps=4, profile_steps=2, profile_cycles=2,
-                 dilation_repeats=100, decode_repeats=50, mask_ratio=0.25, stand_in_ms=200, stand_in_ratio=0.5),
+                 dilation_repeats=100, decode_repeats=50, mask_ratio=0.25, stand_in_ms=200, stand_in_ratio=0.35),
 }
 
 BACKWARD_HOOKS = {
