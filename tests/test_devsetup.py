@@ -94,10 +94,14 @@ def test_setup_does_not_download_when_a_browser_is_there_or_one_is_named(tmp_pat
         calls.append(a)
         raise AssertionError("no download expected")
 
+    monkeypatch.delenv("CI", raising=False)  # CI itself runs with CI=true: the outcome below depends on it
+    monkeypatch.delenv("PERF_REQUIRE_BROWSER", raising=False)
     monkeypatch.setenv("PERF_CHROMIUM", str(_exe(tmp_path)))
     assert devsetup.ensure_browser(run=run).action == "run"
     monkeypatch.setenv("PERF_CHROMIUM", str(tmp_path / "nonexistent"))
     assert devsetup.ensure_browser(run=run).action == "skip"
+    monkeypatch.setenv("CI", "true")  # the same missing browser under CI: a failure, still no download
+    assert devsetup.ensure_browser(run=run).action == "fail"
     assert calls == []
 
 
