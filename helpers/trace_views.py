@@ -111,14 +111,20 @@ class Trace:
     @property
     def tb(self):
         """torch-tb-profiler's parsed profile: ``(RunProfileData, RunProfile)``, parsed once (a failure too)."""
-        if "_tb" not in self.__dict__:
+        return self._once("_tb", self._parse_tb)
+
+    def _once(self, attr: str, load):
+        """``load()``'s result, computed once and kept in ``attr``; a ``TraceError`` is kept too and raised again,
+        so a library that fails on this trace is tried once and reported the same way each time."""
+        if attr not in self.__dict__:
             try:
-                self._tb = self._parse_tb()
+                self.__dict__[attr] = load()
             except TraceError as exc:
-                self._tb = exc
-        if isinstance(self._tb, TraceError):
-            raise TraceError(str(self._tb))
-        return self._tb
+                self.__dict__[attr] = exc
+        value = self.__dict__[attr]
+        if isinstance(value, TraceError):
+            raise TraceError(str(value))
+        return value
 
     def _parse_tb(self):
         try:
@@ -241,14 +247,7 @@ class Trace:
         not dicts: it is given the file itself (one file as rank 0), or a temporary copy of the dict (a trimmed
         trace, or a dict)."""
         self._need_gpu("GPU time views")
-        if "_hta" not in self.__dict__:
-            try:
-                self._hta = self._load_hta()
-            except TraceError as exc:
-                self._hta = exc
-        if isinstance(self._hta, TraceError):
-            raise TraceError(str(self._hta))
-        return self._hta
+        return self._once("_hta", self._load_hta)
 
     def _load_hta(self):
         try:
