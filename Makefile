@@ -34,11 +34,11 @@ $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV_ARGS) $(VENV)
 	$(if $(WHEELS),,$(BIN)/python -m pip install -q --upgrade pip)
 	$(BIN)/python -m pip install -q $(PIP_FROM) -e ".[test]"
-	$(BIN)/python -m helpers.devsetup lab-settings browser
+	$(BIN)/python -m helpers.tools.devsetup lab-settings browser
 	@touch $@
 
 lab: setup
-	cd notebooks && KINETO_LOG_LEVEL=$${KINETO_LOG_LEVEL:-$$(../$(BIN)/python -c 'from helpers import env; print(env.kineto_log_level())')} \
+	cd notebooks && KINETO_LOG_LEVEL=$${KINETO_LOG_LEVEL:-$$(../$(BIN)/python -c 'from helpers.notebook import env; print(env.kineto_log_level())')} \
 	  ../$(BIN)/jupyter lab --ip $(HOST) --port $(PORT) --no-browser $(ROOT_FLAG) \
 	  --MappingKernelManager.transport_encryption=auto
 
@@ -55,7 +55,7 @@ run: setup
 
 # e.g. make wheelhouse WHEEL_PYTHON=3.12 WHEEL_PLATFORM=manylinux_2_28_x86_64 WHEEL_EXCLUDE="torch torchvision"
 wheelhouse:
-	$(BUILD_PYTHON) -m helpers.wheelhouse --dest $(WHEELHOUSE) \
+	$(BUILD_PYTHON) -m helpers.tools.wheelhouse --dest $(WHEELHOUSE) \
 	  $(if $(WHEEL_PYTHON),--python-version $(WHEEL_PYTHON)) $(if $(WHEEL_PLATFORM),--platform $(WHEEL_PLATFORM)) \
 	  $(if $(WHEEL_EXCLUDE),--exclude $(WHEEL_EXCLUDE))
 

@@ -1,15 +1,18 @@
-"""PyTorch Performance Lab: the thin, tested helpers the notebooks share.
+"""PyTorch Performance Lab: the package the notebooks share, a toolkit and the lessons apart.
 
-One concern per module; importing the package has no side effects:
+Importing it (or any of its packages) has no side effects.
 
-- ``helpers.env``        device, scale, seeding, deterministic mode, environment summary
-- ``helpers.timing``     warm-up, synchronised step timing, median and interquartile range
-- ``helpers.profiling``  torch.profiler with schedules, key_averages tables, trace export
-- ``helpers.results``    the growing results table, results.json, figures
-- ``helpers.widgets``    the ipywidgets panel that re-runs an experiment with the reader's values
-- ``helpers.tensorboard`` TensorBoard logging and the inline ``%tensorboard`` view
-- ``helpers.trace``      reading profiler traces: sync counts and costs, DataLoader wait share, offline views
-- ``helpers.models``     small models used by the notebooks
+- ``helpers.traces``    the trace toolkit: read any profiler trace offline (``load``, ``events``, ``intervals``,
+                        ``syncs``), its views (``views``, ``timeline``, ``show``), the diagnosis (``diagnosis``,
+                        ``doctor``) and backward attribution (``backward``)
+- ``helpers.measure``   timing, profiling, a labelled training step, ``diagnose_step``, comparisons, validation
+                        (``device``, ``timing``, ``profiling``, ``training``, ``diagnose``, ``compare``, ``validate``)
+- ``helpers.lessons``   what one notebook alone uses: ``profiler_basics`` (01), ``data_pipeline`` (02),
+                        ``backward_hooks`` (03), ``torch_compile`` (04), ``diagnose`` (05)
+- ``helpers.notebook``  around the lessons: ``env``, ``sizes``, ``results``, ``display``, ``panels``,
+                        ``tensorboard``, ``runner``
+- ``helpers.tools``     set-up: ``devsetup``, ``wheelhouse``
+- ``helpers.doctor``, ``helpers.runner``: the command lines (``python -m helpers.doctor PATH``, ``make run``)
 """
 
 __version__ = "0.1.0"

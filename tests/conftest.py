@@ -11,6 +11,6 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 def pytest_configure(config):
     """Quiet library logs at their source (Kineto's $KINETO_LOG_LEVEL) before any profile or kernel starts:
     the kernels nbmake starts inherit it, so the executed notebooks show no Kineto lines."""
-    from helpers import env
+    from helpers.notebook import env
 
     env.quiet_logs()

@@ -1,0 +1,45 @@
+"""What deterministic mode changes in a profile (``03_backward_hooks``): the ops and kernels whose call counts differ
+between two ``measure.profiling.events_frame`` tables of the same model and steps."""
+from __future__ import annotations
+
+def _is_python_frame(name: str) -> bool:
+    """Python-function rows of a ``with_stack`` profile (their names carry object addresses or file lines)."""
+    return name.startswith("<built-in") or ".py(" in name or name.startswith("nn.Module:") or " object at 0x" in name
+
+
+def op_diff(a, b, labels: tuple[str, str] = ("default", "deterministic"), time_col: str = "cpu_total_ms"):
+    """Ops and kernels whose calls differ between two ``profiling.events_frame`` tables.
+
+    Both frames should cover the same number of profiled steps. Returns one row per name with
+    ``kind`` ("kernel" for device rows, else "op"), the calls and ``time_col`` in each, and
+    ``change`` ("only in <label>" or "more/fewer calls"), kernels first, then by the largest
+    difference in calls. Python-function rows of a ``with_stack`` profile are left out.
+    """
+    import pandas as pd
+
+    la, lb = labels
+
+    def prep(df):
+        df = df[~df["name"].map(_is_python_frame)]
+        return df.groupby("name").agg(calls=("calls", "sum"), time=(time_col, "sum"), on_device=("on_device", "any"))
+
+    pa, pb = prep(a), prep(b)
+    names = sorted(set(pa.index) | set(pb.index))
+    rows = []
+    for n in names:
+        ca = int(pa["calls"].get(n, 0))
+        cb = int(pb["calls"].get(n, 0))
+        if ca == cb:
+            continue
+        dev = bool(pa["on_device"].get(n, False) or pb["on_device"].get(n, False))
+        change = (f"only in {lb}" if ca == 0 else f"only in {la}" if cb == 0 else
+                  f"more calls in {lb}" if cb > ca else f"fewer calls in {lb}")
+        rows.append({"name": n, "kind": "kernel" if dev else "op", f"calls_{la}": ca, f"calls_{lb}": cb,
+                     f"{time_col}_{la}": float(pa["time"].get(n, 0.0)), f"{time_col}_{lb}": float(pb["time"].get(n, 0.0)),
+                     "change": change, "_d": abs(cb - ca)})
+    cols = ["name", "kind", f"calls_{la}", f"calls_{lb}", f"{time_col}_{la}", f"{time_col}_{lb}", "change"]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame(rows)
+    df["_k"] = df["kind"] != "kernel"
+    return df.sort_values(["_k", "_d", "name"], ascending=[True, False, True]).reset_index(drop=True)[cols]

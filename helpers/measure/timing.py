@@ -1,0 +1,198 @@
+"""Timing done right: warm-up, synchronisation, medians with spread, first step apart, rounds in rotation.
+
+Taught in ``01_profiler_basics`` ("why wall-clock timing around asynchronous GPU work lies").
+
+The step statistics every notebook writes (``StepTimes.metrics``; the README's results contract) mean the same
+everywhere: ``step_ms_mean`` / ``step_ms_median`` / ``step_ms_p25`` / ``step_ms_p75`` over the timed steps (first
+steps apart), and ``samples_per_s`` = samples over the whole timed window = batch size / mean step.
+"""
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+from .device import is_cuda, synchronize
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (``q`` in 0..100) of a non-empty list."""
+    if not values:
+        raise ValueError("percentile of an empty list")
+    xs = sorted(values)
+    if len(xs) == 1:
+        return xs[0]
+    pos = (len(xs) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+@dataclass
+class StepTimes:
+    """Per-step times in milliseconds; ``first_ms`` is the very first (warm-up) call."""
+
+    times_ms: list[float]
+    first_ms: float | None = None
+    warmup: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times_ms)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.times_ms)
+
+    @property
+    def p25(self) -> float:
+        return percentile(self.times_ms, 25)
+
+    @property
+    def p75(self) -> float:
+        return percentile(self.times_ms, 75)
+
+    def samples_per_s(self, batch_size: int) -> float:
+        """Throughput over the whole timed window: every sample of every timed step / their total time."""
+        return batch_size * len(self.times_ms) / (sum(self.times_ms) / 1000.0)
+
+    def metrics(self, batch_size: int | None = None) -> dict[str, float]:
+        """The results contract's timing metrics (see the module docstring)."""
+        m = {
+            "step_ms_mean": round(self.mean, 3),
+            "step_ms_median": round(self.median, 3),
+            "step_ms_p25": round(self.p25, 3),
+            "step_ms_p75": round(self.p75, 3),
+            "steps_timed": len(self.times_ms),
+        }
+        if self.first_ms is not None:
+            m["first_step_ms"] = round(self.first_ms, 3)
+        if batch_size:
+            m["samples_per_s"] = round(self.samples_per_s(batch_size), 2)
+        return m
+
+    def __str__(self) -> str:
+        s = f"median {self.median:.2f} ms, mean {self.mean:.2f} ms (IQR {self.p25:.2f}-{self.p75:.2f}, n={len(self.times_ms)})"
+        if self.first_ms is not None:
+            s += f"; first step {self.first_ms:.2f} ms"
+        return s
+
+
+def time_steps(
+    fn: Callable[[], Any],
+    *,
+    steps: int = 10,
+    warmup: int = 3,
+    device=None,
+) -> StepTimes:
+    """Call ``fn`` ``warmup`` times, then time ``steps`` calls one by one.
+
+    On CUDA each call is bracketed by CUDA events and the stream is synchronised
+    before the times are read; on the CPU ``time.perf_counter`` is used. The first
+    warm-up call is timed on its own (``first_ms``): it holds one-off costs such as
+    cuDNN autotuning, lazy initialisation or a torch.compile compile.
+    """
+    if steps < 1:
+        raise ValueError("steps must be at least 1")
+    if warmup < 0:
+        raise ValueError("warmup cannot be negative")
+    import torch
+
+    use_cuda = is_cuda(device)
+    first_ms = None
+    for i in range(warmup):
+        synchronize(device)
+        t0 = time.perf_counter()
+        fn()
+        synchronize(device)
+        if i == 0:
+            first_ms = (time.perf_counter() - t0) * 1000.0
+    times: list[float] = []
+    if use_cuda:
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
+        synchronize(device)
+        for s, e in zip(starts, ends):
+            s.record()
+            fn()
+            e.record()
+        torch.cuda.synchronize(device)
+        times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    else:
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1000.0)
+    return StepTimes(times_ms=times, first_ms=first_ms, warmup=warmup)
+
+
+def interleaved_times(steps: dict[Any, Callable[[], Any]], rounds: int, device=None,
+                      warmup: int = 0) -> dict[Any, StepTimes]:
+    """Time several steps in alternation: round ``r`` runs every step once, starting at a rotating one.
+
+    On a shared machine a burst of someone else's work then hits every step alike, instead of
+    whichever step happened to be timing at that moment (as in sequential timing). Each step is
+    first called ``warmup`` times, untimed.
+    """
+    if rounds < 1:
+        raise ValueError("rounds must be at least 1")
+    for fn in steps.values():
+        for _ in range(warmup):
+            fn()
+    out: dict[Any, list[float]] = {n: [] for n in steps}
+    for _, n in rotation(list(steps), rounds):
+        synchronize(device)
+        t0 = time.perf_counter()
+        steps[n]()
+        synchronize(device)
+        out[n].append((time.perf_counter() - t0) * 1000.0)
+    return {n: StepTimes(times_ms=v) for n, v in out.items()}
+
+
+def rotation(names: Sequence, rounds: int) -> Iterator[tuple[int, Any]]:
+    """``(round, name)`` in the order interleaved rounds run them: every name once per round, starting at a
+    different one each round (A B C, B C A, C A B, ...). On a shared machine a burst of someone else's work then
+    hits every variant alike, instead of whichever happened to be running at that moment."""
+    if rounds < 1:
+        raise ValueError("rounds must be at least 1")
+    names = list(names)
+    for r in range(rounds):
+        k = r % len(names) if names else 0
+        for n in names[k:] + names[:k]:
+            yield r, n
+
+
+def wallclock_unsynchronised(fn: Callable[[], Any], steps: int = 10) -> float:
+    """The naive way (``time.time()`` around the loop, no synchronisation): ms per step.
+
+    Shown in ``01_profiler_basics`` to demonstrate why it under-reports on a GPU.
+    """
+    t0 = time.time()
+    for _ in range(steps):
+        fn()
+    return (time.time() - t0) * 1000.0 / steps
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None):
+    """Run the block with ``n`` intra-op threads (restored after); ``None`` leaves them alone.
+
+    DataLoader workers run with one thread each; the main process defaults to one per core, and on a loaded
+    machine those threads spin waiting for each other. Where the main process does the pipeline's work or stands
+    beside a stand-in device, or a tiny planted step must not be stretched by waking OpenMP workers, one thread
+    makes its cost a worker's.
+    """
+    if n is None:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

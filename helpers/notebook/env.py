@@ -1,0 +1,210 @@
+"""Where am I running? Device, scale, seeding, determinism and a one-line summary.
+
+Taught in every notebook's set-up cell (``01_profiler_basics`` explains it first).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import random
+import sys
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from ..measure.device import is_cuda
+
+SCALES = ("smoke", "full")
+SCALE_ENV = "PERF_SCALE"
+
+
+def project_root() -> Path:
+    """The project folder: the checkout that holds this package (``make`` installs it editable), so data/ is found
+    from a notebook copied anywhere (``make test`` runs copies under build/); otherwise the parent of notebooks/
+    when running inside it, else the cwd."""
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "data").is_dir():
+        return checkout
+    here = Path.cwd()
+    return here.parent if here.name == "notebooks" else here
+
+
+def runs_dir() -> Path:
+    """Where TensorBoard runs and profiler traces go: ``$PERF_RUNS_DIR`` or ``runs/``."""
+    env = os.environ.get("PERF_RUNS_DIR")
+    return Path(env) if env else project_root() / "runs"
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def get_device(prefer: str | None = None):
+    """The device experiments run on: ``cuda`` when present, else ``cpu``.
+
+    ``prefer="cpu"`` forces the CPU; ``prefer="cuda"`` on a machine without a GPU
+    raises a ``RuntimeError`` that says so, instead of failing deep inside CUDA.
+    """
+    import torch
+
+    if prefer is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(prefer)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(
+            "A CUDA device was asked for, but this machine has no usable GPU "
+            "(torch.cuda.is_available() is False). Run on the CPU instead (smoke scale)."
+        )
+    return dev
+
+
+def get_scale(value: str | None = None) -> str:
+    """The run's scale: ``smoke`` (minutes on a CPU) or ``full`` (the articles' sizes on a GPU).
+
+    Order: the explicit ``value``, else ``$PERF_SCALE``, else ``full`` when CUDA is
+    available and ``smoke`` otherwise. Anything else is refused with a clear message.
+    """
+    raw = value if value is not None else os.environ.get(SCALE_ENV, "")
+    raw = raw.strip().lower()
+    if not raw:
+        return "full" if cuda_available() else "smoke"
+    if raw not in SCALES:
+        raise ValueError(
+            f"{SCALE_ENV}={raw!r} is not a scale this package knows; use one of {', '.join(SCALES)}."
+        )
+    return raw
+
+
+def params(sizes: Mapping[str, Mapping[str, Any]], scale: str | None = None) -> dict[str, Any]:
+    """Pick a notebook's sizes for the current scale from ``{"smoke": {...}, "full": {...}}``."""
+    s = get_scale(scale)
+    missing = [k for k in SCALES if k not in sizes]
+    if missing:
+        raise KeyError(f"sizes table lacks the scale(s) {missing}")
+    out = dict(sizes[s])
+    out["scale"] = s
+    return out
+
+
+def seed_everything(seed: int = 0) -> None:
+    """Seed Python, NumPy and PyTorch (all devices)."""
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+@contextlib.contextmanager
+def deterministic(enabled: bool = True, warn_only: bool = False) -> Iterator[None]:
+    """Run a block with ``torch.use_deterministic_algorithms(enabled)``, then restore.
+
+    Sets ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` while enabled, as cuBLAS requires for
+    deterministic results on CUDA.
+    """
+    import torch
+
+    was = torch.are_deterministic_algorithms_enabled()
+    was_warn = torch.is_deterministic_algorithms_warn_only_enabled()
+    old_cfg = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    if enabled:
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+    torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(was, warn_only=was_warn)
+        if old_cfg is None:
+            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+        else:
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] = old_cfg
+
+
+def device_name(device=None) -> str:
+    import torch
+
+    dev = device if device is not None else get_device()
+    if is_cuda(dev):
+        return torch.cuda.get_device_name(dev)
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def env_info(device=None) -> dict[str, Any]:
+    """The environment as a dict, for results.json."""
+    import torch
+
+    dev = device if device is not None else get_device()
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "device": str(dev),
+        "device_name": device_name(dev),
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "scale": get_scale(),
+    }
+    for mod in ("torchvision", "timm"):
+        m = sys.modules.get(mod)
+        if m is None:
+            try:
+                m = __import__(mod)
+            except Exception:  # noqa: BLE001 - an optional package that does not import
+                m = None
+        info[mod] = getattr(m, "__version__", None)
+    if dev.type == "cuda":
+        info["cuda"] = torch.version.cuda
+        info["gpu_memory_gb"] = round(torch.cuda.get_device_properties(dev).total_memory / 2**30, 1)
+    return info
+
+
+def env_summary(device=None) -> str:
+    """One line: versions, device and scale (printed by every notebook's set-up cell)."""
+    i = env_info(device)
+    parts = [f"Python {i['python']}", f"torch {i['torch']}"]
+    if i.get("torchvision"):
+        parts.append(f"torchvision {i['torchvision']}")
+    if i.get("timm"):
+        parts.append(f"timm {i['timm']}")
+    parts.append(f"device {i['device']} ({i['device_name']})")
+    parts.append(f"{i['cpu_count']} CPU cores")
+    parts.append(f"scale {i['scale']}")
+    return " | ".join(parts)
+
+
+KINETO_LOG_ENV = "KINETO_LOG_LEVEL"
+# Kineto (the profiler's tracing library) logs to stderr with these severities, read once from
+# $KINETO_LOG_LEVEL when the first profile starts in a process (not at `import torch`):
+# 0 verbose, 1 info, 2 warning, 3 stage, 4 error, 5 USDT probe markers ("profiler_start/stop").
+# A message shows when its severity >= the level.
+KINETO_LEVEL_CPU = 6  # no GPU: every line is noise (its failed GPU probe, the probe markers)
+KINETO_LEVEL_GPU = 4  # a GPU: keep Kineto's errors (CUPTI failures explain a trace without kernels)
+
+
+def kineto_log_level(cuda: bool | None = None) -> int:
+    """The Kineto log level the lessons use: silent on a CPU-only machine, errors shown with a GPU.
+
+    On a GPU the USDT probe markers stay visible: Kineto ranks them above errors, so no
+    level drops them and keeps its errors.
+    """
+    if cuda is None:
+        cuda = cuda_available()
+    return KINETO_LEVEL_GPU if cuda else KINETO_LEVEL_CPU
+
+
+def quiet_logs(cuda: bool | None = None) -> dict[str, str]:
+    """Silence library log lines that are not part of a lesson, at their source.
+
+    Sets ``$KINETO_LOG_LEVEL`` (see ``kineto_log_level``) unless it is already set, so that
+    ``KINETO_LOG_LEVEL=0`` still shows everything. Kineto reads it when the process's first
+    profile starts: call this before profiling (every notebook's set-up cell does; ``make
+    test``, ``make run`` and ``make lab`` also set it for the kernels they start).
+    Returns the variables it set (empty when they were set already).
+    """
+    if os.environ.get(KINETO_LOG_ENV, "").strip():
+        return {}
+    value = str(kineto_log_level(cuda))
+    os.environ[KINETO_LOG_ENV] = value
+    return {KINETO_LOG_ENV: value}

@@ -1,0 +1,240 @@
+"""Results are data: a table that grows as experiments run, results.json, figures.
+
+The contract (README, "Results"): ``results/<notebook stem>/results.json`` holds
+``{"notebook", "scale", "env", "experiments": [...], "checks": {...}}``.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .display import readable
+
+RESULTS_ENV = "PERF_RESULTS_DIR"
+STATUSES = ("ok", "failed")
+
+
+def results_root() -> Path:
+    """``$PERF_RESULTS_DIR`` or ``results/`` at the project root (beside notebooks/)."""
+    env = os.environ.get(RESULTS_ENV)
+    if env:
+        return Path(env)
+    from .env import project_root
+
+    return project_root() / "results"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temporary file and ``os.replace``: an interrupted run leaves no half file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def describe_error(exc: BaseException) -> str:
+    """A one-line, reader-facing description of why an experiment failed."""
+    name = type(exc).__name__
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if "out of memory" in str(exc).lower() or name == "OutOfMemoryError":
+        return f"out of memory: {msg[:300]} (try a smaller batch size)"
+    return f"{name}: {msg[:500]}"
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (str, int, bool)) or x is None:
+        return x
+    if isinstance(x, float):
+        return x if x == x and x not in (float("inf"), float("-inf")) else None
+    if hasattr(x, "item"):
+        try:
+            return _jsonable(x.item())
+        except Exception:  # noqa: BLE001
+            pass
+    return str(x)
+
+
+class Results:
+    """Experiments and checks of one notebook run.
+
+    ``record(name, config, fn)`` runs ``fn()`` (which returns a metrics dict); an
+    exception is caught, printed as one clear line and stored as a ``failed`` row,
+    and the run goes on. Call ``save()`` (done after every ``record``) to write
+    ``results/<notebook>/results.json`` atomically.
+    """
+
+    def __init__(self, notebook: str, scale: str, env: Mapping[str, Any] | None = None,
+                 root: Path | str | None = None, autosave: bool = True):
+        self.notebook = notebook
+        self.scale = scale
+        self.env = dict(env or {})
+        self.experiments: list[dict[str, Any]] = []
+        self.checks: dict[str, bool] = {}
+        self.notes: dict[str, Any] = {}
+        self.dir = Path(root) if root is not None else results_root() / notebook
+        self.autosave = autosave
+
+    # -- experiments ---------------------------------------------------------
+    def add(self, name: str, config: Mapping[str, Any], metrics: Mapping[str, Any] | None = None,
+            status: str = "ok", error: str | None = None) -> dict[str, Any]:
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, not {status!r}")
+        row = {"name": name, "config": _jsonable(dict(config)), "metrics": _jsonable(dict(metrics or {})),
+               "status": status, "error": error}
+        self.experiments.append(row)
+        if self.autosave:
+            self.save()
+        return row
+
+    def record(self, name: str, config: Mapping[str, Any], fn: Callable[[], Mapping[str, Any]],
+               verbose: bool = True) -> dict[str, Any]:
+        """Run one experiment; a failure becomes a ``failed`` row, never a crash."""
+        try:
+            metrics = fn()
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - every failure becomes a row
+            err = describe_error(exc)
+            if verbose:
+                print(f"[failed] {name}: {err}")
+            if os.environ.get("PERF_DEBUG"):
+                traceback.print_exc()
+            _free_memory()
+            return self.add(name, config, {}, status="failed", error=err)
+        row = self.add(name, config, metrics or {}, status="ok")
+        if verbose:
+            med = row["metrics"].get("step_ms_median")
+            extra = f" (median step {med:.2f} ms)" if isinstance(med, (int, float)) else ""
+            print(f"[ok] {name}{extra}")
+        return row
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        """The latest row with this name."""
+        for row in reversed(self.experiments):
+            if row["name"] == name:
+                return row
+        return None
+
+    def metric(self, name: str, key: str, default: Any = None) -> Any:
+        row = self.get(name)
+        if row is None or row["status"] != "ok":
+            return default
+        return row["metrics"].get(key, default)
+
+    # -- checks --------------------------------------------------------------
+    def check(self, claim: str, value: bool) -> bool:
+        """Record a claim of the notebook, computed from this run's measurements."""
+        self.checks[claim] = bool(value)
+        if self.autosave:
+            self.save()
+        return bool(value)
+
+    def note(self, key: str, value: Any) -> None:
+        """Store an extra measured figure (for example a break-even step count)."""
+        self.notes[key] = _jsonable(value)
+        if self.autosave:
+            self.save()
+
+    # -- output --------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {"notebook": self.notebook, "scale": self.scale, "env": _jsonable(self.env),
+                "experiments": self.experiments, "checks": self.checks, "notes": self.notes}
+
+    def save(self) -> Path:
+        path = self.dir / "results.json"
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
+        return path
+
+    def table(self, metrics: list[str] | None = None):
+        """The experiments as a DataFrame: name, config columns, metrics, status, error."""
+        import pandas as pd
+
+        rows = []
+        for e in self.experiments:
+            r = {"experiment": e["name"]}
+            r.update(e["config"])
+            for k, v in e["metrics"].items():
+                if metrics is None or k in metrics:
+                    r[k] = v
+            r["status"] = e["status"]
+            r["error"] = e["error"] or ""
+            rows.append(r)
+        return pd.DataFrame(rows)
+
+    def readable(self, metrics: list[str] | None = None):
+        """``table(metrics)`` made for a person to read (see ``display.readable``)."""
+        return readable(self.table(metrics))
+
+    def checks_table(self):
+        import pandas as pd
+
+        return pd.DataFrame([{"claim": k, "holds": v} for k, v in self.checks.items()])
+
+    def savefig(self, fig, name: str) -> Path:
+        path = self.dir / f"{name}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+        return path
+
+
+def _free_memory() -> None:
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def load(notebook: str, root: Path | str | None = None) -> dict[str, Any]:
+    """Read a notebook's results.json, with a clear message when it does not exist."""
+    path = (Path(root) if root is not None else results_root()) / notebook / "results.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: run the notebook {notebook}.ipynb first (make run).")
+    return json.loads(path.read_text())
+
+
+def validate(doc: Mapping[str, Any]) -> list[str]:
+    """Problems with a results document against the contract (empty when it conforms)."""
+    problems = []
+    for key in ("notebook", "scale", "env", "experiments", "checks"):
+        if key not in doc:
+            problems.append(f"missing key {key!r}")
+    if problems:
+        return problems
+    for key in ("python", "torch", "device", "cpu_count"):
+        if key not in doc["env"]:
+            problems.append(f"env lacks {key!r}")
+    if doc["scale"] not in ("smoke", "full"):
+        problems.append(f"scale {doc['scale']!r} is not smoke or full")
+    if not doc["experiments"]:
+        problems.append("no experiments")
+    for i, e in enumerate(doc["experiments"]):
+        for key in ("name", "config", "metrics", "status", "error"):
+            if key not in e:
+                problems.append(f"experiment {i} lacks {key!r}")
+        if e.get("status") not in STATUSES:
+            problems.append(f"experiment {i} has status {e.get('status')!r}")
+        if e.get("status") == "failed" and not e.get("error"):
+            problems.append(f"experiment {i} failed without an error message")
+    for k, v in doc["checks"].items():
+        if not isinstance(v, bool):
+            problems.append(f"check {k!r} is not a boolean")
+    return problems

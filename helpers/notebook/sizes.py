@@ -1,0 +1,76 @@
+"""Every notebook's sizes at each scale, in one place (``env.params`` picks the row).
+
+``smoke``: a 2-core CPU in about 2 minutes per notebook (CI). ``full``: the source
+articles' sizes on a GPU.
+"""
+
+PROFILER_BASICS = {
+    "smoke": dict(batch_size=32, image_size=32, width=16, blocks=3, steps=10, warmup=5,
+                  wait=1, warmup_steps=1, active=3, matmul_size=256, matmul_repeats=20),
+    "full": dict(batch_size=256, image_size=224, width=64, blocks=4, steps=30, warmup=10,
+                 wait=1, warmup_steps=3, active=5, matmul_size=8192, matmul_repeats=50),
+}
+
+DATA_PIPELINE = {
+    # crop: RandomCrop size = model input (power of two); dataset_size: paths (all to the sample JPEGs).
+    # Timed rows cover at least `cycles` full worker cycles (steps rounded up); stand_in_ms: the fixed step of
+    # the stand-in device used on a CPU (sleeps, no CPU), ignored where a GPU runs the real model; None sets it
+    # once from a measurement: stand_in_ratio x the baseline's time per batch with num_workers workers (one process's
+    # time per batch / the workers: pipeline.stand_in_step_ms), so the baseline is input-bound on any core count.
+    "smoke": dict(crop=256, batch_size=8, dataset_size=128, num_workers=4, steps=12, warmup=1, cycles=3, rounds=3,
+                  ceiling_steps=10, sweep_steps=12, pipe_steps=6, profile_steps=3, profile_cycles=2,
+                  dilation_repeats=20, decode_repeats=10, mask_ratio=0.25, stand_in_ms=None, stand_in_ratio=0.35),
+    "full": dict(crop=256, batch_size=256, dataset_size=10_000, num_workers=4, steps=24, warmup=5, cycles=3, rounds=1,
+                 ceiling_steps=30, sweep_steps=12, pipe_steps=4, profile_steps=2, profile_cycles=2,
+                 dilation_repeats=100, decode_repeats=50, mask_ratio=0.25, stand_in_ms=200, stand_in_ratio=0.35),
+}
+
+BACKWARD_HOOKS = {
+    "smoke": dict(batch_size=8, image_size=64, patch_size=16, depth=2, width=192, heads=3, steps=6, warmup=2,
+                  wait=1, warmup_steps=1, active=2),
+    "full": dict(batch_size=128, image_size=224, patch_size=16, depth=12, width=768, heads=12, steps=20, warmup=5,
+                 wait=1, warmup_steps=4, active=3),
+}
+
+TORCH_COMPILE = {
+    # cells: (model, precision, mode) training runs, the most important first; an eager cell per (model, precision)
+    # is the baseline. profile: the (model, precision) whose eager and compiled steps are profiled (a compiled
+    # matrix cell, so its second compile reads the FX-graph cache). Full, on one H100 (estimates, not measured):
+    # six cold compiles (Swin-B alone 1.5-3 min), ~5.5-8 min with the eager cells; the rest of the notebook (graph-break cells, explain on
+    # Swin-T and ConvNeXt-L, two fresh-process starts, the profiled Swin-T steps, TensorBoard) ~3 min. So no matrix
+    # cell starts after matrix_budget_s = 360 s (the last one, a Swin-T compile, ~1 min): the notebook stays within
+    # 10 minutes and, if the compiles run slow, the least important cells at the end become skipped rows.
+    "smoke": dict(cells=[("vit_mini", "fp32", "eager"), ("vit_mini", "fp32", "default")],
+                  image_size=64, batch_size=16, compile_steps=2, steps=8, n_batches=4,
+                  mlp_image_size=32, mlp_hidden=256, mlp_batch_size=64, mlp_steps=10,
+                  interleave_rounds=12, explain_models=["swin_mini", "convnext_mini"],
+                  start_cell=dict(model_name="mlp_fixed", image_size=8, hidden=16, batch_size=4, steps=3,
+                                  compile_steps=2, n_batches=2),
+                  profile=("vit_mini", "fp32"),
+                  matrix_budget_s=900),
+    "full": dict(cells=[("swin_b", "fp16", "eager"), ("swin_b", "fp16", "default"),      # the article's best cell
+                        ("swin_t", "fp16", "eager"), ("swin_t", "fp16", "default"),      # the article's "slower" model
+                        ("swin_t", "fp16", "reduce-overhead"),                           # CUDA graphs (Triton kernels
+                                                                                         # mostly the ones above)
+                        ("convnext_large", "fp16", "eager"), ("convnext_large", "fp16", "default"),
+                        ("swin_t", "bf16", "eager"), ("swin_t", "bf16", "default"),      # bf16 beside fp16
+                        ("swin_t", "fp32", "eager"), ("swin_t", "fp32", "default")],     # fp32 (TF32 setting recorded)
+                 image_size=224, batch_size=64, compile_steps=3, steps=20, n_batches=4,
+                 mlp_image_size=64, mlp_hidden=4096, mlp_batch_size=256, mlp_steps=30,
+                 interleave_rounds=0,  # GPU: sequential timing is stable; kept models would skew peak memory
+                 explain_models=["swin_t", "convnext_large"],
+                 start_cell=dict(model_name="mlp_fixed", image_size=64, hidden=4096, batch_size=256, steps=5,
+                                 compile_steps=3, n_batches=2),
+                 profile=("swin_t", "fp16"),  # not Swin-B: a second Swin-B trace + compile would cost ~1.5 min
+                 matrix_budget_s=360),
+}
+
+DIAGNOSE = {
+    # planted bottlenecks (helpers.lessons.diagnose.planted_step): input_ms per sample, tiny_ops per forward, one
+    # matmul x matmul product, sync_ms of host work after a per-step .item(); the MLP: batch_size x features
+    # -> hidden -> 10; profiler schedule wait / warmup_steps / active
+    "smoke": dict(batch_size=8, features=64, hidden=64, input_ms=2.0, tiny_ops=2000, matmul=768, sync_ms=20.0,
+                  wait=1, warmup_steps=1, active=3),
+    "full": dict(batch_size=64, features=1024, hidden=4096, input_ms=1.0, tiny_ops=3000, matmul=8192,
+                 sync_ms=20.0, wait=2, warmup_steps=3, active=5),
+}

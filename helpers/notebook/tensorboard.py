@@ -1,0 +1,349 @@
+"""TensorBoard: per-experiment scalars and hparams, and an inline view that is checked.
+
+Taught in ``01_profiler_basics``; every notebook logs to one ``runs/`` folder. Importing this module changes
+nothing: ``prepare()`` (called by the notebooks' TensorBoard cell, and by ``start``) points ``%tensorboard`` at this
+environment's TensorBoard and registers the clean-up of the servers this process starts.
+"""
+from __future__ import annotations
+
+import atexit
+import datetime as _dt
+import json
+import os
+import signal
+import socket
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .env import runs_dir
+
+HOST = "127.0.0.1"
+_started_pids: set[int] = set()
+_prepared = False
+
+
+def port_is_free(port: int, host: str = HOST) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(preferred: int = 6006, host: str = HOST) -> int:
+    """``preferred`` when it is free, else a free port the OS picks; says so when it moves."""
+    if preferred and port_is_free(preferred, host):
+        return preferred
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        port = s.getsockname()[1]
+    if preferred:
+        print(f"Port {preferred} on {host} is busy (another TensorBoard?); using port {port} instead.")
+    return port
+
+
+def _scalar(v: Any) -> float | int | str | bool | None:
+    if isinstance(v, (int, float, str, bool)):
+        return v
+    if v is None:
+        return "none"
+    return str(v)
+
+
+def log_experiment(
+    notebook: str,
+    name: str,
+    config: Mapping[str, Any],
+    metrics: Mapping[str, Any],
+    *,
+    step_times_ms: Iterable[float] | None = None,
+    losses: Iterable[float] | None = None,
+    batch_size: int | None = None,
+    root: Path | str | None = None,
+) -> Path:
+    """Write one experiment to ``runs/<notebook>/<name>-<n>``: per-step scalars and an hparams entry.
+
+    Scalars: ``step/time_ms``, ``step/samples_per_s`` (when ``batch_size`` is given)
+    and ``train/loss``. The hparams entry holds the experiment's config and its final
+    metrics, so TensorBoard's HParams dashboard compares configurations side by side.
+    """
+    from torch.utils.tensorboard import SummaryWriter
+
+    base = Path(root) if root is not None else runs_dir() / notebook
+    base.mkdir(parents=True, exist_ok=True)
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    n = 0
+    while (base / f"{safe}-{n}").exists():
+        n += 1
+    logdir = base / f"{safe}-{n}"
+    writer = SummaryWriter(log_dir=str(logdir))
+    try:
+        for i, t in enumerate(step_times_ms or []):
+            writer.add_scalar("step/time_ms", float(t), i)
+            if batch_size:
+                writer.add_scalar("step/samples_per_s", batch_size / (float(t) / 1000.0), i)
+        for i, loss in enumerate(losses or []):
+            writer.add_scalar("train/loss", float(loss), i)
+        hp = {k: _scalar(v) for k, v in config.items()}
+        mets = {f"hparam/{k}": float(v) for k, v in metrics.items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        writer.add_hparams(hp, mets, run_name=".")
+    finally:
+        writer.close()
+    return logdir
+
+
+@dataclass
+class TensorBoardStatus:
+    port: int
+    url: str
+    answered: bool
+    message: str
+    logdir: str | None = None
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _use_this_environments_tensorboard() -> None:
+    """Make ``%tensorboard`` launch the ``tensorboard`` of this interpreter's environment.
+
+    TensorBoard's notebook magic runs ``tensorboard`` from ``$PATH``; a kernel started
+    as ``.venv/bin/python`` (``make test``, an IDE) often has no ``.venv/bin`` on its
+    ``$PATH`` and would find no TensorBoard, or another environment's.
+    ``$TENSORBOARD_BINARY`` is the magic's own override; an explicit setting wins.
+    """
+    exe = Path(sys.executable).with_name("tensorboard")
+    if "TENSORBOARD_BINARY" not in os.environ and exe.exists():
+        os.environ["TENSORBOARD_BINARY"] = str(exe)
+
+
+def prepare(preferred: int = 6006, host: str = HOST) -> int:
+    """Get ready to show TensorBoard: ``%tensorboard`` will run this environment's ``tensorboard``
+    (``$TENSORBOARD_BINARY``), the servers this process starts are stopped at exit, and the returned port is
+    ``preferred`` when it is free, else another free one (``free_port``, which says so)."""
+    global _prepared
+    if not _prepared:
+        _use_this_environments_tensorboard()
+        atexit.register(stop_started)
+        _prepared = True
+    return free_port(preferred, host)
+
+
+def api(port: int, path: str, params: Mapping[str, str] | None = None, timeout_s: float = 10.0,
+        host: str = HOST) -> Any:
+    """GET ``path`` from the TensorBoard HTTP API on ``port`` and return the decoded JSON."""
+    query = f"?{urllib.parse.urlencode(params)}" if params else ""
+    url = f"http://{host}:{port}{path}{query}"
+    with urllib.request.urlopen(url, timeout=timeout_s) as r:  # noqa: S310 - loopback only
+        return json.loads(r.read().decode("utf-8"))
+
+
+def served_logdir(port: int, host: str = HOST) -> str | None:
+    """The logdir the TensorBoard on ``port`` serves, or None when nothing (or no TensorBoard) answers."""
+    try:
+        data = api(port, "/data/logdir", timeout_s=2, host=host)
+    except (urllib.error.URLError, ConnectionError, OSError, ValueError):
+        return None
+    return data.get("logdir") if isinstance(data, dict) else None
+
+
+def wait_until_answering(port: int, timeout_s: float = 30.0, host: str = HOST) -> bool:
+    """Poll TensorBoard's HTTP API until it answers (True) or ``timeout_s`` passes (False)."""
+    deadline = time.time() + timeout_s
+    while True:
+        if served_logdir(port, host) is not None:
+            return True
+        if time.time() >= deadline:
+            return False
+        time.sleep(0.5)
+
+
+def _same_dir(a: str | Path, b: str | Path) -> bool:
+    try:
+        return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+    except OSError:
+        return str(a) == str(b)
+
+
+def check(port: int, timeout_s: float = 30.0, logdir: str | Path | None = None,
+          fallback: bool = True) -> TensorBoardStatus:
+    """Say plainly whether TensorBoard answered on ``port`` with this notebook's runs, and what to do if not.
+
+    ``logdir`` (default: ``env.runs_dir()``, what the notebooks pass to ``%tensorboard``)
+    must be the folder that server serves: when the port was already taken (another
+    notebook's TensorBoard, say), ``%tensorboard`` prints "Failed to launch TensorBoard"
+    and the port answers with someone else's runs. Then, with ``fallback``, a new
+    TensorBoard is started for ``logdir`` on a free port and shown inline.
+    """
+    want = Path(logdir) if logdir is not None else runs_dir()
+    url = f"http://{HOST}:{port}/"
+    ok = wait_until_answering(port, timeout_s)
+    served = served_logdir(port) if ok else None
+    if ok and _same_dir(served, want):
+        _remember_started(port)
+        msg = (f"TensorBoard answered at {url} with this notebook's runs ({want}). The frame above shows it; "
+               "open that address in a browser tab for more room.")
+        print(msg)
+        return TensorBoardStatus(port=port, url=url, answered=True, message=msg, logdir=str(want))
+    if ok:
+        why = (f"Port {port} is answered by another TensorBoard, which serves {served}, not this notebook's runs "
+               f"({want}): the port was busy when the cell above ran, so its launch failed.")
+    else:
+        why = f"TensorBoard did not answer at {url} within {timeout_s:.0f} s."
+    if fallback:
+        print(why + " Starting one on another port…")
+        status = start(want, port=free_port(0), timeout_s=max(timeout_s, 60.0), display=True)
+        if status.answered:
+            return status
+        why = f"{why} {status.message}"
+    msg = (f"{why} Start it by hand from the project folder with `tensorboard --logdir {want} --host {HOST}` "
+           "and open the address it prints. Everything the lesson needs is also in this notebook's tables and plots.")
+    print(msg)
+    return TensorBoardStatus(port=port, url=url, answered=False, message=msg, logdir=str(want))
+
+
+def start(logdir: str | Path | None = None, port: int | None = None, timeout_s: float = 60.0,
+          display: bool = False) -> TensorBoardStatus:
+    """Start a TensorBoard for ``logdir`` on 127.0.0.1 (``port`` or a free one); ``display`` shows it inline.
+
+    The server is remembered and stopped by ``stop_started()`` (also at exit).
+    """
+    from tensorboard import manager
+
+    logdir = Path(logdir) if logdir is not None else runs_dir()
+    port = port or prepare(0)
+    args = ["--logdir", str(logdir), "--host", HOST, "--port", str(port)]
+    result = manager.start(args, timeout=_dt.timedelta(seconds=timeout_s))
+    url = f"http://{HOST}:{port}/"
+    info = getattr(result, "info", None)
+    if info is not None and wait_until_answering(info.port, timeout_s):
+        if isinstance(result, manager.StartLaunched):
+            _started_pids.add(info.pid)
+        else:
+            _remember_started(info.port)
+        url = f"http://{HOST}:{info.port}/"
+        msg = f"TensorBoard answered at {url} with the runs in {logdir}."
+        if display:
+            _display_inline(info.port)
+        print(msg)
+        return TensorBoardStatus(port=info.port, url=url, answered=True, message=msg, logdir=str(logdir))
+    pid = getattr(result, "pid", None)
+    if pid:  # timed out: it may still come up later; stop it rather than leave it behind
+        _started_pids.add(pid)
+        stop(pid)
+    detail = (getattr(result, "stderr", "") or "").strip().splitlines()[-1:] or [type(result).__name__]
+    msg = f"Could not start TensorBoard on port {port} ({detail[0]})."
+    return TensorBoardStatus(port=port, url=url, answered=False, message=msg, logdir=str(logdir))
+
+
+def _display_inline(port: int) -> None:
+    try:
+        from tensorboard import notebook
+
+        notebook.display(port=port, height=800)
+    except Exception as exc:  # noqa: BLE001 - no notebook front end (plain Python): the URL was printed
+        print(f"(Not shown inline: {exc})")
+
+
+def scalar_runs(port: int) -> list[str]:
+    """The runs TensorBoard's own dashboards (scalars, hparams) list: ``/data/runs``."""
+    return list(api(port, "/data/runs"))
+
+
+def profiler_runs(port: int, timeout_s: float = 60.0) -> dict[str, list[str]]:
+    """Ask the profiler plugin's API which runs it lists, and each run's views.
+
+    Polls ``/data/plugin/pytorch_profiler/runs`` until the plugin has finished loading
+    (or ``timeout_s`` passes), then asks ``/views?run=...`` for each run. Returns
+    ``{run: [view, ...]}``, empty when the plugin lists nothing. Raises ``RuntimeError``
+    with a plain message when the plugin (torch-tb-profiler) is not installed.
+    """
+    base = "/data/plugin/pytorch_profiler"
+    deadline = time.time() + timeout_s
+    while True:
+        try:
+            data = api(port, f"{base}/runs")
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                raise RuntimeError("TensorBoard has no profiler plugin: `pip install torch-tb-profiler`.") from exc
+            raise
+        runs = list(data.get("runs", []))
+        if (runs and not data.get("loading")) or time.time() >= deadline:
+            break
+        time.sleep(1.0)
+    return {run: list(api(port, f"{base}/views", {"run": run})) for run in runs}
+
+
+def _is_our_child(pid: int) -> bool:
+    try:
+        import psutil
+
+        return psutil.Process(pid).ppid() == os.getpid()
+    except Exception:  # noqa: BLE001 - no psutil, or the process is gone
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            return int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid()
+        except (OSError, ValueError, IndexError):
+            return False
+
+
+def _remember_started(port: int) -> None:
+    """Remember the TensorBoard on ``port`` for stopping, if this process started it (never someone else's)."""
+    try:
+        from tensorboard import manager
+
+        for info in manager.get_all():
+            if info.port == port and _is_our_child(info.pid):
+                _started_pids.add(info.pid)
+    except Exception:  # noqa: BLE001 - best effort only
+        pass
+
+
+def stop(pid: int, timeout_s: float = 10.0) -> bool:
+    """Stop one TensorBoard this process started (SIGTERM, then SIGKILL); True when it is gone."""
+    if pid not in _started_pids:
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        _started_pids.discard(pid)
+        return True
+    except PermissionError:
+        return False
+    deadline = time.time() + timeout_s
+    gone = False
+    while time.time() < deadline and not gone:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)  # reap our child so it leaves no zombie
+            gone = done == pid
+        except ChildProcessError:  # not our child: poll whether it still exists
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                gone = True
+        if not gone:
+            time.sleep(0.1)
+    if not gone:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+    _started_pids.discard(pid)
+    return True
+
+
+def stop_started() -> list[int]:
+    """Stop every TensorBoard server this process started (also run at exit); returns their pids."""
+    pids = sorted(_started_pids)
+    for pid in pids:
+        stop(pid)
+    return pids

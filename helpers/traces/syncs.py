@@ -1,0 +1,173 @@
+"""Host-device synchronisations in a trace: each counted once, and what each cost (taught in ``03_backward_hooks``).
+
+A CPU-only trace has none of these events: every count is 0 and ``sync_costs`` is empty.
+"""
+from __future__ import annotations
+
+import bisect
+import statistics
+from typing import Any, Mapping
+
+from . import events as ev
+from . import intervals as iv
+
+# host calls that wait for the device, by kind (runtime and driver API, base names without CUPTI's suffixes)
+SYNC_KINDS = {
+    "cudaStreamSynchronize": "stream_sync", "cuStreamSynchronize": "stream_sync",
+    "cudaDeviceSynchronize": "device_sync", "cudaThreadSynchronize": "device_sync", "cuCtxSynchronize": "device_sync",
+    "cudaEventSynchronize": "event_sync", "cuEventSynchronize": "event_sync",
+}
+# copies whose API call itself blocks the host until the copy is done (the synchronous copy API);
+# a device-to-device copy does not make the host wait, so it is left out (by its GPU record, when there is one)
+BLOCKING_COPIES = {"cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyFromSymbol", "cudaMemcpyToSymbol",
+                   "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD", "cuMemcpy2D", "cuMemcpy3D"}
+# asynchronous copies: they block only when the destination is pageable host memory (a DtoH copy into memory
+# that is not pinned is staged and waited for by the driver); into pinned memory they do not wait
+ASYNC_COPIES = {"cudaMemcpyAsync", "cudaMemcpy2DAsync", "cudaMemcpy3DAsync", "cudaMemcpyFromSymbolAsync",
+                "cuMemcpyAsync", "cuMemcpyDtoHAsync", "cuMemcpy2DAsync", "cuMemcpy3DAsync"}
+KINDS = ("stream_sync", "device_sync", "event_sync", "blocking_copy")
+# Kineto's own records of a sync on the GPU timeline (category ``cuda_sync``, with ``enable_cuda_sync_events``):
+# the same wait as the host call with the same correlation id; "Stream Wait Event" is a GPU-side wait, no host sync
+DEVICE_SYNC_KINDS = {"Stream Sync": "stream_sync", "Context Sync": "device_sync", "Event Sync": "event_sync"}
+# calls that may sit between a copy and its sync without ending the pair (error checks, capture queries)
+QUIET_CALLS = {"cudaGetLastError", "cudaPeekAtLastError", "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo",
+               "cudaGetDevice", "cuCtxGetCurrent", "cuStreamIsCapturing", "cuStreamGetCaptureInfo"}
+SYNC_COST_COLUMNS = ["ts_us", "name", "kind", "host_us", "gpu_idle_us"]
+
+
+def sync_events(trace: Mapping[str, Any], pairs: dict | None = None) -> list[tuple[dict, str]]:
+    """Every host-device synchronisation in the trace, once each, in time order: ``(host event, kind)``.
+
+    - an explicit sync call (runtime or driver API: stream, device/context, event) is one sync;
+    - a synchronous copy call (``cudaMemcpy``, ``cuMemcpyDtoH`` ...) is one sync, unless its GPU record shows a
+      device-to-device copy (the host does not wait for those);
+    - an asynchronous device-to-host copy into pageable memory blocks like a sync; when the same thread's next
+      API call is an explicit sync (PyTorch's ``.item()`` / ``.cpu()``: ``cudaMemcpyAsync`` then
+      ``cudaStreamSynchronize``), the pair is one sync, counted as that call; a copy into pinned memory
+      (``non_blocking=True``) is no sync;
+    - a ``cuda_sync`` GPU record (Kineto's sync events) duplicates its host call; it counts only when the trace
+      holds no host call with its correlation id.
+
+    ``pairs``, when given, is filled with ``{id(sync call): copy call}`` for each copy-and-sync pair: the host
+    waits inside the copy call (a copy to pageable memory returns only when it is done), so the pair's wait
+    starts there.
+    """
+    done = ev.complete(trace)
+    gpu_copy = {ev.corr(e): str(e.get("name", "")) for e in done if ev.kind(e) == "memcpy" and ev.corr(e) is not None}
+    host_api = [e for e in done if ev.is_launch(e)]
+    device_syncs = [e for e in done if ev.kind(e) == "device_sync"]
+    out: list[tuple[dict, str]] = []
+    by_tid: dict = {}
+    for e in host_api:
+        by_tid.setdefault((e.get("pid"), e.get("tid")), []).append(e)
+    for calls in by_tid.values():
+        calls.sort(key=lambda e: float(e.get("ts", 0.0)))
+        pending = None  # an async DtoH copy into pageable memory, not yet followed by a sync call
+        for e in calls:
+            name = ev.api_name(str(e.get("name", "")))
+            kind = SYNC_KINDS.get(name)
+            if kind:
+                out.append((e, kind))
+                if pending is not None and pairs is not None:
+                    pairs[id(e)] = pending
+                pending = None  # the copy's wait is this sync
+                continue
+            if name in QUIET_CALLS:
+                continue
+            if pending is not None:  # the copy was not followed by a sync call: it was the wait itself
+                out.append((pending, "blocking_copy"))
+                pending = None
+            copy = gpu_copy.get(ev.corr(e), "")
+            if name in BLOCKING_COPIES and "DtoD" not in copy:
+                out.append((e, "blocking_copy"))
+            elif name in ASYNC_COPIES and "DtoH" in copy and "Pinned" not in copy:
+                pending = e
+        if pending is not None:
+            out.append((pending, "blocking_copy"))
+    seen = {ev.corr(e) for e in host_api}
+    for e in device_syncs:
+        kind = DEVICE_SYNC_KINDS.get(str((e.get("args") or {}).get("cuda_sync_kind", e.get("name"))))
+        if kind and (ev.corr(e) is None or ev.corr(e) not in seen):
+            out.append((e, kind))
+    out.sort(key=lambda p: float(p[0].get("ts", 0.0)))
+    return out
+
+
+def count_syncs(trace: Mapping[str, Any], phase: str | None = "backward") -> dict[str, Any]:
+    """Host-device synchronisations inside ``phase`` (or the whole trace with ``phase=None``), each counted once.
+
+    What counts as one synchronisation is explained in ``sync_events``: ``.item()`` (a device-to-host copy and
+    its stream sync) is one, a non-blocking copy into pinned memory is none, driver-API syncs
+    (``cuStreamSynchronize``, ``cuCtxSynchronize``, ``cuEventSynchronize``) and the blocking ``cudaMemcpy`` count.
+    A sync belongs to the phase its host call starts in.
+
+    Returns a dict: ``total``; ``phases`` (how many ``phase`` ranges were found, 1 for the whole trace);
+    ``per_step`` (total / phases); ``by_kind`` ({kind: count} over ``KINDS``), the same counts as top-level keys;
+    and ``dtoh_copies``, the device-to-host copies launched in the phase (informative: most belong to a sync).
+    A CPU-only trace has none of these events: every count is 0.
+    """
+    ranges = ev.phase_ranges(trace, phase) if phase else None
+    where = iv.merge(ranges) if ranges is not None else None
+    inside = (lambda ts: True) if where is None else (lambda ts: iv.contains(where, ts))
+    by_kind = dict.fromkeys(KINDS, 0)
+    for e, kind in sync_events(trace):
+        if inside(float(e.get("ts", 0.0))):
+            by_kind[kind] += 1
+    launched = {c for c, e in ev.launches(trace).items() if inside(float(e["ts"]))}
+    dtoh = sum(1 for e in ev.device_work(trace) if ev.kind(e) == "memcpy" and "DtoH" in str(e.get("name", ""))
+               and ev.corr(e) in launched)
+    total = sum(by_kind.values())
+    n = 1 if ranges is None else len(ranges)
+    return {**by_kind, "by_kind": by_kind, "dtoh_copies": dtoh, "total": total, "phases": n,
+            "per_step": total / n if n else 0.0}
+
+
+def launch_latency_us(trace: Mapping[str, Any]) -> float:
+    """The trace's own launch latency: the median time from a launch call's start to its device work's start,
+    over the work launched while the device was idle (so no queue delay is included); 0 if there is none."""
+    launch = ev.launches(trace)
+    lat, busy_until = [], float("-inf")
+    for e in ev.device_work(trace):
+        a, b = ev.span(e)
+        call = launch.get(ev.corr(e))
+        if call is not None and busy_until <= float(call["ts"]) <= a:
+            lat.append(a - float(call["ts"]))
+        busy_until = max(busy_until, b)
+    return float(statistics.median(lat)) if lat else 0.0
+
+
+def sync_costs(trace: Mapping[str, Any], phase: str | None = None):
+    """One row per synchronisation (counted once, as in ``count_syncs``) with what it cost.
+
+    A sync costs waiting, not device time: ``host_us`` is the host call's duration (the CPU waits), and
+    ``gpu_idle_us`` is the GPU idle time it caused, measured on the trace's own GPU timeline (all GPU
+    activity, every stream): the idle time from the sync call's start until the next GPU activity starts, but
+    at most until the end of the host call plus the trace's launch latency (``launch_latency_us``) -- idle after
+    that is the CPU's doing (it launched nothing), not the sync's. For a device-to-host copy followed by its
+    sync (``.item()``: ``cudaMemcpyAsync`` into pageable memory, then ``cudaStreamSynchronize``) the host waits
+    mostly inside the copy call, so "the host call" is the pair: from the copy call's start to the sync's end
+    (``ts_us`` stays the sync call's).
+    Columns ``ts_us, name, kind, host_us, gpu_idle_us``; empty (same columns) for a CPU-only trace.
+    """
+    import pandas as pd
+
+    where = iv.merge(ev.phase_ranges(trace, phase)) if phase else None
+    pairs: dict = {}
+    syncs = [(e, k) for e, k in sync_events(trace, pairs)
+             if where is None or iv.contains(where, float(e.get("ts", 0.0)))]
+    work = ev.device_work(trace)
+    if not work or not syncs:
+        return pd.DataFrame(columns=SYNC_COST_COLUMNS)
+    starts = [float(e["ts"]) for e in work]
+    busy = iv.merge(ev.span(e) for e in work)
+    launch = launch_latency_us(trace)
+    rows = []
+    for e, kind in syncs:
+        ts = float(e["ts"])
+        t1 = ts + float(e.get("dur", 0.0))
+        t0 = min(ts, float(pairs[id(e)]["ts"])) if id(e) in pairs else ts   # the pair's wait starts in the copy
+        j = bisect.bisect_left(starts, t1)  # the first device work that starts after the host call ends
+        end = min(starts[j], t1 + launch) if j < len(starts) else t1 + launch
+        rows.append({"ts_us": ts, "name": str(e.get("name", "")), "kind": kind, "host_us": t1 - t0,
+                     "gpu_idle_us": max(0.0, (end - t0) - iv.covered(busy, t0, end))})
+    return pd.DataFrame(rows, columns=SYNC_COST_COLUMNS)

@@ -1,0 +1,31 @@
+"""helpers.measure.validate: bad settings refused with a message."""
+import pytest
+
+from helpers.measure import validate as widgets
+
+
+@pytest.mark.parametrize("bad", [-1, 10**6, 1.5, "2", True])
+def test_num_workers_refused(bad):
+    with pytest.raises(widgets.InvalidValue):
+        widgets.validate_num_workers(bad, max_workers=8)
+
+
+def test_num_workers_ok():
+    assert widgets.validate_num_workers(0, 2) == 0
+    assert widgets.validate_num_workers(2, 2) == 2
+
+
+@pytest.mark.parametrize("bad", [0, -3, 10**6, None])
+def test_batch_size_refused(bad):
+    with pytest.raises(widgets.InvalidValue):
+        widgets.validate_batch_size(bad)
+
+
+def test_modes_and_precisions():
+    assert widgets.validate_compile_mode("default", "cpu") == "default"
+    with pytest.raises(widgets.InvalidValue, match="unknown compile mode"):
+        widgets.validate_compile_mode("turbo", "cpu")
+    with pytest.raises(widgets.InvalidValue, match="needs a GPU"):
+        widgets.validate_compile_mode("reduce-overhead", "cpu")
+    with pytest.raises(widgets.InvalidValue, match="GPUs"):
+        widgets.validate_precision("fp16", "cpu")

@@ -1,0 +1,77 @@
+import json
+
+import pytest
+
+from helpers.notebook import display, results
+
+
+def test_record_ok_and_failed_rows_and_atomic_save(tmp_path, capsys):
+    r = results.Results("nb", "smoke", {"python": "3", "torch": "t", "device": "cpu", "cpu_count": 2}, root=tmp_path)
+    r.record("good", {"bs": 2}, lambda: {"step_ms_median": 1.5})
+
+    def boom():
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2 GiB")
+
+    row = r.record("bad", {"bs": 4096}, boom)
+    assert row["status"] == "failed" and row["error"].startswith("out of memory")
+    assert "[failed] bad" in capsys.readouterr().out
+    r.record("after", {}, lambda: {"x": 1})  # the run goes on
+    r.check("claim", 1 == 1)
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert [e["name"] for e in doc["experiments"]] == ["good", "bad", "after"]
+    assert results.validate(doc) == []
+    assert not list(tmp_path.glob(".*.tmp"))
+    t = r.table()
+    assert list(t["status"]) == ["ok", "failed", "ok"]
+
+
+def test_validate_finds_problems():
+    assert "missing key 'checks'" in results.validate({"notebook": 1, "scale": "smoke", "env": {}, "experiments": []})
+    doc = {"notebook": "n", "scale": "tiny", "env": {}, "experiments": [{"name": "a", "config": {}, "metrics": {},
+           "status": "failed", "error": None}], "checks": {"c": "yes"}}
+    probs = results.validate(doc)
+    assert any("scale" in p for p in probs)
+    assert any("without an error" in p for p in probs)
+    assert any("not a boolean" in p for p in probs)
+    assert any("env lacks" in p for p in probs)
+
+
+def test_bad_status_refused(tmp_path):
+    r = results.Results("nb", "smoke", root=tmp_path)
+    with pytest.raises(ValueError):
+        r.add("x", {}, status="maybe")
+
+
+def test_load_missing_says_what_to_do(tmp_path):
+    with pytest.raises(FileNotFoundError, match="make run"):
+        results.load("nope", root=tmp_path)
+
+
+def test_nan_and_tensors_serialise(tmp_path):
+    import torch
+
+    r = results.Results("nb", "smoke", root=tmp_path)
+    r.add("x", {"t": torch.tensor(2)}, {"nan": float("nan"), "v": torch.tensor(1.5)})
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["experiments"][0]["metrics"] == {"nan": None, "v": 1.5}
+    assert doc["experiments"][0]["config"] == {"t": 2}
+
+
+def test_readable_table_integers_units_and_failed_rows_last():
+    import pandas as pd
+
+    df = pd.DataFrame([
+        {"experiment": "a", "num_workers": 1.0, "batch_size": 8.0, "step_ms_median": 3.25, "samples_per_s": 100.5,
+         "peak_mem_mb": None, "status": "failed", "error": "boom"},
+        {"experiment": "b", "num_workers": None, "batch_size": 16.0, "step_ms_median": 2.0, "samples_per_s": 200.0,
+         "peak_mem_mb": 12.5, "status": "ok", "error": ""},
+    ])
+    out = display.readable(df)
+    assert list(out["experiment"]) == ["b", "a"]  # failed rows after the others
+    assert str(out["num workers"].dtype) == "Int64" and out["batch size"].tolist() == [16, 8]
+    assert "step median (ms)" in out and "samples/s" in out and "peak mem (MB)" in out
+    assert out["step median (ms)"].tolist() == [2.0, 3.25]  # non-integer floats stay floats
+    assert "error" in out  # kept: one row has a message
+    assert "error" not in display.readable(df[df["status"] == "ok"])
+    assert list(df.columns)[3] == "step_ms_median"  # the input is untouched
+    assert display.header("step_ms_p25") == "step p25 (ms)" and display.header("compile_s") == "compile (s)"

@@ -1,0 +1,105 @@
+"""helpers.notebook.tensorboard against a real TensorBoard on 127.0.0.1 (one logged experiment, one profiler trace)."""
+import os
+from pathlib import Path
+
+import pytest
+
+from helpers.measure import profiling
+from helpers.notebook import tensorboard as tb
+
+
+def _tiny_step():
+    import torch
+
+    x = torch.randn(32, 32)
+    return lambda: (x @ x).relu_().sum()
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("tb_runs")
+    tb.log_experiment("nb", "exp", {"batch_size": 8, "precision": "fp32", "note": None},
+                      {"step_ms_median": 1.5, "samples_per_s": 5000.0, "top_op": "aten::mm"},
+                      step_times_ms=[1.0, 2.0, 1.5], losses=[0.9, 0.8, 0.7], batch_size=8, root=root / "nb")
+    trace_dir = root / "traces" / "tiny"
+    profiling.profile_steps(_tiny_step(), wait=0, warmup=1, active=1, trace_dir=trace_dir)
+    assert len(profiling.trace_files(trace_dir)) == 1
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(logdir):
+    status = tb.start(logdir, timeout_s=120)
+    try:
+        assert status.answered, status.message
+        yield status
+    finally:
+        tb.stop_started()
+    assert tb.served_logdir(status.port) is None, "the server was not stopped"
+
+
+def test_importing_changes_nothing_and_prepare_points_at_this_environments_tensorboard():
+    """The package has no import-time side effects: ``prepare()`` (the notebooks' TensorBoard cell) is what sets
+    ``$TENSORBOARD_BINARY``, without which the %tensorboard magic would look for `tensorboard` on $PATH."""
+    import subprocess
+    import sys
+
+    code = ("import atexit, os; import helpers.notebook.tensorboard as tb; before = os.environ.get('TENSORBOARD_BINARY'); "
+            "tb.prepare(0); print(before, os.environ.get('TENSORBOARD_BINARY'), sep='|')")
+    env = {k: v for k, v in os.environ.items() if k != "TENSORBOARD_BINARY"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    before, after = out.stdout.strip().split("|")
+    assert before == "None" and after and Path(after).exists(), out.stderr[-500:]
+
+
+def test_scalars_and_hparams_are_served(server):
+    runs = tb.scalar_runs(server.port)
+    assert "nb/exp-0" in runs, runs
+    tags = tb.api(server.port, "/data/plugin/scalars/tags")
+    assert {"step/time_ms", "step/samples_per_s", "train/loss"} <= set(tags["nb/exp-0"]), tags
+    listing = tb.api(server.port, "/data/plugins_listing")
+    assert listing["hparams"]["enabled"] and listing["scalars"]["enabled"]
+    assert tb.served_logdir(server.port) == str(server.logdir)
+
+
+def test_profiler_plugin_lists_the_run_and_its_views(server):
+    runs = tb.profiler_runs(server.port, timeout_s=120)
+    assert list(runs) == ["traces/tiny"], runs
+    assert "Overview" in runs["traces/tiny"], runs
+
+
+def test_check_says_it_answered_with_this_notebooks_runs(server, capsys):
+    status = tb.check(server.port, timeout_s=30, logdir=server.logdir, fallback=False)
+    assert status.answered and status.port == server.port
+    assert "answered" in capsys.readouterr().out
+
+
+def test_busy_port_gives_a_clear_message_and_another_port(server, tmp_path, capsys):
+    """The port answers, but with another logdir (someone else's TensorBoard): start ours elsewhere."""
+    mine = tmp_path / "mine"
+    tb.log_experiment("nb2", "other", {"x": 1}, {"m": 2.0}, step_times_ms=[1.0], root=mine / "nb2")
+    before = set(tb._started_pids)
+    status = tb.check(server.port, timeout_s=30, logdir=mine, fallback=True)
+    try:
+        out = capsys.readouterr().out
+        assert "another TensorBoard" in out and "Starting one on another port" in out, out
+        assert status.answered and status.port != server.port, status
+        assert tb.served_logdir(status.port) == str(mine)
+        assert "nb2/other-0" in tb.scalar_runs(status.port)
+    finally:
+        for pid in set(tb._started_pids) - before:
+            assert tb.stop(pid)
+    assert tb.served_logdir(status.port) is None
+    assert tb.served_logdir(server.port) == str(server.logdir), "the other server must be left running"
+
+
+def test_no_answer_says_what_to_do(capsys):
+    port = tb.free_port(0)
+    status = tb.check(port, timeout_s=1, logdir="/nonexistent", fallback=False)
+    assert not status.answered
+    out = capsys.readouterr().out
+    assert "did not answer" in out and "tensorboard --logdir" in out
+
+
+def test_stop_leaves_servers_it_did_not_start_alone():
+    assert tb.stop(os.getppid()) is False

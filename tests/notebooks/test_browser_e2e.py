@@ -1,0 +1,366 @@
+"""The JupyterLab experience in a real browser: Playwright drives Chromium.
+
+Starts JupyterLab on a free 127.0.0.1 port with a token (smoke scale, results and runs in a
+temporary folder), opens notebook 02, runs all cells from the Run menu, then uses the widget
+panel as a reader would (changes num_workers, clicks Run, sees a new row in the results table),
+checks that the inline TensorBoard frame loads and lists the notebook's runs, and that the
+profiler plugin's API lists runs and views. Screenshots go to test-artifacts/ (git-ignored).
+Every server it started (JupyterLab, its kernels, their TensorBoards) is stopped, also on failure.
+
+Drives the Chromium that ``helpers.devsetup.find_chromium`` finds: ``$PERF_CHROMIUM``, Debian's
+``/usr/bin/chromium`` or Playwright's own (``make setup`` fetches it where the download works). Without
+one the test is skipped with the reason and the command that enables it; under ``CI=true`` or
+``PERF_REQUIRE_BROWSER=1`` it fails instead, so CI keeps proving the real-browser path.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from helpers.tools import devsetup
+from helpers.notebook import tensorboard as tb
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+ARTIFACTS = ROOT / "test-artifacts" / "browser_e2e"
+NOTEBOOK = "02_data_pipeline.ipynb"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+RUN_ALL_TIMEOUT_S = 600
+PANEL_RUN_TIMEOUT_S = 300
+
+# JupyterLab settings for this test only (a temporary user-settings folder): never save the
+# notebook (its outputs must not land in the repository), render every cell (no windowing, so
+# every prompt is in the page) and fetch no news (the machine is offline).
+LAB_SETTINGS = {
+    "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
+                                                                          "checkForUpdates": False},
+}
+
+
+def _require_browser():
+    """The Chromium to drive; skips on a plain machine without one, fails under CI / PERF_REQUIRE_BROWSER=1."""
+    decision = devsetup.browser_decision()
+    if decision.action == "skip":
+        pytest.skip(decision.reason)
+    if decision.action == "fail":
+        pytest.fail(decision.reason, pytrace=False)
+    print(decision.reason)
+    return decision.chromium
+
+
+def _notebook() -> Path:
+    nb = NOTEBOOKS / NOTEBOOK
+    assert nb.exists(), f"{nb} is missing"
+    return nb
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class Lab:
+    """A JupyterLab server on 127.0.0.1 with a random token, and its REST API."""
+
+    def __init__(self, tmp: Path):
+        self.port = tb.free_port(0)
+        self.token = secrets.token_hex(16)
+        self.url = f"http://127.0.0.1:{self.port}"
+        settings = tmp / "lab-settings"
+        for rel, value in LAB_SETTINGS.items():
+            (settings / rel).parent.mkdir(parents=True, exist_ok=True)
+            (settings / rel).write_text(json.dumps(value))
+        env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}  # plots inline, as for a reader
+        env.update(PERF_SCALE="smoke", PERF_RESULTS_DIR=str(tmp / "results"), PERF_RUNS_DIR=str(tmp / "runs"),
+                   JUPYTER_CONFIG_DIR=str(tmp / "jupyter-config"), JUPYTER_RUNTIME_DIR=str(tmp / "jupyter-runtime"),
+                   PYTHONUNBUFFERED="1")
+        self.runs_dir = tmp / "runs"
+        self.log = open(tmp / "jupyterlab.log", "w")  # noqa: SIM115 - closed in stop()
+        cmd = [str(Path(sys.executable).with_name("jupyter")), "lab", "--ip", "127.0.0.1",
+               "--port", str(self.port), "--no-browser", f"--IdentityProvider.token={self.token}",
+               f"--ServerApp.root_dir={NOTEBOOKS}", "--ServerApp.port_retries=0",
+               f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp / 'lab-workspaces'}",
+               "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+               "--LabApp.extension_manager=readonly",
+               # as `make lab`: kernels get CurveZMQ keys (no "running over TCP without encryption" warning)
+               "--MappingKernelManager.transport_encryption=auto"]
+        if os.geteuid() == 0:  # CI runs as root
+            cmd.append("--allow-root")
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def api(self, path: str, method: str = "GET"):
+        req = urllib.request.Request(self.url + path, method=method,
+                                     headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(req, timeout=10) as r:  # noqa: S310 - loopback only
+            body = r.read()
+        return json.loads(body) if body else None
+
+    def wait_ready(self, timeout_s: float = 180):
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"JupyterLab exited with {self.proc.returncode}; see {self.log.name}")
+            try:
+                self.api("/api/status")
+                return
+            except (urllib.error.URLError, OSError):
+                time.sleep(1)
+        raise TimeoutError(f"JupyterLab did not answer on {self.url} within {timeout_s} s")
+
+    def descendants(self) -> list:
+        import psutil
+
+        try:
+            return psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def stop(self) -> list[str]:
+        """Shut kernels down politely, then the server; kill whatever it started that is left."""
+        import psutil
+
+        leftovers = []
+        procs = self.descendants()
+        try:
+            for s in self.api("/api/sessions"):
+                self.api(f"/api/sessions/{s['id']}", method="DELETE")
+        except Exception:  # noqa: BLE001 - the server may already be gone
+            pass
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        procs += _tensorboards_serving(self.runs_dir)
+        alive = [p for p in procs if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        for p in alive:
+            leftovers.append(f"{p.pid} {' '.join(p.cmdline()[:3])}")
+            p.terminate()
+        _, still = psutil.wait_procs(alive, timeout=15)
+        for p in still:
+            p.kill()
+        self.log.close()
+        return leftovers
+
+
+def _tensorboards_serving(logdir: Path) -> list:
+    """TensorBoard processes whose logdir is inside ``logdir`` (ours alone: it is a fresh temporary folder)."""
+    import psutil
+    from tensorboard import manager
+
+    found = []
+    for info in manager.get_all():
+        if str(logdir) in info.logdir:
+            try:
+                found.append(psutil.Process(info.pid))
+            except psutil.NoSuchProcess:
+                pass
+    return found
+
+
+def _shot(page_or_locator, name: str):
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page_or_locator.screenshot(path=str(ARTIFACTS / name))
+
+
+def _prompts(page) -> list[str]:
+    return page.eval_on_selector_all(".jp-Notebook .jp-CodeCell .jp-InputPrompt",
+                                     "els => els.map(e => e.textContent.trim())")
+
+
+def _run_all_and_wait(page, n_code: int):
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
+    deadline = time.time() + RUN_ALL_TIMEOUT_S
+    quiet = 0
+    while time.time() < deadline:
+        prompts = _prompts(page)
+        busy = any("*" in p for p in prompts)
+        numbered = sum(bool(re.search(r"\[\d+\]", p)) for p in prompts)
+        quiet = quiet + 1 if (not busy and numbered) else 0
+        if quiet >= 3:
+            break
+        time.sleep(2)
+    else:
+        raise TimeoutError(f"Run All Cells did not finish within {RUN_ALL_TIMEOUT_S} s; prompts: {_prompts(page)}")
+    prompts = _prompts(page)
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
+                          has_text="Traceback")
+    if errors.count():
+        raise AssertionError("a cell raised:\n" + errors.first.inner_text()[-3000:])
+    assert len(prompts) == n_code and all(re.search(r"\[\d+\]", p) for p in prompts), \
+        f"not every code cell ran: {prompts}"
+
+
+def _panel(page):
+    """The widget panel that has a num_workers control and a Run button (the innermost such box)."""
+    run_button = page.locator("button.jupyter-button", has_text=re.compile(r"^\s*Run\s*$"))
+    return (page.locator(".jupyter-widgets.widget-vbox")
+            .filter(has=page.get_by_text("num_workers", exact=False))
+            .filter(has=run_button).last), run_button
+
+
+def _set_num_workers(panel, value: int) -> None:
+    ctl = panel.locator(".widget-inline-hbox").filter(has_text="num_workers").last
+    if ctl.locator("select").count():
+        ctl.locator("select").select_option(label=str(value))
+    elif ctl.locator("input").count():
+        box = ctl.locator("input").first
+        box.fill(str(value))
+        box.press("Enter")
+        box.press("Tab")
+    elif ctl.locator(".widget-readout").count():  # a slider: type into its editable readout
+        readout = ctl.locator(".widget-readout")
+        readout.click()
+        readout.press("Control+A")
+        readout.type(str(value))
+        readout.press("Enter")
+    else:
+        raise AssertionError("the num_workers control is neither a dropdown, a text box nor a slider: "
+                             + ctl.inner_html()[:500])
+
+
+def _num_workers(panel) -> int | None:
+    ctl = panel.locator(".widget-inline-hbox").filter(has_text="num_workers").last
+    for sel, get in (("select", "e => e.options[e.selectedIndex].text"), ("input", "e => e.value"),
+                     (".widget-readout", "e => e.textContent")):
+        if ctl.locator(sel).count():
+            text = ctl.locator(sel).first.evaluate(get).strip()
+            return int(text) if text.lstrip("-").isdigit() else None
+    return None
+
+
+def _row_labels(panel) -> list[str]:
+    """The index labels of the results table in the panel's output (it may show only its last rows)."""
+    return [t.strip() for t in panel.locator(".widget-output table tbody tr th").all_inner_texts()]
+
+
+def _click_run_and_wait_for_row(panel, before: list[str]) -> list[str]:
+    """Click Run; return the table's row labels once a row that was not there before appears."""
+    button = panel.locator("button.jupyter-button", has_text=re.compile(r"^\s*Run\s*$"))
+    button.click()
+    deadline = time.time() + PANEL_RUN_TIMEOUT_S
+    while time.time() < deadline:
+        said = " ".join(panel.locator(".widget-html").all_inner_texts())
+        if "Refused" in said or "Failed" in said:
+            raise AssertionError(f"the panel refused or failed: {said}")
+        labels = _row_labels(panel)
+        if set(labels) - set(before) and button.is_enabled():
+            return labels
+        time.sleep(1)
+    raise TimeoutError(f"no new row in the results table within {PANEL_RUN_TIMEOUT_S} s")
+
+
+def test_jupyterlab_notebook_widgets_and_tensorboard_in_a_real_browser(tmp_path):
+    chromium = _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    nb = _notebook()
+    n_code = sum(c["cell_type"] == "code" for c in json.loads(nb.read_text())["cells"])
+    before_sha = _sha(nb)
+    before_files = set(os.listdir(NOTEBOOKS))
+    t0 = time.time()
+    lab = Lab(tmp_path)
+    leftovers: list[str] = []
+    try:
+        lab.wait_ready()
+        with sync_playwright() as pw:
+            exe = str(chromium.path) if chromium.path else None  # None: Playwright's own browser
+            ctx = pw.chromium.launch_persistent_context(
+                str(tmp_path / "chromium-profile"), executable_path=exe, headless=True, args=CHROMIUM_ARGS,
+                viewport={"width": 1400, "height": 1000})
+            ctx.set_default_timeout(180_000)
+            page = ctx.pages[0] if ctx.pages else ctx.new_page()
+            try:
+                page.goto(f"{lab.url}/lab/tree/{nb.name}?token={lab.token}")
+                page.locator(".jp-Notebook .jp-CodeCell").first.wait_for()
+                deadline = time.time() + 180  # the kernel must be up before Run All
+                while not any(s["kernel"]["execution_state"] == "idle" for s in lab.api("/api/sessions")):
+                    assert time.time() < deadline, "the notebook's kernel did not start"
+                    time.sleep(1)
+
+                _run_all_and_wait(page, n_code)
+                print(f"Run All Cells finished after {time.time() - t0:.0f} s")
+                page.locator(".jp-Notebook .jp-Cell").first.scroll_into_view_if_needed()
+                _shot(page, "01_notebook_after_run_all.png")
+
+                # --- the widget panel, used as a reader would --------------------------------------
+                panel, button = _panel(page)
+                if nb.name == NOTEBOOK:
+                    panel.scroll_into_view_if_needed()
+                    assert panel.is_visible(), "the widget panel did not render"
+                    first = _num_workers(panel)
+                    value = 1 if first != 1 else 0
+                    _set_num_workers(panel, value)
+                    assert _num_workers(panel) == value, "num_workers did not take the new value"
+                    _shot(panel, "02_panel_num_workers_changed.png")
+                    rows = _click_run_and_wait_for_row(panel, _row_labels(panel))
+                    value2 = 0 if value != 0 else 2
+                    _set_num_workers(panel, value2)
+                    rows2 = _click_run_and_wait_for_row(panel, rows)
+                    new = [r for r in rows2 if r not in rows]
+                    assert len(new) == 1, f"one click should add one row: {rows} -> {rows2}"
+                    assert rows2[-1] == new[0], f"the new row should come last: {rows2}"
+                    if all(r.isdigit() for r in rows + rows2):
+                        assert int(new[0]) == max(int(r) for r in rows) + 1, f"{rows} -> {rows2}"
+                    print(f"panel: num_workers {first} -> {value} -> {value2}; table rows {rows} -> {rows2}")
+                    panel.scroll_into_view_if_needed()
+                    _shot(panel, "03_panel_after_two_runs.png")
+                else:  # fallback notebook 01: its panel has no num_workers; its Run button must still work
+                    assert button.count() >= 1, "no widget panel rendered"
+
+                # --- inline TensorBoard --------------------------------------------------------------
+                frame_el = page.locator("iframe[id^='tensorboard-frame-']").last
+                frame_el.scroll_into_view_if_needed()
+                page.wait_for_function(
+                    "() => { const f = [...document.querySelectorAll(\"iframe[id^='tensorboard-frame-']\")]"
+                    ".pop(); return f && f.src && f.src.startsWith('http'); }")
+                src = frame_el.get_attribute("src")
+                port = int(re.search(r":(\d+)/", src).group(1))
+                assert page.get_by_text("TensorBoard answered at").count() >= 1, "tb.check did not say it answered"
+                assert tb.served_logdir(port) == str(lab.runs_dir), "the frame shows another logdir"
+                stem = nb.stem
+                runs = [r for r in tb.scalar_runs(port) if r.startswith(stem + "/")]
+                assert runs, f"TensorBoard lists none of {stem}'s runs: {tb.scalar_runs(port)}"
+                frame = page.frame_locator("iframe[id^='tensorboard-frame-']").last
+                frame.get_by_text(runs[0], exact=False).first.wait_for(timeout=120_000)
+                time.sleep(2)  # let the charts draw before the picture
+                _shot(frame_el, "04_tensorboard_inline.png")
+
+                # --- the profiler plugin's API ------------------------------------------------------
+                prof = tb.profiler_runs(port, timeout_s=120)
+                assert prof, "the profiler plugin lists no runs"
+                assert all(views for views in prof.values()), f"a profiler run has no views: {prof}"
+                print(f"TensorBoard port {port}: {len(runs)} scalar runs; profiler runs and views: {prof}")
+            except BaseException:
+                try:
+                    _shot(page, "failure.png")
+                except Exception:  # noqa: BLE001
+                    pass
+                raise
+            finally:
+                ctx.close()
+    finally:
+        leftovers = lab.stop()
+        print(f"browser test wall time: {time.time() - t0:.0f} s")
+    assert _sha(nb) == before_sha, f"{nb.name} was modified by the browser session"
+    assert set(os.listdir(NOTEBOOKS)) <= before_files | {".ipynb_checkpoints"}, \
+        f"new files in notebooks/: {set(os.listdir(NOTEBOOKS)) - before_files}"
+    assert not [p for p in leftovers if "tensorboard" in p], \
+        f"TensorBoard outlived its kernel (helpers.notebook.tensorboard.stop_started should stop it): {leftovers}"

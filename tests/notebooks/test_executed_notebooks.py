@@ -1,0 +1,170 @@
+"""The executed notebooks: clean output (no library log noise) and prose that lives in markdown cells.
+
+Reads the executed copies that ``make test`` keeps (nbmake ``--overwrite`` on copies under
+``build/test/notebooks``; the Makefile points ``$PERF_EXECUTED_NOTEBOOKS`` there), or a ``make run``
+results folder (``PERF_EXECUTED_NOTEBOOKS=results``: ``<stem>/<stem>.ipynb``). Without
+``$PERF_EXECUTED_NOTEBOOKS`` (a plain ``pytest tests``) there is nothing to read and the tests
+skip; when it is set, a missing or unexecuted copy fails.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from helpers.notebook import env
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+EXECUTED_ENV = "PERF_EXECUTED_NOTEBOOKS"
+MAX_GENERATED_SHARE = 0.25
+
+# Kineto's log format: "<SEVERITY>:<date> <time> <pid>:<tid> <file>.cpp:<line>] <message>"
+KINETO_LINE = re.compile(r"^(VERBOSE|INFO|WARNING|STAGE|ERROR|USDT):\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \d+:\d+ \S+:\d+\]", re.M)
+NOISE = {
+    "Kineto's failed GPU probe": re.compile(r"gpuGetDeviceCount failed"),
+    "Kineto's USDT probe markers": re.compile(r"USDT\b.*profiler_(start|stop)"),
+    "a Kineto log line": KINETO_LINE,
+    "the kernel's unencrypted-TCP warning": re.compile(r"running over TCP without encryption"),
+    # a Python warning printed by the warnings module ("file.py:12: UserWarning: ..."): a library's stray
+    # warning; a notebook that teaches one shows it deliberately (caught and explained), not raw
+    "a stray Python warning": re.compile(r"^\S+\.py:\d+: \w*Warning: ", re.M),
+}
+# With a GPU, Kineto's errors are kept on purpose (env.kineto_log_level) and its USDT markers rank above them.
+GPU_ALLOWED = {"Kineto's USDT probe markers", "a Kineto log line"}
+
+
+def _executed_path(stem: str) -> Path:
+    raw = os.environ.get(EXECUTED_ENV, "").strip()
+    if not raw:
+        pytest.skip(f"no executed notebooks to read: `make test` sets ${EXECUTED_ENV} (or set it to a "
+                    "`make run` results folder)")
+    base = Path(raw)
+    for p in (base / f"{stem}.ipynb", base / stem / f"{stem}.ipynb"):
+        if p.exists():
+            return p
+    pytest.fail(f"no executed copy of {stem} in {base} (${EXECUTED_ENV}): nbmake/`make run` did not write it",
+                pytrace=False)
+
+
+def _executed(stem: str) -> dict:
+    path = _executed_path(stem)
+    nb = json.loads(path.read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    if not any(c.get("execution_count") is not None for c in code):
+        pytest.fail(f"{path} was not executed (no execution counts)", pytrace=False)
+    return nb
+
+
+def _text(o: dict) -> str:
+    if o.get("output_type") == "stream":
+        return "".join(o.get("text", ""))
+    if o.get("output_type") == "error":
+        return "\n".join(o.get("traceback", []))
+    data = o.get("data", {})
+    return "\n".join("".join(data[k]) for k in ("text/plain", "text/markdown", "text/html") if k in data)
+
+
+def noise(nb: dict, allowed: set[str] = frozenset()) -> list[str]:
+    """One line per noisy output: ``cell <i>: <what>: <the line>``."""
+    found = []
+    for i, c in enumerate(nb["cells"]):
+        for o in c.get("outputs", []):
+            text = _text(o)
+            hits = {}
+            for what, pat in NOISE.items():
+                m = pat.search(text) if what not in allowed else None
+                if m:
+                    hits[what] = text[text.rfind("\n", 0, m.start()) + 1:].split("\n", 1)[0]
+            if len(hits) > 1:
+                hits.pop("a Kineto log line", None)  # said more precisely by another entry
+            found += [f"cell {i}: {what}: {line[:160]}" for what, line in hits.items()]
+    return found
+
+
+def prose_share(nb: dict) -> tuple[float, int, int]:
+    """Generated markdown (code cells' text/markdown outputs) over markdown cells' sources, in characters."""
+    md = sum(len("".join(c["source"])) for c in nb["cells"] if c["cell_type"] == "markdown")
+    gen = sum(len("".join(o["data"]["text/markdown"])) for c in nb["cells"] if c["cell_type"] == "code"
+              for o in c.get("outputs", []) if "text/markdown" in o.get("data", {}))
+    return (gen / md if md else float("inf")), gen, md
+
+
+def test_every_notebook_is_checked():
+    assert SOURCES, "no notebooks/[0-9][0-9]_*.ipynb found"
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_executed_notebook_has_no_library_noise(src):
+    nb = _executed(src.stem)
+    allowed = GPU_ALLOWED if env.cuda_available() else set()
+    found = noise(nb, allowed)
+    assert not found, f"{src.stem}: library noise in the executed notebook:\n" + "\n".join(found[:20])
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_generated_prose_is_at_most_a_quarter_of_the_markdown(src):
+    share, gen, md = prose_share(_executed(src.stem))
+    assert share <= MAX_GENERATED_SHARE, (
+        f"{src.stem}: generated markdown is {gen} characters, {share:.0%} of the markdown cells' {md} "
+        f"(at most {MAX_GENERATED_SHARE:.0%}): move explanations into markdown cells, keep computed sentences short")
+
+
+# --- the checks themselves, on synthetic notebooks ---------------------------------------------------------
+
+def _nb(*outputs, markdown="x" * 100):
+    return {"cells": [{"cell_type": "markdown", "source": [markdown]},
+                      {"cell_type": "code", "execution_count": 1, "source": [], "outputs": list(outputs)}]}
+
+
+def _stderr(text):
+    return {"output_type": "stream", "name": "stderr", "text": [text]}
+
+
+@pytest.mark.parametrize("line,what", [
+    ("ERROR:2026-11-22 04:12:13 10489:10489 DeviceProperties.cpp:56] gpuGetDeviceCount failed with code 35\n",
+     "Kineto's failed GPU probe"),
+    ("USDT:2026-11-22 04:12:13 10489:10489 SyncActivityProfilerHandler.cpp:39] profiler_start\n",
+     "Kineto's USDT probe markers"),
+    ("WARNING:2026-11-22 04:12:13 1:2 CuptiActivityApi.cpp:99] something\n", "a Kineto log line"),
+    ("[IPKernelApp] WARNING | Kernel is running over TCP without encryption. All communication ...\n",
+     "the kernel's unencrypted-TCP warning"),
+    ("/x/site-packages/torch/utils/data/dataloader.py:626: UserWarning: This DataLoader will create 4 worker\n",
+     "a stray Python warning"),
+])
+def test_noise_is_found(line, what):
+    found = noise(_nb(_stderr("ok\n" + line)))
+    assert any(what in f for f in found), found
+    assert all(f.startswith("cell 1: ") for f in found)
+
+
+def test_clean_and_allowed_output_passes():
+    assert noise(_nb(_stderr("step 3: 12.5 ms\n"), {"output_type": "stream", "name": "stdout",
+                                                     "text": ["a UserWarning is explained below\n"]})) == []
+    usdt = _stderr("USDT:2026-11-22 04:12:13 1:1 SyncActivityProfilerHandler.cpp:46] profiler_stop\n")
+    assert noise(_nb(usdt), GPU_ALLOWED) == []
+
+
+def test_prose_share_as_the_brief_defines_it():
+    md_out = {"output_type": "display_data", "data": {"text/markdown": ["y" * 25]}, "metadata": {}}
+    assert prose_share(_nb(md_out)) == (0.25, 25, 100)
+    share, gen, md = prose_share(_nb(md_out, md_out))
+    assert (gen, md) == (50, 100) and share > MAX_GENERATED_SHARE
+
+
+def test_missing_executed_copy_fails_not_skips(tmp_path, monkeypatch):
+    monkeypatch.setenv(EXECUTED_ENV, str(tmp_path))
+    with pytest.raises(pytest.fail.Exception, match="no executed copy"):
+        _executed("01_profiler_basics")
+    (tmp_path / "01_profiler_basics.ipynb").write_text(json.dumps(
+        {"cells": [{"cell_type": "code", "execution_count": None, "source": [], "outputs": []}]}))
+    with pytest.raises(pytest.fail.Exception, match="was not executed"):
+        _executed("01_profiler_basics")
+
+
+def test_make_test_keeps_executed_copies_and_points_the_test_at_them():
+    mk = (ROOT / "Makefile").read_text()
+    assert "--overwrite $(TEST_NOTEBOOKS)" in mk and f"{EXECUTED_ENV}=$(TEST_NOTEBOOKS)" in mk

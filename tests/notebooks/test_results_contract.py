@@ -1,0 +1,176 @@
+"""After nbmake has executed the notebooks (``make test`` runs them first), their results
+honour the contract and every structural claim holds."""
+import os
+from pathlib import Path
+
+import pytest
+
+from helpers.notebook import results
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def _doc(stem):
+    if "PERF_RESULTS_DIR" not in os.environ:
+        pytest.fail("run through `make test`, which executes the notebooks first and sets PERF_RESULTS_DIR")
+    return results.load(stem)
+
+
+@pytest.mark.parametrize("stem", NOTEBOOKS)
+def test_results_json_matches_contract(stem):
+    doc = _doc(stem)
+    assert results.validate(doc) == []
+    assert doc["notebook"] == stem
+    assert doc["checks"], "a notebook states at least one claim"
+
+
+@pytest.mark.parametrize("stem", NOTEBOOKS)
+def test_every_check_holds(stem):
+    doc = _doc(stem)
+    failed = [k for k, v in doc["checks"].items() if not v]
+    assert not failed, f"{stem}: these claims did not hold in this run: {failed}"
+
+
+def test_profiler_basics_structure():
+    doc = _doc("01_profiler_basics")
+    names = [e["name"] for e in doc["experiments"]]
+    assert {"train_step", "async_timing", "profiled_step"} <= set(names)
+    prof = next(e for e in doc["experiments"] if e["name"] == "profiled_step")
+    assert prof["status"] == "ok"
+    on_gpu = str(doc["env"]["device"]).startswith("cuda")
+    # on a GPU the phase times are the labels' GPU-timeline times, with the CPU's queueing times beside them
+    assert prof["config"]["phase_time"] == ("gpu" if on_gpu else "cpu")
+    for phase in ("forward", "backward", "optimizer_step"):
+        assert prof["metrics"][f"{phase}_ms_per_step"] > 0
+        if on_gpu:
+            assert prof["metrics"][f"{phase}_cpu_ms_per_step"] > 0
+    if on_gpu:
+        assert "each recorded step ran longer on the GPU than the CPU took to queue it" in doc["checks"]
+        assert "naive wall-clock under-reports asynchronous GPU work" in doc["checks"]
+    assert any(claim.startswith("a fresh model's first step runs ops") for claim in doc["checks"])
+    assert any(claim.startswith("sorted by Self time the top row is an op") for claim in doc["checks"])
+    # claims that could not come out false are gone
+    for claim in doc["checks"]:
+        assert not any(s in claim for s in ("table's first row", "recorded exactly the active", "does not under-report"))
+    # the appendix's bad input became failed rows with a one-line reason, and the rest of the run went on
+    failed = [e for e in doc["experiments"] if e["status"] == "failed"]
+    assert len(failed) >= 2 and all(e["error"] and "\n" not in e["error"] for e in failed)
+
+
+def _rows(doc):
+    return {e["name"]: e for e in doc["experiments"]}
+
+
+def test_data_pipeline_structure():
+    doc = _doc("02_data_pipeline")
+    rows = _rows(doc)
+    for name in ("baseline", "ceiling", "bool_dilation", "crop_first", "batch_collate", "uint8_device",
+                 "dilation per sample", "decode bound"):
+        assert rows[name]["status"] == "ok", f"{name}: {rows[name]['error']}"
+    dil = rows["dilation per sample"]["metrics"]
+    assert dil["convolve2d_ms_256"] > 0 and dil["bool_shift_ms_256"] > 0
+    # every training-loop row: mean (the comparison), median, samples/s, x_ceiling, and which device step
+    ceiling = rows["ceiling"]["metrics"]["step_ms_mean"]
+    loop = [e for e in doc["experiments"] if e["status"] == "ok" and e["config"].get("model") is True
+            and "timed_steps" in e["config"]]
+    assert len(loop) >= 8, [e["name"] for e in loop]
+    for e in loop:
+        m = e["metrics"]
+        for key in ("step_ms_mean", "step_ms_median", "samples_per_s", "x_ceiling"):
+            assert isinstance(m.get(key), (int, float)), (e["name"], key)
+        assert isinstance(e["config"].get("stand_in"), bool), e["name"]
+        if e["config"]["batch_size"] == rows["ceiling"]["config"]["batch_size"]:   # one ceiling for every row
+            assert m["ceiling_ms"] == ceiling and abs(m["x_ceiling"] - m["step_ms_mean"] / ceiling) < 1e-2, e["name"]
+        n = e["config"]["num_workers"]
+        if n > 0:   # at least 3 full worker cycles timed, one cycle of warm-up apart
+            assert m["steps_timed"] >= 3 * n and m["steps_timed"] % n == 0 and e["config"]["warmup_steps"] >= n, e["name"]
+    assert rows["ceiling (re-measured)"]["metrics"]["step_ms_median"] > 0   # a separate row, not the ceiling's
+    stand_in = doc["env"]["device"] == "cpu"
+    assert all(e["config"]["stand_in"] is stand_in for e in loop)
+    expected_failures = [e for e in doc["experiments"] if e["name"].startswith("expected failure")]
+    assert len(expected_failures) >= 4
+    assert all(e["status"] == "failed" and e["error"] for e in expected_failures)
+
+
+def test_backward_hooks_structure():
+    doc = _doc("03_backward_hooks")
+    rows = _rows(doc)
+    matrix = [n for n in rows if n.startswith(("nondet ", "det ")) and ("gather" in n or "indexing" in n)]
+    assert len(matrix) >= 4, matrix
+    assert all(rows[n]["status"] == "ok" for n in matrix)
+    for n in matrix:  # syncs counted by kind from a trace with a backward label per profiled step; two clocks read
+        m = rows[n]["metrics"]
+        assert m["backward_phases"] >= 1 and m["syncs_per_step"] >= 0, n
+        assert {"stream_sync_per_step", "device_sync_per_step", "event_sync_per_step", "blocking_copy_per_step",
+                "sync_gpu_idle_per_step_ms"} <= set(m), n
+        assert m["select_backward_host_ms"] > 0, n
+    eq = rows["equivalence gather vs indexing"]["metrics"]
+    assert eq["grads_close"] is True and eq["loss_close"] is True
+    assert "top_module" in doc["notes"] and "syncs_per_step" in doc["notes"]
+    assert doc["notes"]["gather_backward_origin"]["forward_op"] == "aten::gather"
+    assert doc["notes"]["deterministic_changed"], "the per-op table of what deterministic mode changed is empty"
+    # the ops under GatherBackward0 in each mode, compared (fills aside): the same on a CPU, rerouted on a GPU
+    assert any("GatherBackward0" in claim and "fills aside" in claim for claim in doc["checks"])
+    expected_failures = [e for e in doc["experiments"] if e["name"].startswith("expected failure")]
+    assert len(expected_failures) == 2 and all(e["status"] == "failed" and e["error"] for e in expected_failures)
+
+
+def test_torch_compile_structure():
+    doc = _doc("04_torch_compile")
+    profiled = [e for e in doc["experiments"] if e["name"].startswith("profiled ")]
+    cells = [e for e in doc["experiments"] if e["config"].get("mode") in ("eager", "default", "reduce-overhead",
+                                                                          "max-autotune")
+             and e not in profiled]  # training cells; the profiled steps ("what": "profile") are no cell
+    # the offline trace views: a profiled eager and compiled step, each trace holding its recorded steps
+    assert {e["config"]["mode"] for e in profiled if e["status"] == "ok"} == {"eager", "default"}
+    assert all(e["config"].get("what") == "profile" and e["metrics"]["steps_recorded"] == 3
+               and e["metrics"]["op_calls_per_step"] > 0 for e in profiled if e["status"] == "ok")
+    assert any(e["config"]["mode"] == "eager" and e["status"] == "ok" for e in cells)
+    compiled_ok = [e for e in cells if e["config"]["mode"] != "eager" and e["status"] == "ok"]
+    assert compiled_ok, "at least one compiled cell ran"
+    cuda = doc["env"].get("device", "").startswith("cuda")
+    for e in cells:
+        if e["status"] != "ok":
+            continue
+        m = e["metrics"]
+        # the first steps apart, the fp32 settings and the parity setting in every row
+        assert len(m["first_steps_ms"]) >= 1 and m["first_steps_s"] > 0, e["name"]
+        assert m["float32_matmul_precision"] in ("highest", "high", "medium"), e["name"]
+        assert m["grad_scaler"] == (e["config"]["precision"] == "fp16"), e["name"]
+        assert ("scaler_skipped_steps" in m) == m["grad_scaler"], e["name"]  # fp16: the steps GradScaler skipped
+        assert "steady_peak_mem_mb" in m and "first_steps_peak_mem_mb" in m, e["name"]  # one-offs apart
+        if e["config"]["mode"] == "reduce-overhead":
+            assert "cudagraph_skips" in m, e["name"]  # whether CUDA graphs really ran
+        if e["config"]["mode"] != "eager":
+            assert "compile_s" in m and "break_even_steps" in m and "break_even_basis" in m, e["name"]
+            assert m["fallback_random"] == cuda, e["name"]
+    explain = [e for e in doc["experiments"] if e["name"].startswith("explain ")]
+    assert any("swin" in e["name"] for e in explain) and any("convnext" in e["name"] for e in explain)
+    start = next(e for e in doc["experiments"] if e["name"].startswith("fresh-process start"))
+    assert start["status"] == "ok", start["error"]
+    assert start["metrics"]["fx_graph_cache_misses_cold"] > 0 and start["metrics"]["fx_graph_cache_hits_warm"] > 0
+    failed = [e for e in doc["experiments"] if e["status"] == "failed"]
+    assert failed and all(e["error"] for e in failed)
+
+
+def test_diagnose_structure():
+    doc = _doc("05_diagnose")
+    rows = _rows(doc)
+    planted = [e for e in doc["experiments"] if e["name"].startswith("planted ") and e["config"]["planted"] != "none"]
+    kinds = {e["config"]["planted"] for e in planted}
+    assert {"input", "launch/overhead", "compute"} <= kinds
+    if doc["env"]["device"].startswith("cuda"):
+        assert "host sync" in kinds
+    for e in planted:
+        assert e["status"] == "ok", f"{e['name']}: {e['error']}"
+        m = e["metrics"]
+        if e["config"]["planted"] == "host sync":  # GPU only: a sync costs at most the GPU work it waited for, so
+            if e["config"].get("item", True):      # the product it overlaps with leads; the sync is a finding
+                assert m["host sync_ms"] >= 0.05 * m["step_ms_mean"], e["name"]
+        else:
+            assert m["top_cause"] == e["config"]["planted"], e["name"]
+        assert m["causes_ms_sum"] <= m["step_ms_mean"] + 0.005  # causes are rounded to the µs
+    assert rows["real trace hta_control"]["metrics"]["host sync_ms"] > 0
+    bad = [e for e in doc["experiments"] if e["name"].startswith("expected failure")]
+    assert len(bad) >= 3 and all(e["status"] == "failed" and e["error"] for e in bad)
