@@ -1,12 +1,17 @@
-"""Are two implementations the same? Check it before timing them (pytorch/tutorials' ``recipes/benchmark.py``;
-nn-zero-to-hero's ``cmp()``): one comparison for tensors, arrays, number sequences and dicts of them.
+"""Comparing two implementations: first are they the same (``compare``), then is one faster (``compare_times``).
 
-Used by every notebook that times a rewrite against the original: 02's two dilations (exact) and its GPU decode
-against the CPU decode (within a few levels), 03's loss and gradients of the two patch selections (close), 04's
-compiled loss curve against eager's (relative tolerance per precision).
+``compare``: check equivalence before timing (pytorch/tutorials' ``recipes/benchmark.py``; nn-zero-to-hero's
+``cmp()``), for tensors, arrays, number sequences and dicts of them. Used by every notebook that times a rewrite
+against the original: 02's two dilations (exact) and its GPU decode against the CPU decode (within a few levels), 03's
+loss and gradients of the two patch selections (close), 04's compiled loss curve against eager's.
+
+``compare_times``: one way every notebook compares timings, measured in interleaved rounds: a ratio with a 95%
+bootstrap interval and a verdict (faster, slower, no difference). A derived figure is printed only when the
+comparison is ``resolved``.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Mapping
 
 import numpy as np
@@ -58,3 +63,61 @@ def compare(a: Any, b: Any, *, rtol: float = 0.0, atol: float = 0.0) -> dict[str
 def _differ(why: str) -> dict[str, Any]:
     return {"exact": False, "close": False, "max_abs_diff": None, "max_rel_diff": None, "mean_abs_diff": None,
             "p99_abs_diff": None, "n": 0, "why": why}
+
+
+# --- timing two implementations: a ratio with an interval and a verdict -----------------------------------------
+VERDICTS = ("faster", "slower", "no difference")
+
+
+def compare_times(a_ms, b_ms, *, a: str = "a", b: str = "b", metric: str = "step_ms_mean",
+                  confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0, statistic=None) -> dict[str, Any]:
+    """Is ``b`` faster than ``a``? Their samples (step times in ms, or round means, measured in interleaved rounds)
+    give ``ratio`` = statistic(a) / statistic(b) (above 1: ``b`` is faster), a ``confidence`` interval
+    ``[low, high]`` from ``scipy.stats.bootstrap`` (BCa, the two samples resampled independently), and a verdict:
+    ``"faster"`` when the whole interval is above 1, ``"slower"`` when it is below, else ``"no difference"`` (this
+    machine does not resolve one). ``statistic`` defaults to the mean (``metric`` names it in results.json).
+
+    Returns the ``comparisons`` entry of results.json: ``{"a", "b", "metric", "ratio", "low", "high", "verdict"}``
+    plus ``n_a``, ``n_b`` and ``confidence``. Fewer than 2 samples on a side, or samples that do not vary at all,
+    give an interval equal to the ratio (which then decides alone: equal samples are "no difference").
+    """
+    from scipy import stats
+
+    stat = statistic or np.mean
+    x = np.asarray(list(a_ms), dtype=float)
+    y = np.asarray(list(b_ms), dtype=float)
+    if not len(x) or not len(y) or not np.isfinite(x).all() or not np.isfinite(y).all() or stat(y) <= 0:
+        raise ValueError(f"compare_times needs finite, positive samples on both sides ({a}: {len(x)}, {b}: {len(y)})")
+    ratio = float(stat(x) / stat(y))
+    low = high = ratio
+    if len(x) >= 2 and len(y) >= 2 and (np.ptp(x) > 0 or np.ptp(y) > 0):
+        def r(u, v, axis=-1):
+            return stat(u, axis=axis) / stat(v, axis=axis)
+
+        for method in ("BCa", "percentile"):  # BCa is undefined on some degenerate resamples: fall back
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # scipy's degenerate-data warnings: the fallback handles them
+                ci = stats.bootstrap((x, y), r, vectorized=True, paired=False, n_resamples=n_resamples,
+                                     confidence_level=confidence, method=method,
+                                     random_state=seed).confidence_interval
+            if np.isfinite(ci.low) and np.isfinite(ci.high):
+                low, high = float(ci.low), float(ci.high)
+                break
+    verdict = "faster" if low > 1.0 else "slower" if high < 1.0 else "no difference"
+    return {"a": a, "b": b, "metric": metric, "ratio": round(ratio, 4), "low": round(low, 4), "high": round(high, 4),
+            "verdict": verdict, "n_a": int(len(x)), "n_b": int(len(y)), "confidence": confidence}
+
+
+def resolved(comparison: Mapping[str, Any]) -> bool:
+    """Whether a comparison's interval excludes "no difference": only then may a figure derived from it (a
+    break-even, ms saved, a ratio to a ceiling) be printed; otherwise say this machine does not resolve it."""
+    return comparison.get("verdict") in ("faster", "slower")
+
+
+def describe(comparison: Mapping[str, Any], unit: str = "×") -> str:
+    """One line for a reader: ``b`` vs ``a``: the ratio, its interval and the verdict."""
+    c = comparison
+    pct = int(round(100 * c.get("confidence", 0.95)))
+    what = {"faster": f"{c['b']} is faster than {c['a']}", "slower": f"{c['b']} is slower than {c['a']}",
+            "no difference": f"no difference between {c['b']} and {c['a']} beyond this machine's noise"}[c["verdict"]]
+    return f"{what}: {c['ratio']:.2f}{unit} ({pct}% interval {c['low']:.2f}–{c['high']:.2f})"

@@ -45,10 +45,20 @@ def readable(df):
     return out.rename(columns={c: header(c) for c in out.columns if isinstance(c, str)})
 
 
-def show_source(obj) -> None:
-    """Display ``obj``'s source code, highlighted (a helper the lesson wants the reader to see, not redefined)."""
+def show_source(*objs, collapsed: bool = False, title: str | None = None) -> None:
+    """Display the source code of ``objs``, highlighted: a helper the lesson wants the reader to see, shown from the
+    package rather than redefined in the notebook. ``collapsed=True`` puts a long listing behind a click (an HTML
+    ``<details>`` element whose summary names it and counts its lines), so it does not stand in the lesson's way."""
+    import html
     import inspect
 
-    from IPython.display import Code, display
+    from IPython.display import HTML, Code, display
 
-    display(Code(inspect.getsource(obj), language="python"))
+    src = "\n".join(inspect.getsource(o) for o in objs)
+    if not collapsed:
+        display(Code(src, language="python"))
+        return
+    names = title or ", ".join(getattr(o, "__qualname__", type(o).__name__) for o in objs)
+    body = Code(src, language="python")._repr_html_()
+    display(HTML(f"<details><summary>Source of <code>{html.escape(names)}</code> ({len(src.splitlines())} lines; "
+                 f"click to show)</summary>{body}</details>"))

@@ -160,6 +160,16 @@ def env_info(device=None) -> dict[str, Any]:
     return info
 
 
+def setup(prefer: str | None = None):
+    """Every notebook's set-up cell in one call: keep library log lines out (``quiet_logs``), pick the device
+    (``get_device``), print versions, device, cores and scale (``env_summary``). Returns ``(DEVICE, ON_GPU)``:
+    the device experiments run on and whether it is a CUDA GPU (the one name every notebook uses for that)."""
+    quiet_logs()
+    device = get_device(prefer)
+    print(env_summary(device))
+    return device, is_cuda(device)
+
+
 def env_summary(device=None) -> str:
     """One line: versions, device and scale (printed by every notebook's set-up cell)."""
     i = env_info(device)

@@ -85,6 +85,7 @@ class Results:
         self.env = dict(env or {})
         self.experiments: list[dict[str, Any]] = []
         self.checks: dict[str, bool] = {}
+        self.comparisons: list[dict[str, Any]] = []
         self.notes: dict[str, Any] = {}
         self.dir = Path(root) if root is not None else results_root() / notebook
         self.autosave = autosave
@@ -144,6 +145,23 @@ class Results:
             self.save()
         return bool(value)
 
+    def compare(self, a: str, b: str, a_ms, b_ms, *, metric: str = "step_ms_mean", **kw) -> dict[str, Any]:
+        """Compare two variants' timings (``measure.compare.compare_times``: ratio a/b with a 95% interval and a
+        verdict) and keep the entry in results.json's ``comparisons`` (an earlier entry for the same ``a``, ``b`` and
+        ``metric`` is replaced). Returns the entry."""
+        from ..measure.compare import compare_times
+
+        entry = compare_times(a_ms, b_ms, a=a, b=b, metric=metric, **kw)
+        self.comparisons = [c for c in self.comparisons if (c["a"], c["b"], c["metric"]) != (a, b, metric)] + [entry]
+        if self.autosave:
+            self.save()
+        return entry
+
+    def comparison(self, a: str, b: str, metric: str | None = None) -> dict[str, Any] | None:
+        """The comparison of ``b`` against ``a`` (the latest; None when there is none)."""
+        found = [c for c in self.comparisons if c["a"] == a and c["b"] == b and metric in (None, c["metric"])]
+        return found[-1] if found else None
+
     def note(self, key: str, value: Any) -> None:
         """Store an extra measured figure (for example a break-even step count)."""
         self.notes[key] = _jsonable(value)
@@ -153,7 +171,8 @@ class Results:
     # -- output --------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return {"notebook": self.notebook, "scale": self.scale, "env": _jsonable(self.env),
-                "experiments": self.experiments, "checks": self.checks, "notes": self.notes}
+                "experiments": self.experiments, "checks": self.checks, "comparisons": _jsonable(self.comparisons),
+                "notes": self.notes}
 
     def save(self) -> Path:
         path = self.dir / "results.json"
@@ -184,6 +203,13 @@ class Results:
         import pandas as pd
 
         return pd.DataFrame([{"claim": k, "holds": v} for k, v in self.checks.items()])
+
+    def comparisons_table(self):
+        """The comparisons as a DataFrame: b against a, the metric, the ratio a/b, its interval, the verdict."""
+        import pandas as pd
+
+        cols = ["b", "a", "metric", "ratio", "low", "high", "verdict"]
+        return pd.DataFrame([{k: c[k] for k in cols} for c in self.comparisons], columns=cols)
 
     def savefig(self, fig, name: str) -> Path:
         path = self.dir / f"{name}.png"
@@ -237,4 +263,12 @@ def validate(doc: Mapping[str, Any]) -> list[str]:
     for k, v in doc["checks"].items():
         if not isinstance(v, bool):
             problems.append(f"check {k!r} is not a boolean")
+    for i, c in enumerate(doc.get("comparisons", [])):
+        missing = [k for k in ("a", "b", "metric", "ratio", "low", "high", "verdict") if k not in c]
+        if missing:
+            problems.append(f"comparison {i} lacks {missing}")
+        elif c["verdict"] not in ("faster", "slower", "no difference"):
+            problems.append(f"comparison {i} has verdict {c['verdict']!r}")
+        elif not (c["low"] <= c["ratio"] <= c["high"]):
+            problems.append(f"comparison {i}: the ratio {c['ratio']} is outside its interval [{c['low']}, {c['high']}]")
     return problems

@@ -244,6 +244,19 @@ def start(logdir: str | Path | None = None, port: int | None = None, timeout_s: 
     return TensorBoardStatus(port=port, url=url, answered=False, message=msg, logdir=str(logdir))
 
 
+def inline(logdir: str | Path | None = None, preferred: int = 6006, timeout_s: float = 60.0) -> TensorBoardStatus:
+    """TensorBoard inside the notebook, checked, in one call: what ``%tensorboard --logdir runs --host 127.0.0.1``
+    shows (notebook 01 teaches the magic itself), on ``preferred`` or a free port (``prepare``), then whether it
+    answered with this notebook's runs. Returns the status; its message says what to do when it did not answer."""
+    want = Path(logdir) if logdir is not None else runs_dir()
+    status = start(want, port=prepare(preferred), timeout_s=timeout_s, display=True)
+    if not status.answered:
+        print(f"{status.message} Start it by hand from the project folder with `tensorboard --logdir {want} --host "
+              f"{HOST}` and open the address it prints. Everything the lesson needs is also in this notebook's tables "
+              "and plots.")
+    return status
+
+
 def _display_inline(port: int) -> None:
     try:
         from tensorboard import notebook

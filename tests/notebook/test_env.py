@@ -1,4 +1,6 @@
+import os
 from pathlib import Path
+
 import pytest
 import torch
 
@@ -67,3 +69,10 @@ def test_project_root_is_the_checkout_from_any_folder(tmp_path, monkeypatch):
     root = Path(env.__file__).resolve().parents[2]
     monkeypatch.chdir(tmp_path)  # e.g. a notebook copy under build/test/notebooks
     assert env.project_root() == root and (env.project_root() / "data" / "images").is_dir()
+
+
+def test_setup_prints_the_summary_and_names_the_device(capsys, monkeypatch):
+    monkeypatch.delenv("KINETO_LOG_LEVEL", raising=False)
+    device, on_gpu = env.setup(prefer="cpu")
+    assert device.type == "cpu" and on_gpu is False and os.environ["KINETO_LOG_LEVEL"]
+    assert "device cpu" in capsys.readouterr().out

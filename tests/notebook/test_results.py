@@ -75,3 +75,20 @@ def test_readable_table_integers_units_and_failed_rows_last():
     assert "error" not in display.readable(df[df["status"] == "ok"])
     assert list(df.columns)[3] == "step_ms_median"  # the input is untouched
     assert display.header("step_ms_p25") == "step p25 (ms)" and display.header("compile_s") == "compile (s)"
+
+
+def test_comparisons_are_kept_in_results_json(tmp_path):
+    r = results.Results("nb", "smoke", {"python": "3", "torch": "2", "device": "cpu", "cpu_count": 2}, root=tmp_path)
+    r.add("x", {}, {"step_ms_median": 1.0})
+    c = r.compare("eager", "compiled", [10, 11, 10, 11, 10], [8, 8.5, 8, 8.5, 8])
+    assert c["verdict"] == "faster" and r.comparison("eager", "compiled") == c
+    r.compare("eager", "compiled", [10, 11, 10, 11, 10], [8, 8.5, 8, 8.5, 8.1])   # measured again: replaces
+    import json
+
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert len(doc["comparisons"]) == 1 and not results.validate(doc)
+    doc["comparisons"][0]["verdict"] = "quicker"
+    assert any("verdict" in p for p in results.validate(doc))
+    doc["comparisons"][0].update(verdict="faster", ratio=9.0)
+    assert any("outside its interval" in p for p in results.validate(doc))
+    assert list(r.comparisons_table().columns) == ["b", "a", "metric", "ratio", "low", "high", "verdict"]

@@ -103,3 +103,12 @@ def test_no_answer_says_what_to_do(capsys):
 
 def test_stop_leaves_servers_it_did_not_start_alone():
     assert tb.stop(os.getppid()) is False
+
+
+def test_inline_starts_checks_and_is_stopped(logdir, capsys):
+    status = tb.inline(logdir, preferred=0, timeout_s=120)
+    try:
+        assert status.answered and tb.served_logdir(status.port) is not None, status.message
+    finally:
+        tb.stop_started()
+    assert tb.served_logdir(status.port) is None
