@@ -6,6 +6,6 @@
 - ``backward_hooks``   (03) backward labels from module hooks (full and graph hooks), spans and per-module tables,
                        patch dropout by indexing
 - ``torch_compile``    (04) the models, one matrix cell, Dynamo's bookkeeping, break-even arithmetic, fresh-process
-                       starts
+                       starts; the matrix's harness (time budget, interleaved re-timing), its tables and charts
 - ``diagnose``         (05) the planted bottlenecks
 """
