@@ -64,6 +64,48 @@ def test_run_config_reads_syncs_and_both_clocks_from_the_trace(matrix):
         assert profiling.trace_files(m["trace_dir"])
 
 
+def _ev(name, ts, dur=1.0, cat="cuda_runtime", corr=None, tid=1):
+    e = {"ph": "X", "name": name, "ts": ts, "dur": dur, "cat": cat, "pid": 1, "tid": tid, "args": {}}
+    if corr is not None:
+        e["args"]["correlation"] = corr
+    return e
+
+
+def _gpu_step_with_a_sync():
+    """One profiled GPU step as a trace: inside the `backward` label, a matrix product's node launches a long kernel;
+    the gather's node launches a tiny kernel and a device-to-host copy, then waits for it (cudaStreamSynchronize)
+    while the GPU idles."""
+    node = "autograd::engine::evaluate_function: "
+    return {"traceEvents": [
+        _ev("ProfilerStep#1", 0, 2000, "user_annotation"),
+        _ev("backward", 50, 1300, "user_annotation"),
+        _ev(node + "MmBackward0", 100, 20, "cpu_op"),
+        _ev("cudaLaunchKernel", 105, 5, corr=1),
+        _ev("ampere_sgemm_128x64_nn", 130, 500, "kernel", corr=1, tid=7),
+        _ev(node + "GatherBackward0", 200, 1000, "cpu_op"),
+        _ev("cudaLaunchKernel", 210, 5, corr=2),
+        _ev("scatter_add_kernel", 640, 5, "kernel", corr=2, tid=7),
+        _ev("cudaMemcpyAsync", 220, 5, corr=3),
+        _ev("Memcpy DtoH (Device -> Pageable)", 650, 2, "gpu_memcpy", corr=3, tid=7),
+        _ev("cudaStreamSynchronize", 230, 960),
+        _ev("ampere_sgemm_128x64_nn", 1250, 300, "kernel", corr=4, tid=7),
+    ]}
+
+
+def test_trace_metrics_on_a_gpu_trace_with_a_sync():
+    """The GPU branch of run_config's metrics, on a CPU: a sync inside the backward, counted once by kind, its GPU
+    idle time, and both clocks of the gather's node."""
+    m = hooks.trace_metrics(_gpu_step_with_a_sync(), "gather")
+    assert m["syncs_per_step"] == 1 and m["backward_phases"] == 1 and m["stream_sync_per_step"] == 1
+    assert m["device_sync_per_step"] == 0 and m["blocking_copy_per_step"] == 0
+    assert 0 < m["sync_gpu_idle_per_step_ms"] <= 0.96                 # at most the host call's wait
+    assert m["select_backward_host_ms"] == pytest.approx(1.0) and m["select_backward_device_ms"] == pytest.approx(0.007)
+    ops = hooks.two_clocks(_gpu_step_with_a_sync())
+    g = hooks.node_clocks(ops, "GatherBackward0")
+    assert g["rank_by_host"] == 1 and g["rank_by_device"] == 2 and g["syncs"] == 1 and g["gpu_idle_ms"] > 0
+    assert g["host_share"] == pytest.approx(1000 / 1300, abs=1e-4)
+
+
 def test_trace_metrics_name_the_node_of_each_method(matrix):
     lab, _ = matrix
     doc = lab.docs["det gather bs=2"]
@@ -94,6 +136,28 @@ def test_bad_method_and_batch_size_are_failed_rows(lab):
 def test_the_panel_refuses_bad_values(bad, match):
     with pytest.raises(validate.InvalidValue, match=match):
         hooks.validate_config(bad)
+
+
+def test_the_panel_refuses_a_deterministic_that_is_not_a_boolean():
+    """The notebook's panel: a control whose value is "abc" (a Text, say, where a Checkbox was) never runs."""
+    import ipywidgets as W
+
+    from helpers.notebook import panels
+
+    seen = []
+    det = W.Text(value="abc")
+    panel = panels.run_panel(lambda **kw: seen.append(kw), {"deterministic": det, "method": W.Text(value="gather"),
+                                                            "batch_size": W.IntText(value=2)},
+                             validate=hooks.validate_config, show=lambda r: None)
+    panel.click()
+    assert not seen and "Refused" in panel.status.value and "True or False" in panel.status.value
+    panel.children[1].value = "True"                                    # still a string
+    panel.click()
+    assert not seen
+    controls = {"deterministic": W.Checkbox(value=False), "method": W.Text(value="gather"),
+                "batch_size": W.IntText(value=2)}
+    panels.run_panel(lambda **kw: seen.append(kw), controls, validate=hooks.validate_config, show=lambda r: None).click()
+    assert seen == [{"deterministic": False, "method": "gather", "batch_size": 2}]
 
 
 def test_the_panel_takes_good_values():
