@@ -28,7 +28,7 @@ TINY = dict(batch_size=2, image_size=32, patch_size=16, depth=1, width=32, heads
 def lab(tmp_path, monkeypatch):
     monkeypatch.setenv("PERF_RUNS_DIR", str(tmp_path / "runs"))
     results = Results("03_test", "smoke", {}, root=tmp_path / "results")
-    return hooks.Harness("03_test", TINY, "cpu", results)
+    return hooks.Lab("03_test", TINY, "cpu", results)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def matrix(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("PERF_RUNS_DIR", str(tmp_path_factory.mktemp("runs")))
     try:
-        lab = hooks.Harness("03_test", TINY, "cpu", Results("03_test", "smoke", {},
+        lab = hooks.Lab("03_test", TINY, "cpu", Results("03_test", "smoke", {},
                                                              root=tmp_path_factory.mktemp("results")))
         rows = {(d, m): lab.run_config(d, m) for d in (True, False) for m in pdm.METHODS}
         yield lab, rows
@@ -99,7 +99,8 @@ def test_trace_metrics_on_a_gpu_trace_with_a_sync():
     assert m["syncs_per_step"] == 1 and m["backward_phases"] == 1 and m["stream_sync_per_step"] == 1
     assert m["device_sync_per_step"] == 0 and m["blocking_copy_per_step"] == 0
     assert 0 < m["sync_gpu_idle_per_step_ms"] <= 0.96                 # at most the host call's wait
-    assert m["select_backward_host_ms"] == pytest.approx(1.0) and m["select_backward_device_ms"] == pytest.approx(0.007)
+    assert m["select_backward_host_ms"] == pytest.approx(1.0)
+    assert m["select_backward_device_ms"] == pytest.approx(0.007)            # its kernel and its copy
     ops = hooks.two_clocks(_gpu_step_with_a_sync())
     g = hooks.node_clocks(ops, "GatherBackward0")
     assert g["rank_by_host"] == 1 and g["rank_by_device"] == 2 and g["syncs"] == 1 and g["gpu_idle_ms"] > 0
@@ -381,7 +382,7 @@ from tests.lessons.test_backward_hooks_harness import TINY, _load_old_timm, _ori
 
 folder = Path(sys.argv[1])
 sys.path.insert(0, str(folder / "old"))   # before the first with_stack profile, which reads sys.path once
-lab = hooks.Harness("03_test", TINY, "cpu", Results("03_test", "smoke", {}, root=folder / "results"))
+lab = hooks.Lab("03_test", TINY, "cpu", Results("03_test", "smoke", {}, root=folder / "results"))
 model = lab.model("gather")
 model.patch_drop = _load_old_timm(folder / "old").PatchDropout(0.5, num_prefix_tokens=1)
 origin = _origin(model, folder)

@@ -26,7 +26,7 @@ from .determinism import (
     op_diff, ops_under, same_ops_fills_aside,
 )
 from .harness import (
-    SELECT_NODE, Harness, validate_config, config_name, trace_metrics, under_deterministic,
+    SELECT_NODE, Lab, validate_config, config_name, trace_metrics, under_deterministic,
 )
 from .readings import (
     DEVICE_ONLY_COLS, MATRIX_COLS, MATRIX_DEVICE_COLS, KIND_COLS, two_clocks, node_clocks, label_pair_check,

@@ -1,6 +1,6 @@
 """Notebook 03's experiments: the article's ViT training step, built, timed and profiled (``03_backward_hooks``).
 
-``Harness(notebook, params, device, results)`` holds the lesson's sizes (``notebook.sizes.BACKWARD_HOOKS``), the device
+``Lab(notebook, params, device, results)`` holds the lesson's sizes (``notebook.sizes.BACKWARD_HOOKS``), the device
 and the results log. ``build`` makes timm's VisionTransformer with patch dropout (kept patches selected by gather or by
 indexing), its loss and its training step on one random batch; ``profile_run`` profiles a step with the lesson's
 schedule; ``run_config`` times and profiles one configuration (determinism × method × batch size) and reads from its
@@ -81,7 +81,7 @@ def under_deterministic(deterministic: bool, fn: Callable[[], Any]) -> Callable[
     return run
 
 
-class Harness:
+class Lab:
     """The lesson's experiments on one device, recorded in ``results`` (a ``notebook.results.Results``).
 
     ``params``: the sizes (``batch_size``, ``image_size``, ``patch_size``, ``depth``, ``width``, ``heads``; timed
