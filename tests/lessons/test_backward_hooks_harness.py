@@ -157,7 +157,9 @@ def test_the_panel_refuses_a_deterministic_that_is_not_a_boolean():
     assert not seen
     controls = {"deterministic": W.Checkbox(value=False), "method": W.Text(value="gather"),
                 "batch_size": W.IntText(value=2)}
-    panels.run_panel(lambda **kw: seen.append(kw), controls, validate=hooks.validate_config, show=lambda r: None).click()
+    panel = panels.run_panel(lambda **kw: seen.append(kw), controls, validate=hooks.validate_config,
+                             show=lambda r: None)
+    panel.click()
     assert seen == [{"deterministic": False, "method": "gather", "batch_size": 2}]
 
 
