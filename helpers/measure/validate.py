@@ -36,6 +36,16 @@ def validate_batch_size(b: Any, maximum: int = 4096) -> int:
     return b
 
 
+def validate_bool(value: Any, what: str) -> bool:
+    """A yes/no setting (``deterministic``, say) must be True or False: ``bool("abc")`` is True, so a string, a
+    number or None is refused rather than read as a truth value. NumPy's booleans count as booleans."""
+    import numpy as np
+
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidValue(f"{what} must be True or False, not {value!r}.")
+    return bool(value)
+
+
 def validate_choice(value: Any, choices, what: str) -> Any:
     if value not in choices:
         raise InvalidValue(f"unknown {what} {value!r}; choose one of: {', '.join(map(str, choices))}.")

@@ -29,3 +29,16 @@ def test_modes_and_precisions():
         widgets.validate_compile_mode("reduce-overhead", "cpu")
     with pytest.raises(widgets.InvalidValue, match="GPUs"):
         widgets.validate_precision("fp16", "cpu")
+
+
+@pytest.mark.parametrize("bad", ["abc", "False", 1, 0, None, 0.0])
+def test_bool_refused(bad):
+    with pytest.raises(widgets.InvalidValue, match=r"^deterministic must be True or False, not .*\.$"):
+        widgets.validate_bool(bad, "deterministic")
+
+
+def test_bool_ok():
+    import numpy as np
+
+    assert widgets.validate_bool(True, "x") is True and widgets.validate_bool(False, "x") is False
+    assert widgets.validate_bool(np.bool_(True), "x") is True
