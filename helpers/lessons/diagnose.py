@@ -18,7 +18,7 @@ from ..measure.diagnose import diagnose_step, training_step
 from ..measure.profiling import activities, export_chrome_trace, trace_files
 from ..measure.timing import torch_threads
 from ..measure.training import labelled_step
-from ..measure.validate import InvalidValue, validate_choice
+from ..measure.validate import InvalidValue, validate_choice, validate_positive
 from ..traces import diagnosis as dg
 
 PLANTED = ("none", "input", "launch/overhead", "compute", "host sync")
@@ -67,8 +67,7 @@ def planted_step(kind: str, size: float, *, device=None, batch_size: int = 8, fe
     import torch
 
     validate_choice(kind, PLANTED, "planted bottleneck")
-    if isinstance(size, bool) or not isinstance(size, numbers.Real) or not size > 0 or not math.isfinite(size):
-        raise ValueError(f"size must be a positive, finite number, not {size!r}.")
+    validate_positive(size, "size")
     device = torch.device(device or "cpu")
     torch.manual_seed(0)
     if isinstance(overlap, bool) or not isinstance(overlap, int) or overlap < 0:
@@ -133,8 +132,7 @@ def _with_threads(fn: Callable[[], Any], threads: int | None) -> Callable[[], An
 def validate_size(kind: str, size: Any) -> int | float:
     """A plant's size, refused with a one-line message unless it is a positive, finite number (a whole one where it
     counts ops or a matrix side) within ``SIZE_LIMITS``; returned as ``planted_step`` takes it."""
-    if isinstance(size, bool) or not isinstance(size, numbers.Real) or not math.isfinite(size) or not size > 0:
-        raise InvalidValue(f"the size must be a positive, finite number (got {size!r}).")
+    validate_positive(size, "the size")
     if kind in COUNTED:
         if size != int(size):
             raise InvalidValue(f"the size of a {kind} plant counts ops or a matrix side: a whole number, not {size!r}.")

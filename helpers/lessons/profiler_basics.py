@@ -11,7 +11,7 @@ from torch import nn
 
 from ..measure import device as dev
 from ..measure import profiling, timing, training
-from ..measure.validate import InvalidValue, validate_batch_size, validate_precision
+from ..measure.validate import validate_batch_size, validate_bool, validate_precision
 from ..notebook import env, tensorboard
 from ..notebook.display import readable
 
@@ -172,19 +172,12 @@ def results_view(results):
 
 
 # --- the panel's experiment -------------------------------------------------------------------------------------
-def validate_flag(value: Any, what: str) -> bool:
-    """A yes/no setting must be a real ``bool``: ``'abc'`` (or 1, or ``'False'``) is refused, not taken as true."""
-    if not isinstance(value, bool):
-        raise InvalidValue(f"{what} must be True or False, not {value!r}.")
-    return value
-
-
 def validate_panel(values: Mapping[str, Any], device) -> dict[str, Any]:
     """The panel's values, checked before anything runs: a batch size of 1..4096, a precision this device runs
     (fp16 autocast only on a GPU), deterministic a real bool. Raises ``InvalidValue`` with the reader's message."""
     return {"batch_size": validate_batch_size(values["batch_size"]),
             "precision": validate_precision(values["precision"], device),
-            "deterministic": validate_flag(values["deterministic"], "deterministic")}
+            "deterministic": validate_bool(values["deterministic"], "deterministic")}
 
 
 def run_profiled_step(results, device, batch_size: int, precision: str = "fp32", deterministic: bool = False, *,

@@ -42,3 +42,13 @@ def test_bool_ok():
 
     assert widgets.validate_bool(True, "x") is True and widgets.validate_bool(False, "x") is False
     assert widgets.validate_bool(np.bool_(True), "x") is True
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("inf"), float("nan"), "abc", True, None])
+def test_positive_refuses_what_is_not_a_positive_finite_number(bad):
+    with pytest.raises(widgets.InvalidValue, match="positive, finite"):
+        widgets.validate_positive(bad, "size")
+
+
+def test_positive_passes_numbers_through():
+    assert widgets.validate_positive(2, "size") == 2 and widgets.validate_positive(0.5, "size") == 0.5
