@@ -50,8 +50,12 @@ test: setup
 	  PERF_EXECUTED_NOTEBOOKS=$(TEST_NOTEBOOKS) \
 	  $(BIN)/python -m pytest --nbmake --nbmake-timeout=900 --overwrite $(TEST_NOTEBOOKS) tests
 
-run: setup
-	$(BIN)/python -m helpers.runner
+# No set-up: the .venv's Python when there is one, else $(PYTHON) (e.g. with the GPU kit on PYTHONPATH; README).
+# e.g. make run RUN_ARGS="--scale full --out build/gpu-run --budget 360"
+RUN_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
+RUN_ARGS   ?=
+run:
+	$(RUN_PYTHON) -m helpers.runner $(RUN_ARGS)
 
 # e.g. make wheelhouse WHEEL_PYTHON=3.12 WHEEL_PLATFORM=manylinux_2_28_x86_64 WHEEL_EXCLUDE="torch torchvision"
 wheelhouse:

@@ -7,5 +7,8 @@
 - ``panels``       the ipywidgets panel that re-runs an experiment with the reader's values
 - ``tensorboard``  TensorBoard logging and the inline view, checked (its set-up behind ``prepare()``)
 - ``budget``       a notebook's time budget: skipped rows once it is spent, the running experiment stopped
-- ``runner``       ``make run``: every notebook headless, results beside the executed copy
+- ``runner``       ``make run`` / ``python -m helpers.runner``: every notebook headless, no set-up, results beside
+                   the executed copy, a time budget per notebook, stopped cleanly by SIGTERM or Ctrl-C
+- ``kernel``       one notebook in a kernel of this Python, which the runner can stop
+- ``pack``         a notebook's outputs: earlier ones set aside, interrupted ones marked, one archive to carry back
 """
