@@ -10,7 +10,8 @@ Importing it (or any of its packages) has no side effects.
 - ``helpers.lessons``   what one notebook alone uses: ``profiler_basics`` (01), ``data_pipeline`` (02),
                         ``backward_hooks`` (03), ``torch_compile`` (04), ``diagnose`` (05)
 - ``helpers.notebook``  around the lessons: ``env``, ``sizes``, ``results``, ``display``, ``panels``,
-                        ``tensorboard``, ``budget``, ``runner``, ``kernel``, ``pack``
+                        ``tensorboard``, ``reference``, ``budget``, ``runner``, ``kernel``,
+                        ``pack``
 - ``helpers.tools``     set-up: ``devsetup``, ``wheelhouse``
 - ``helpers.doctor``, ``helpers.runner``: the command lines (``python -m helpers.doctor PATH``, ``make run``)
 """

@@ -6,6 +6,7 @@
 - ``display``      tables for a person (units in headers, integers as integers), a helper's source shown
 - ``panels``       the ipywidgets panel that re-runs an experiment with the reader's values
 - ``tensorboard``  TensorBoard logging and the inline view, checked (its set-up behind ``prepare()``)
+- ``reference``    a reference GPU's run beside the reader's: a results column, its figures and trace, labelled
 - ``budget``       a notebook's time budget: skipped rows once it is spent, the running experiment stopped
 - ``runner``       ``make run`` / ``python -m helpers.runner``: every notebook headless, no set-up, results beside
                    the executed copy, a time budget per notebook, stopped cleanly by SIGTERM or Ctrl-C
