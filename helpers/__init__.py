@@ -12,7 +12,7 @@ Importing it (or any of its packages) has no side effects.
 - ``helpers.notebook``  around the lessons: ``env``, ``sizes``, ``results``, ``display``, ``panels``,
                         ``tensorboard``, ``reference``, ``budget``, ``runner``, ``kernel``,
                         ``pack``
-- ``helpers.tools``     set-up: ``devsetup``, ``wheelhouse``
+- ``helpers.tools``     set-up: ``devsetup``, ``wheelhouse``, ``gpukit``, ``gpusim``
 - ``helpers.doctor``, ``helpers.runner``: the command lines (``python -m helpers.doctor PATH``, ``make run``)
 """
 
