@@ -123,3 +123,32 @@ def unpack(archive: Path, dest_root: Path) -> Path:
             with tar.extractfile(m) as src, open(target, "wb") as out:
                 shutil.copyfileobj(src, out)
     return dest_root / stems.pop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m helpers.notebook.pack unpack --gpu h100 ARCHIVE ...``: a GPU run's packs become its reference."""
+    import argparse
+
+    from .reference import reference_root
+
+    ap = argparse.ArgumentParser(prog="python -m helpers.notebook.pack",
+                                 description="Unpack a GPU run's per-notebook packs as reference runs.")
+    ap.add_argument("command", choices=("unpack",))
+    ap.add_argument("archives", nargs="+", type=Path)
+    ap.add_argument("--gpu", required=True, help="the reference's folder name, e.g. h100")
+    ap.add_argument("--root", type=Path, help="default: $PERF_REFERENCE_DIR, else data/reference")
+    args = ap.parse_args(argv)
+    dest = (args.root or reference_root()) / args.gpu
+    for archive in args.archives:
+        try:
+            print(f"{archive} -> {unpack(archive, dest)}")
+        except (OSError, ValueError, tarfile.TarError) as exc:
+            print(f"{archive}: {exc}")
+            return 2
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -9,7 +9,8 @@
    working tree) and the kit, copied to ``build/gpu-sim/carry``; its size against the 64 MiB a machine takes.
 4. Offline (``unshare -n``: no network but the loopback, checked first): in the carried copy, ``python -m
    helpers.tools.gpukit install`` then ``PYTHONPATH=build/gpu-kit/site python -m helpers.runner --scale smoke``.
-5. The figures: each notebook's status, wall time and checks, the timm the notebooks imported, written to
+5. The figures: each notebook's status, wall time and checks, the timm the notebooks imported, and the executed
+   copies checked as ``make test`` checks its own (no log noise, no stray warning), written to
    ``build/gpu-sim/report.json`` and printed. Exit status 0 only when every notebook ran ok with every check true.
 
 Usage: ``python -m helpers.tools.gpusim [--python python3.12] [--scale smoke] [--budget S] [--fresh]`` (root, or a
@@ -117,6 +118,21 @@ def figures(project: Path, kit_mib: float, wheels: int, carry_mib: float, rc: in
             "scale": summary.get("scale"), "not_run": summary.get("not_run", []), "notebooks": rows}
 
 
+def check_outputs(project: Path) -> str:
+    """The executed copies checked as ``make test`` checks its own (tests/notebooks/test_executed_notebooks.py: no
+    library log lines, no stray Python warning such as torch 2.11's profiler one): pytest's last line."""
+    import importlib.util
+
+    if importlib.util.find_spec("pytest") is None:
+        return "not checked (no pytest in this Python)"
+    env = dict(os.environ, PERF_EXECUTED_NOTEBOOKS=str(project / "build" / "gpu-run"), PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "tests/notebooks/test_executed_notebooks.py"], cwd=ROOT, env=env, capture_output=True,
+                          text=True)
+    lines = proc.stdout.strip().splitlines()
+    return ("passed: " if proc.returncode == 0 else "FAILED: ") + (lines[-1] if lines else proc.stderr[-300:])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--python", default="python3.12", help="the Python 3.12 to make the machine's venv with")
@@ -132,12 +148,15 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     proc = offline(py, project, args.scale, args.budget)
     report = figures(project, kit["mib"], kit["wheels"], carry_mib, proc.returncode, time.perf_counter() - t0)
+    report["executed_copies"] = check_outputs(project)
+    report["ok"] = report["ok"] and not report["executed_copies"].startswith("FAILED")
     (SIM / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"\n{'notebook':22} {'status':12} {'wall s':>7} {'checks':>7}  timm")
     for r in report["notebooks"]:
         print(f"{r['notebook']:22} {r['status']:12} {r['wall_s']:7.1f} {r['checks_true']!s:>3}/{r['checks']!s:<3}  "
               f"{r['timm']}" + (f"  false: {r['checks_false']}" if r["checks_false"] else "")
               + (f"  {r['error']}" if r["error"] else ""))
+    print(f"executed copies (tests/notebooks/test_executed_notebooks.py): {report['executed_copies']}")
     print(f"{'ok' if report['ok'] else 'NOT OK'}: runner exit {proc.returncode}, {report['wall_s']} s in all; "
           f"carried {report['carried_mib']} MiB of {CARRY_LIMIT_MIB}; report in {SIM / 'report.json'}")
     return 0 if report["ok"] and carry_mib <= CARRY_LIMIT_MIB else 1

@@ -71,3 +71,14 @@ def test_unpack_refuses_unsafe_or_mixed_archives(tmp_path):
         with pytest.raises(ValueError):
             pack.unpack(path, tmp_path / "dest")
     assert not (tmp_path / "evil").exists()
+
+
+def test_unpack_command_makes_reference_folders(tmp_path, capsys):
+    res = tmp_path / "03_nb"
+    res.mkdir()
+    (res / "results.json").write_text("{}\n")
+    pack.pack(res, tmp_path / "03_nb.tar.gz")
+    assert pack.main(["unpack", "--gpu", "h100", "--root", str(tmp_path / "ref"), str(tmp_path / "03_nb.tar.gz")]) == 0
+    assert (tmp_path / "ref" / "h100" / "03_nb" / "results.json").read_text() == "{}\n"
+    assert pack.main(["unpack", "--gpu", "h100", "--root", str(tmp_path / "ref"), str(tmp_path / "none.tar.gz")]) == 2
+    assert "none.tar.gz" in capsys.readouterr().out.splitlines()[-1]
