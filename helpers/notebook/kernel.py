@@ -124,6 +124,8 @@ class NotebookRun:
         self.path = Path(path)
         self.env = env
         self.nb = nbformat.read(self.path, as_version=4)
+        for i, cell in enumerate(self.nb.cells):  # the executed copy validates (nbformat 4.5 cells need an id)
+            cell.setdefault("id", f"cell-{i}")
         self.limit_s = limit_s
         self.kill_after_s = kill_after_s
         self.client = stoppable_client_class()(

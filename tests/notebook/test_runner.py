@@ -25,9 +25,9 @@ RESULTS = ("from helpers.notebook.results import Results\n"
            "R.record('first', {{}}, lambda: {{'x': 1}})\n")
 
 
-def notebook(path: Path, *cells: str) -> Path:
-    nb = {"cells": [{"cell_type": "code", "id": f"c{i}", "execution_count": None, "metadata": {}, "outputs": [],
-                     "source": [src]} for i, src in enumerate(cells)],
+def notebook(path: Path, *cells: str, ids: bool = True) -> Path:
+    nb = {"cells": [{"cell_type": "code", **({"id": f"c{i}"} if ids else {}), "execution_count": None, "metadata": {},
+                     "outputs": [], "source": [src]} for i, src in enumerate(cells)],
           "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
           "nbformat": 4, "nbformat_minor": 5}
     path.write_text(json.dumps(nb))
@@ -160,9 +160,11 @@ def test_a_notebook_failing_before_its_results_leaves_no_stale_results(tmp_path)
     out = tmp_path / "out"
     (out / "a").mkdir(parents=True)
     (out / "a" / "results.json").write_text('{"old": true}\n')
-    a = notebook(tmp_path / "a.ipynb", "raise ValueError('PERF_SCALE is wrong')\n", RESULTS.format(stem="a"))
+    a = notebook(tmp_path / "a.ipynb", "raise ValueError('PERF_SCALE is wrong')\n", RESULTS.format(stem="a"), ids=False)
     p = runner(tmp_path, "--out", out, a)
     assert p.returncode == 1, p.stdout + p.stderr
+    assert "MissingIDField" not in p.stderr  # cells without ids get one in the executed copy
+    assert all(c["id"] for c in json.loads((out / "a" / "a.ipynb").read_text())["cells"])
     assert not (out / "a" / "results.json").exists()
     assert json.loads((out / "a.previous" / "results.json").read_text()) == {"old": True}
     info = json.loads((out / "a" / "run.json").read_text())
