@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -123,9 +124,11 @@ class NotebookRun:
 
         self.path = Path(path)
         self.env = env
-        self.nb = nbformat.read(self.path, as_version=4)
-        for i, cell in enumerate(self.nb.cells):  # the executed copy validates (nbformat 4.5 cells need an id)
-            cell.setdefault("id", f"cell-{i}")
+        doc = json.loads(self.path.read_text(encoding="utf-8"))
+        if (doc.get("nbformat"), doc.get("nbformat_minor", 0)) >= (4, 5):  # 4.5 cells need an id: nbformat warns,
+            for i, cell in enumerate(doc.get("cells", [])):                 # and will refuse
+                cell.setdefault("id", f"cell-{i}")
+        self.nb = nbformat.reads(json.dumps(doc), as_version=4)
         self.limit_s = limit_s
         self.kill_after_s = kill_after_s
         self.client = stoppable_client_class()(
