@@ -26,7 +26,7 @@ WHEEL_EXCLUDE  ?=
 BUILD_PYTHON   := $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
 PIP_FROM       := $(if $(WHEELS),--no-index --find-links $(WHEELS),-c constraints.txt)
 
-.PHONY: setup lab test run wheelhouse clean distclean
+.PHONY: setup lab test run wheelhouse gpu-kit gpu-sim clean distclean
 
 setup: $(STAMP)
 
@@ -50,14 +50,31 @@ test: setup
 	  PERF_EXECUTED_NOTEBOOKS=$(TEST_NOTEBOOKS) \
 	  $(BIN)/python -m pytest --nbmake --nbmake-timeout=900 --overwrite $(TEST_NOTEBOOKS) tests
 
-run: setup
-	$(BIN)/python -m helpers.runner
+# No set-up: the .venv's Python when there is one, else $(PYTHON) (e.g. with the GPU kit on PYTHONPATH; README).
+# e.g. make run RUN_ARGS="--scale full --out build/gpu-run --budget 360"
+RUN_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
+RUN_ARGS   ?=
+run:
+	$(RUN_PYTHON) -m helpers.runner $(RUN_ARGS)
 
 # e.g. make wheelhouse WHEEL_PYTHON=3.12 WHEEL_PLATFORM=manylinux_2_28_x86_64 WHEEL_EXCLUDE="torch torchvision"
 wheelhouse:
 	$(BUILD_PYTHON) -m helpers.tools.wheelhouse --dest $(WHEELHOUSE) \
 	  $(if $(WHEEL_PYTHON),--python-version $(WHEEL_PYTHON)) $(if $(WHEEL_PLATFORM),--platform $(WHEEL_PLATFORM)) \
 	  $(if $(WHEEL_EXCLUDE),--exclude $(WHEEL_EXCLUDE))
+
+# The GPU kit (gpu-kit.txt, helpers/tools/gpukit.py): the wheels a borrowed GPU machine (torch 2.11 set preinstalled,
+# no index) needs to execute every notebook headless, into build/gpu-kit. Online.
+gpu-kit:
+	$(BUILD_PYTHON) -m helpers.tools.gpukit build
+
+# That machine simulated here (helpers/tools/gpusim.py): a Python 3.12 venv with torch 2.11.0 and the preinstalled
+# set, the kit installed with --no-index and the notebooks run through the runner with the network cut (unshare -n).
+# e.g. PYENV_VERSION=3.12.1 make gpu-sim, or make gpu-sim SIM_PYTHON=/usr/bin/python3.12
+SIM_PYTHON ?= python3.12
+SIM_ARGS   ?=
+gpu-sim:
+	$(BUILD_PYTHON) -m helpers.tools.gpusim --python "$(SIM_PYTHON)" $(SIM_ARGS)
 
 # build/wheelhouse is kept: on an offline machine it cannot be fetched again
 clean:

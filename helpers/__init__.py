@@ -10,8 +10,9 @@ Importing it (or any of its packages) has no side effects.
 - ``helpers.lessons``   what one notebook alone uses: ``profiler_basics`` (01), ``data_pipeline`` (02),
                         ``backward_hooks`` (03), ``torch_compile`` (04), ``diagnose`` (05)
 - ``helpers.notebook``  around the lessons: ``env``, ``sizes``, ``results``, ``display``, ``panels``,
-                        ``tensorboard``, ``runner``
-- ``helpers.tools``     set-up: ``devsetup``, ``wheelhouse``
+                        ``tensorboard``, ``reference``, ``budget``, ``runner``, ``kernel``,
+                        ``pack``
+- ``helpers.tools``     set-up: ``devsetup``, ``wheelhouse``, ``gpukit``, ``gpusim``
 - ``helpers.doctor``, ``helpers.runner``: the command lines (``python -m helpers.doctor PATH``, ``make run``)
 """
 

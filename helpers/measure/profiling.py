@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..notebook.env import runs_dir
+from ..notebook.env import quiet_profiler_warning, runs_dir
 from ..traces import events as ev
 from ..traces import intervals as iv
 from ..traces.events import LOOP_SYNC_METADATA
@@ -90,6 +90,7 @@ def profile_steps(
     With ``trace_dir`` the trace is written there for TensorBoard's profiler plugin
     (``tensorboard_trace_handler``). Returns the finished profiler object.
     When the loop synchronises a CUDA device, the trace says so (top-level key ``LOOP_SYNC_METADATA``).
+    With ``repeat > 1`` the returned profiler holds the last cycle's events only (each cycle's trace is written).
     """
     import torch
     from torch.profiler import profile, schedule, tensorboard_trace_handler
@@ -99,6 +100,7 @@ def profile_steps(
             raise ValueError(f"{n} cannot be negative")
     if active < 1:
         raise ValueError("active must be at least 1")
+    quiet_profiler_warning()  # torch 2.10/2.11 warn about clearing events on every profile (see env)
     total = (wait + warmup + active) * max(repeat, 1)
     handler = tensorboard_trace_handler(str(trace_dir)) if trace_dir is not None else None
     with profile(

@@ -6,5 +6,10 @@
 - ``display``      tables for a person (units in headers, integers as integers), a helper's source shown
 - ``panels``       the ipywidgets panel that re-runs an experiment with the reader's values
 - ``tensorboard``  TensorBoard logging and the inline view, checked (its set-up behind ``prepare()``)
-- ``runner``       ``make run``: every notebook headless, results beside the executed copy
+- ``reference``    a reference GPU's run beside the reader's: a results column, its figures and trace, labelled
+- ``budget``       a notebook's time budget: skipped rows once it is spent, the running experiment stopped
+- ``runner``       ``make run`` / ``python -m helpers.runner``: every notebook headless, no set-up, results beside
+                   the executed copy, a time budget per notebook, stopped cleanly by SIGTERM or Ctrl-C
+- ``kernel``       one notebook in a kernel of this Python, which the runner can stop
+- ``pack``         a notebook's outputs: earlier ones set aside, interrupted ones marked, one archive to carry back
 """

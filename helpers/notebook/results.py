@@ -29,11 +29,28 @@ def results_root() -> Path:
     return project_root() / "results"
 
 
+def current_umask() -> int:
+    """The process's umask (from /proc where it can, so the umask is never changed, even for an instant)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file and ``os.replace``: an interrupted run leaves no half file."""
+    """Write via a temporary file and ``os.replace``: an interrupted run leaves no half file.
+
+    The file gets the permissions a plain ``open(path, "w")`` would (0666 less the umask: 0644 under the usual 022),
+    not the temporary file's 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "w") as f:
             f.write(text)
         os.replace(tmp, path)

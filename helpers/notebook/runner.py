@@ -1,69 +1,45 @@
-"""``make run``: execute every notebook headless and keep the executed copy beside its results.
+"""``python -m helpers.runner`` (``make run``): execute the notebooks headless, from the project folder, with no
+set-up beyond a Python that has the packages (``make setup``'s .venv, or the GPU kit on ``PYTHONPATH``).
 
-Usage: ``python -m helpers.runner [NOTEBOOK ...]`` (default: every ``notebooks/[0-9]*.ipynb``).
-A failing notebook is reported and the others still run; the exit status is non-zero
-when any failed. Each notebook writes ``results/<stem>/results.json`` itself; this
-runner adds ``results/<stem>/<stem>.ipynb`` (executed, with outputs) and
-``results/<stem>/run.json`` (wall time, status).
+Usage::
+
+    python -m helpers.runner [NOTEBOOK ...] [--scale smoke|full] [--out DIR] [--pack DIR] [--budget S] [--grace S]
+
+- Notebooks: default every ``notebooks/[0-9]*.ipynb`` of the project. The kernels are this Python's own, with the
+  project on their ``PYTHONPATH`` (``import helpers`` needs no install).
+- ``--scale`` (else ``$PERF_SCALE``, else full with CUDA and smoke without) is checked before anything runs: a bad
+  value is one line and exit status 2, and no earlier output is touched.
+- ``--out DIR`` (else ``$PERF_RESULTS_DIR``, else ``results/``): each notebook writes ``DIR/<stem>/results.json``;
+  the runner adds the executed copy ``<stem>.ipynb`` and ``run.json`` (status, plain-text error, wall time).
+  Profiler traces and TensorBoard runs go to ``$PERF_RUNS_DIR``, else ``DIR/runs`` when ``--out`` is given.
+  A notebook's previous outputs are moved to ``DIR/<stem>.previous/`` before it runs: nothing stale stays beside it.
+- ``--pack DIR`` (default: the ``--out`` folder): one ``<stem>.tar.gz`` per notebook (results, executed copy,
+  figures, this run's traces within 15 MiB; ``helpers.notebook.pack``) and ``run-summary.json``.
+- ``--budget S``: each notebook's time budget in seconds. Its kernel gets ``$PERF_TIME_BUDGET_S`` and
+  ``$PERF_NOTEBOOK_START`` (the notebook's own guard, ``helpers.notebook.budget``, skips or stops experiments and
+  keeps time for its results); a notebook still running ``--grace`` seconds (default 30) past it is stopped from
+  outside, its results marked interrupted, and the next notebook runs.
+- SIGTERM or Ctrl-C stops the whole run: the running cell is interrupted, the notebook's results are saved and
+  marked ``"interrupted": true``, it is packed, no further notebook starts, and the exit status is 128 + the
+  signal's number (130 for Ctrl-C, 143 for SIGTERM). Otherwise the exit status is 1 when a notebook failed, else 0.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
 
-from .env import quiet_logs
-from .results import atomic_write_text, results_root
+from . import kernel as kn
+from . import pack as pk
+from .env import SCALE_ENV, get_scale, quiet_logs
+from .results import RESULTS_ENV, atomic_write_text
 
-
-def kernel_manager_class():
-    """A kernel manager class whose kernels' channels are encrypted (CurveZMQ keys it provisions).
-
-    Without keys the kernel warns "Kernel is running over TCP without encryption" at start-up;
-    ``transport_encryption="auto"`` gives it keys when its kernelspec says it supports them
-    (ipykernel's does) and pyzmq has CurveZMQ, and leaves plain TCP otherwise.
-    """
-    import zmq
-    from jupyter_client.manager import KernelManager
-
-    if not zmq.has("curve") or "transport_encryption" not in KernelManager.class_trait_names():
-        return KernelManager
-
-    class EncryptedKernelManager(KernelManager):
-        def __init__(self, **kw):
-            kw.setdefault("transport_encryption", "auto")
-            super().__init__(**kw)
-
-    return EncryptedKernelManager
-
-
-def run_one(path: Path, timeout: int, kernel: str) -> dict:
-    import nbformat
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
-
-    nb = nbformat.read(path, as_version=4)
-    out_dir = results_root() / path.stem
-    out_dir.mkdir(parents=True, exist_ok=True)
-    client = NotebookClient(nb, kernel_manager_class=kernel_manager_class(), timeout=timeout, kernel_name=kernel,
-                            resources={"metadata": {"path": str(path.parent.resolve())}})
-    t0 = time.perf_counter()
-    status, error = "ok", None
-    try:
-        client.execute()
-    except CellExecutionError as exc:
-        status = "failed"
-        error = str(exc).strip().splitlines()[-1][:500] if str(exc).strip() else "cell failed"
-    except Exception as exc:  # noqa: BLE001 - a dead kernel, a timeout: report and go on
-        status, error = "failed", f"{type(exc).__name__}: {exc}"[:500]
-    wall = time.perf_counter() - t0
-    atomic_write_text(out_dir / f"{path.stem}.ipynb", nbformat.writes(nb))
-    info = {"notebook": path.stem, "status": status, "error": error, "wall_s": round(wall, 1)}
-    atomic_write_text(out_dir / "run.json", json.dumps(info, indent=2) + "\n")
-    return info
+PROJECT = Path(__file__).resolve().parents[2]
+SUMMARY = "run-summary.json"
 
 
 def inline_figures() -> bool:
@@ -75,32 +51,160 @@ def inline_figures() -> bool:
     return False
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of seconds")
+    return value
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m helpers.runner", description=__doc__.splitlines()[0])
     ap.add_argument("notebooks", nargs="*", type=Path)
-    ap.add_argument("--timeout", type=int, default=1800, help="per-cell timeout in seconds")
-    ap.add_argument("--kernel", default="python3")
-    args = ap.parse_args(argv)
-    paths = args.notebooks or sorted(Path("notebooks").glob("[0-9]*.ipynb"))
-    if not paths:
-        print("No notebooks found (run from the project folder).", file=sys.stderr)
+    ap.add_argument("--scale", help="smoke or full (default: $PERF_SCALE, else full with CUDA, smoke without)")
+    ap.add_argument("--out", type=Path, help="results folder (default: $PERF_RESULTS_DIR, else results/)")
+    ap.add_argument("--pack", type=Path, help="where the per-notebook archives and run-summary.json go "
+                                              "(default: the results folder)")
+    ap.add_argument("--budget", type=_positive, help="each notebook's time budget in seconds")
+    ap.add_argument("--grace", type=_positive, default=30.0,
+                    help="seconds past the budget before a notebook is stopped from outside (default 30)")
+    ap.add_argument("--timeout", type=int, default=1800, help="per-cell timeout in seconds (default 1800)")
+    return ap.parse_args(argv)
+
+
+class Run:
+    """The whole run: which signal stopped it, and the notebook running now (for the signal handlers)."""
+
+    def __init__(self):
+        self.signum: int | None = None
+        self.current: kn.NotebookRun | None = None
+
+    def on_signal(self, signum: int, frame=None) -> None:
+        first = self.signum is None
+        self.signum = self.signum or signum
+        if self.current is not None:
+            self.current.stop(f"{signal.Signals(signum).name} (the run was stopped)")
+        elif first:
+            print(f"\n{signal.Signals(signum).name}: stopping before the next notebook", flush=True)
+
+    def install(self) -> None:
+        """(Re)install the handlers: nbclient removes its own after each notebook, leaving the defaults."""
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, self.on_signal)
+
+
+def kernel_env(scale: str, out: Path, runs: Path, budget: float | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({SCALE_ENV: scale, RESULTS_ENV: str(out), "PERF_RUNS_DIR": str(runs),
+                "PYTHONPATH": kn.python_path(PROJECT, os.environ)})
+    env.pop("PERF_TIME_BUDGET_S", None)
+    if budget is not None:
+        env["PERF_TIME_BUDGET_S"] = f"{budget:g}"
+    env["PERF_NOTEBOOK_START"] = f"{time.time():.3f}"
+    return env
+
+
+def checks_of(results_dir: Path) -> dict:
+    try:
+        doc = json.loads((results_dir / "results.json").read_text())
+    except (OSError, ValueError):
+        return {"results": False}
+    exps = doc.get("experiments", [])
+    checks = doc.get("checks", {})
+    return {"results": True, "scale": doc.get("scale"), "interrupted": bool(doc.get("interrupted")),
+            "experiments_ok": sum(e.get("status") == "ok" for e in exps),
+            "experiments_failed": sum(e.get("status") != "ok" for e in exps),
+            "checks_true": sum(v is True for v in checks.values()), "checks": len(checks),
+            "checks_false": [k for k, v in checks.items() if v is not True]}
+
+
+def run_notebook(path: Path, run: Run, args, scale: str, out: Path, runs: Path, pack_dir: Path) -> dict:
+    stem = path.stem
+    pk.set_aside(out, stem)
+    results_dir = out / stem
+    results_dir.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    limit = args.budget + args.grace if args.budget else None
+    nb = kn.NotebookRun(path, kernel_env(scale, out, runs, args.budget), timeout=args.timeout, limit_s=limit,
+                        on_signal=run.on_signal)
+    run.current = nb
+    try:
+        info = nb.execute()
+    finally:
+        run.current = None
+        run.install()
+    atomic_write_text(results_dir / f"{stem}.ipynb", nb.executed_text())
+    if info["status"] == "interrupted":
+        pk.mark_interrupted(results_dir, info["error"] or "interrupted")
+    info = {"notebook": stem, **info, "scale": scale, "budget_s": args.budget,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started))}
+    atomic_write_text(results_dir / "run.json", json.dumps(info, indent=2) + "\n")
+    manifest = pk.pack(results_dir, pack_dir / f"{stem}.tar.gz", pk.new_traces(runs, started), runs / "traces")
+    return {**info, **checks_of(results_dir), "pack": f"{stem}.tar.gz", "pack_bytes": manifest["bytes"],
+            "traces_packed": len(manifest["traces"]), "traces_left_out": len(manifest["traces_left_out"])}
+
+
+def report_line(info: dict) -> str:
+    line = f"  {info['status']} in {info['wall_s']} s"
+    if info.get("results"):
+        line += f"; checks {info['checks_true']}/{info['checks']} true"
+        if info["checks_false"]:
+            line += f" (false: {'; '.join(info['checks_false'])})"
+        if info["experiments_failed"]:
+            line += f"; {info['experiments_failed']} failed or skipped rows"
+    else:
+        line += "; no results.json"
+    return line + (f": {info['error']}" if info["error"] else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    try:
+        scale = get_scale(args.scale)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
         return 2
+    missing = kn.missing_packages()
+    if missing:
+        print(f"this Python ({sys.executable}) lacks {', '.join(missing)}: run `make setup`, or put the GPU kit on "
+              "PYTHONPATH (README, 'Running on a GPU machine')", file=sys.stderr)
+        return 2
+    paths = args.notebooks or sorted((PROJECT / "notebooks").glob("[0-9]*.ipynb"))
+    absent = [str(p) for p in paths if not p.is_file()]
+    if not paths or absent:
+        print(f"no such notebook: {', '.join(absent)}" if absent else "no notebooks found", file=sys.stderr)
+        return 2
+    out = (args.out or Path(os.environ.get(RESULTS_ENV) or PROJECT / "results")).resolve()
+    runs = Path(os.environ.get("PERF_RUNS_DIR") or (out / "runs" if args.out else PROJECT / "runs")).resolve()
+    pack_dir = (args.pack or out).resolve()
     quiet_logs()  # the kernels inherit it: no Kineto log lines in the executed notebooks
     inline_figures()
-    failed = 0
+    run = Run()
+    run.install()
+    t0 = time.perf_counter()
+    done: list[dict] = []
     for p in paths:
-        if not p.exists():
-            print(f"{p}: no such notebook", file=sys.stderr)
-            failed += 1
-            continue
-        print(f"running {p} ...", flush=True)
-        info = run_one(p, args.timeout, args.kernel)
-        line = f"  {info['status']} in {info['wall_s']} s"
-        if info["error"]:
-            line += f": {info['error']}"
-        print(line, flush=True)
-        failed += info["status"] != "ok"
-    print(f"{len(paths) - failed} notebooks ran, {failed} failed; results in {results_root()}/")
+        if run.signum is not None:
+            break
+        print(f"running {p} ({scale}{f', budget {args.budget:g} s' if args.budget else ''}) ...", flush=True)
+        info = run_notebook(p, run, args, scale, out, runs, pack_dir)
+        done.append(info)
+        print(report_line(info), flush=True)
+    failed = sum(i["status"] != "ok" for i in done)
+    summary = {"scale": scale, "wall_s": round(time.perf_counter() - t0, 1), "out": str(out),
+               "interrupted": run.signum is not None,
+               "signal": signal.Signals(run.signum).name if run.signum else None,
+               "not_run": [p.stem for p in paths[len(done):]], "notebooks": done}
+    atomic_write_text(pack_dir / SUMMARY, json.dumps(summary, indent=2) + "\n")
+    print(f"{len(done) - failed} of {len(paths)} notebooks ran ok, {failed} did not"
+          + (f", {len(summary['not_run'])} not started" if summary["not_run"] else "")
+          + f"; results in {out}/, packs in {pack_dir}/")
+    if run.signum is not None:
+        print(f"stopped by {summary['signal']}", file=sys.stderr)
+        return 128 + run.signum
     return 1 if failed else 0
 
 

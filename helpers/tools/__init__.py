@@ -2,4 +2,6 @@
 
 - ``devsetup``    JupyterLab defaults and the browser for the real-browser test (``make setup``)
 - ``wheelhouse``  the wheels for an offline install (``make wheelhouse``)
+- ``gpukit``      the few wheels a borrowed GPU machine needs to run the notebooks (``make gpu-kit``, gpu-kit.txt)
+- ``gpusim``      that machine simulated here, offline (``make gpu-sim``)
 """

@@ -149,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="packages the target already has, e.g. torch torchvision (torch also drops nvidia-*, "
                          "cuda-*, triton)")
     ap.add_argument("--gpu-machine", action="store_true",
-                    help=f"preset for the reference GPU machines: {GPU_PRESET}")
+                    help=f"preset for the reference GPU machines: {GPU_PRESET} (the whole environment, tests and "
+                         "JupyterLab included; a headless run needs only the GPU kit: make gpu-kit)")
     args = ap.parse_args(argv)
     pv, plat, exc = args.python_version, args.platform, args.exclude
     if args.gpu_machine:

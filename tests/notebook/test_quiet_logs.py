@@ -50,3 +50,37 @@ def test_a_cpu_profile_after_quiet_logs_prints_no_kineto_lines():
     test_executed_notebooks check the same in kernels.)"""
     quiet = _profile_stderr("import torch\nfrom helpers.notebook import env\nenv.quiet_logs()\n", {})
     assert not [n for n in KINETO_NOISE if n in quiet], quiet[-2000:]
+
+
+# torch 2.11.0's text, verbatim (torch/profiler/profiler.py), and the fixed releases' text (pytorch/pytorch#180387)
+SPURIOUS_211 = ("Warning: Profiler clears events at the end of each cycle.Only events from the current cycle will be "
+                "reported.To keep events across cycles, set acc_events=True.")
+MEANINGFUL = ("Warning: Profiler clears events at the end of each cycle. Only events from the current cycle will be "
+              "reported. To keep events across cycles, set acc_events=True.")
+
+
+def test_quiet_logs_silences_only_torch_211s_spurious_profiler_warning(monkeypatch):
+    import warnings
+
+    monkeypatch.setenv("KINETO_LOG_LEVEL", "0")  # set already: quiet_logs still installs the warning filter
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        env.quiet_logs(cuda=False)
+        warnings.warn(SPURIOUS_211, UserWarning)
+        warnings.warn(MEANINGFUL, UserWarning)
+        warnings.warn("another UserWarning", UserWarning)
+    assert [str(w.message) for w in caught] == [MEANINGFUL, "another UserWarning"]
+
+
+def test_profile_steps_silences_it_without_quiet_logs():
+    """A script that never calls quiet_logs: profile_steps installs the filter itself (checked on the filter list,
+    since the torch installed here may not emit the warning)."""
+    code = ("import warnings\nfrom helpers.measure import profiling\n"
+            "profiling.profile_steps(lambda: None, wait=0, warmup=0, active=1)\n"
+            "from helpers.notebook import env\n"
+            "print(any(f[1] is not None and f[1].pattern == env.SPURIOUS_PROFILER_WARNING for f in warnings.filters))\n")
+    e = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    e.update(PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip().splitlines()[-1] == "True"

@@ -1,4 +1,5 @@
 import json
+import os
 
 import pytest
 
@@ -92,3 +93,17 @@ def test_comparisons_are_kept_in_results_json(tmp_path):
     doc["comparisons"][0].update(verdict="faster", ratio=9.0)
     assert any("outside its interval" in p for p in results.validate(doc))
     assert list(r.comparisons_table().columns) == ["b", "a", "metric", "ratio", "low", "high", "verdict"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_atomic_writes_follow_the_umask(tmp_path, umask):
+    """results.json (and run.json, the executed copies) get 0666 less the umask, as open() would: not mkstemp's 0600."""
+    old = os.umask(umask)
+    try:
+        results.atomic_write_text(tmp_path / "a.json", "{}\n")
+        assert results.current_umask() == umask
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o666 & ~umask
+    assert (tmp_path / "a.json").read_text() == "{}\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.json"]  # no temporary file left

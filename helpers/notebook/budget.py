@@ -1,0 +1,177 @@
+"""A notebook's time budget: what is left becomes skipped rows once it is spent, and the experiment already
+running is stopped when it runs past it.
+
+A notebook makes one ``Budget`` in its parameters cell and passes each experiment through it::
+
+    BUDGET = budget.Budget.from_env(P["budget_s"], reserve_s=30)   # $PERF_TIME_BUDGET_S (the runner's) wins
+    ...
+    for name, cfg in CELLS:
+        RESULTS.record(name, cfg, BUDGET.wrap(lambda: run_cell(cfg)))   # or BUDGET.record(RESULTS, name, cfg, fn)
+
+``wrap(fn)`` returns a function that, once the budget is spent, raises ``OverBudget("skipped: ...")`` without
+calling ``fn``; otherwise it calls ``fn`` with an alarm set for what is left (``limit``), so that an experiment
+still running at the deadline raises ``OverBudget("stopped: ...")`` inside it. ``Results.record`` turns either
+into a failed row (``OverBudget: skipped: ...`` / ``OverBudget: stopped: ...``) and the notebook goes on to its
+results, checks and figures, for which ``reserve_s`` is kept.
+
+The alarm is ``SIGALRM`` (``signal.setitimer``), so it bounds code running in the process's main thread (a
+notebook kernel's cells, a script): the exception is raised at the next Python bytecode, after the C call running
+then (one CUDA synchronize, one matmul) returns. ``OverBudget`` derives from ``BaseException`` so that an
+experiment's own ``except Exception`` does not swallow it. Outside the main thread, or without ``SIGALRM``, ``wrap``
+still skips but cannot stop a running experiment. The runner (``python -m helpers.runner --budget S``) also stops a
+notebook that runs past its budget plus a grace period, from outside.
+
+Environment (set by the runner for each notebook's kernel): ``PERF_TIME_BUDGET_S`` (seconds for the whole notebook)
+and ``PERF_NOTEBOOK_START`` (when the runner started it, Unix time), so that the kernel's start-up counts too.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import threading
+import time
+from typing import Any, Callable, Iterator, Mapping
+
+BUDGET_ENV = "PERF_TIME_BUDGET_S"
+START_ENV = "PERF_NOTEBOOK_START"
+
+
+class OverBudget(BaseException):
+    """An experiment skipped, or stopped while running, because the notebook's time budget was spent."""
+
+
+def _seconds(raw: str, what: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{what}={raw!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{what}={raw!r}: a time budget must be a positive number of seconds")
+    return value
+
+
+class Budget:
+    """``seconds`` for the whole notebook (None: unlimited), of which ``reserve_s`` is kept for what follows the
+    experiments (results table, checks, figures). Time counts from ``start`` (``time.monotonic()`` when omitted)."""
+
+    def __init__(self, seconds: float | None, *, reserve_s: float = 0.0, start: float | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        if seconds is not None and (not math.isfinite(seconds) or seconds <= 0):
+            raise ValueError(f"a time budget must be a positive number of seconds, not {seconds!r}")
+        if reserve_s < 0:
+            raise ValueError("reserve_s cannot be negative")
+        self.seconds = seconds
+        self.reserve_s = float(reserve_s)
+        self.clock = clock
+        self.start = clock() if start is None else start
+
+    @classmethod
+    def from_env(cls, default_s: float | None, *, reserve_s: float = 0.0, environ: Mapping[str, str] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> "Budget":
+        """The notebook's budget: ``$PERF_TIME_BUDGET_S`` when set (the runner's ``--budget``), else ``default_s``
+        (the notebook's parameter); counted from ``$PERF_NOTEBOOK_START`` when set, else from now. A bad value is
+        refused with a one-line ``ValueError``."""
+        environ = os.environ if environ is None else environ
+        raw = environ.get(BUDGET_ENV, "").strip()
+        seconds = _seconds(raw, BUDGET_ENV) if raw else default_s
+        now = clock()
+        start = now
+        raw_start = environ.get(START_ENV, "").strip()
+        if raw_start:
+            try:
+                start = now - max(0.0, time.time() - float(raw_start))
+            except ValueError:
+                raise ValueError(f"{START_ENV}={raw_start!r} is not a Unix time") from None
+        return cls(seconds, reserve_s=reserve_s, start=start, clock=clock)
+
+    # -- where it stands ------------------------------------------------------------------------------------
+    def elapsed(self) -> float:
+        return self.clock() - self.start
+
+    def left(self) -> float:
+        """Seconds left for experiments (the reserve excluded); ``inf`` without a budget."""
+        if self.seconds is None:
+            return math.inf
+        return self.seconds - self.reserve_s - self.elapsed()
+
+    def spent(self) -> bool:
+        return self.left() <= 0
+
+    def describe(self) -> str:
+        if self.seconds is None:
+            return f"no time budget ({self.elapsed():.0f} s so far)"
+        return (f"time budget {self.seconds:g} s: {self.elapsed():.0f} s used, {max(0.0, self.left()):.0f} s left "
+                f"for experiments ({self.reserve_s:g} s kept for the results)")
+
+    # -- guards ---------------------------------------------------------------------------------------------
+    def skipped_message(self) -> str:
+        return (f"skipped: the notebook's time budget ({self.seconds:g} s, {self.reserve_s:g} s of it kept for the "
+                f"results) was spent before it started")
+
+    @contextlib.contextmanager
+    def limit(self, limit_s: float | None = None) -> Iterator[None]:
+        """Raise ``OverBudget("stopped: ...")`` in the block when it runs past what is left of the budget (or past
+        ``limit_s``, when that is sooner). Raises ``OverBudget("skipped: ...")`` at once when nothing is left."""
+        if self.spent():
+            raise OverBudget(self.skipped_message())
+        seconds = min(self.left(), math.inf if limit_s is None else float(limit_s))
+        if math.isinf(seconds):
+            yield
+            return
+        message = (f"stopped: over the time budget, after {seconds:.0f} s of this experiment (the notebook has "
+                   f"{self.seconds:g} s)" if self.seconds is not None else f"stopped: over its limit of {seconds:.0f} s")
+        with alarm(seconds, message):
+            yield
+
+    def wrap(self, fn: Callable[[], Any], limit_s: float | None = None) -> Callable[[], Any]:
+        """``fn`` run under ``limit(limit_s)``: for ``Results.record(name, config, BUDGET.wrap(fn))``."""
+        def bounded():
+            with self.limit(limit_s):
+                return fn()
+        return bounded
+
+    def record(self, results, name: str, config: Mapping[str, Any], fn: Callable[[], Mapping[str, Any]],
+               limit_s: float | None = None, **kw) -> dict[str, Any]:
+        """``results.record(name, config, self.wrap(fn, limit_s), **kw)``: a skipped or stopped experiment is a
+        failed row with the reason, and the notebook goes on."""
+        return results.record(name, config, self.wrap(fn, limit_s), **kw)
+
+
+def can_alarm() -> bool:
+    """Whether ``alarm`` can stop a running block here (the main thread of a process with ``SIGALRM``)."""
+    return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def alarm(seconds: float, message: str) -> Iterator[None]:
+    """Raise ``OverBudget(message)`` in the block after ``seconds`` (``SIGALRM``, main thread only; elsewhere the
+    block runs unbounded). An alarm already set outside (a nested limit) is kept: the sooner one fires, and the
+    outer one is set again, less the time spent, when the block ends."""
+    if not can_alarm():
+        yield
+        return
+    armed = {"on": True}
+
+    def fire(signum, frame):
+        if armed["on"]:
+            armed["on"] = False
+            raise OverBudget(message)
+
+    outer_left, _ = signal.getitimer(signal.ITIMER_REAL)
+    own = max(seconds, 1e-3)
+    if outer_left and outer_left <= own:  # an outer alarm fires first: leave it as it is
+        yield
+        return
+    t0 = time.monotonic()
+    previous = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, own)
+    try:
+        yield
+    finally:
+        armed["on"] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if outer_left:
+            signal.setitimer(signal.ITIMER_REAL, max(1e-3, outer_left - (time.monotonic() - t0)))

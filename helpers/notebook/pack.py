@@ -1,0 +1,154 @@
+"""A notebook's outputs kept honest and carried back in one file (``helpers.runner``).
+
+- ``set_aside(out, stem)``: before a notebook runs, its previous outputs (``<out>/<stem>/``) move to
+  ``<out>/<stem>.previous/``, so a run that fails before writing results leaves no stale results.json beside it.
+- ``mark_interrupted(results_dir, reason)``: a stopped notebook's results.json says ``"interrupted": true``.
+- ``pack(...)``: ``<stem>.tar.gz`` holding ``<stem>/`` (results.json, run.json, the executed notebook, figures) and
+  ``<stem>/traces/`` (the profiler traces this run wrote under the runs folder, smallest first, within a size cap;
+  the rest are listed as left out in ``<stem>/pack.json``). Unpacked under ``data/reference/<gpu>/`` it is a
+  reference run (``helpers.notebook.reference``).
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import shutil
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .results import atomic_write_text, current_umask
+
+MIB = 2**20
+PACK_LIMIT = 15 * MIB          # each archive stays under what one carried file may be (16 MiB)
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+def set_aside(out: Path, stem: str) -> Path | None:
+    """Move ``<out>/<stem>/`` to ``<out>/<stem>.previous/`` (replacing an older one). Returns where, or None."""
+    src = Path(out) / stem
+    if not src.exists():
+        return None
+    dest = Path(out) / f"{stem}.previous"
+    if dest.exists():
+        shutil.rmtree(dest)
+    src.rename(dest)
+    return dest
+
+
+def mark_interrupted(results_dir: Path, reason: str) -> bool:
+    """Add ``"interrupted": true`` and the reason to ``results_dir/results.json``. False when there is none."""
+    path = Path(results_dir) / "results.json"
+    if not path.exists():
+        return False
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    doc["interrupted"] = True
+    doc["interruption"] = reason
+    atomic_write_text(path, json.dumps(doc, indent=2) + "\n")
+    return True
+
+
+def new_traces(runs: Path, since: float) -> list[Path]:
+    """Profiler traces (``*.json``, ``*.json.gz``) under ``runs/traces`` modified at or after ``since`` (Unix time)."""
+    base = Path(runs) / "traces"
+    if not base.is_dir():
+        return []
+    return sorted(p for p in base.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
+                  and p.stat().st_mtime >= since - 1)
+
+
+def _gz_size(path: Path) -> int:
+    data = path.read_bytes()
+    return len(data) if path.name.endswith(".gz") else len(gzip.compress(data, compresslevel=6))
+
+
+def pack(results_dir: Path, dest: Path, traces: list[Path] | None = None, traces_root: Path | None = None,
+         limit: int = PACK_LIMIT) -> dict[str, Any]:
+    """Write ``dest`` (``<stem>.tar.gz``): the files of ``results_dir`` (not sub-folders) and the ``traces`` (paths
+    kept relative to ``traces_root``), traces smallest first while the archive stays under ``limit`` bytes.
+    Returns the manifest (also stored in the archive as ``<stem>/pack.json``)."""
+    results_dir, dest = Path(results_dir), Path(dest)
+    stem = results_dir.name
+    files = sorted(p for p in results_dir.iterdir() if p.is_file()) if results_dir.is_dir() else []
+    base = sum(_gz_size(p) for p in files)
+    kept, left_out, room = [], [], limit - base - 64 * 1024
+    for size, path in sorted(((_gz_size(p), p) for p in traces or []), key=lambda t: (t[0], str(t[1]))):
+        rel = path.relative_to(traces_root) if traces_root else Path(path.name)
+        if size <= room:
+            kept.append((path, rel))
+            room -= size
+        else:
+            left_out.append({"trace": str(rel), "bytes": path.stat().st_size})
+    manifest = {"notebook": stem, "made": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "files": [p.name for p in files], "traces": [str(rel) for _, rel in kept],
+                "traces_left_out": left_out, "limit_bytes": limit}
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    mode = 0o666 & ~current_umask()
+    with tarfile.open(tmp, "w:gz") as tar:
+        for p in files:
+            tar.add(p, arcname=f"{stem}/{p.name}")
+        for path, rel in kept:
+            tar.add(path, arcname=f"{stem}/traces/{rel.as_posix()}")
+        data = (json.dumps(manifest, indent=2) + "\n").encode()
+        info = tarfile.TarInfo(f"{stem}/pack.json")
+        info.size, info.mtime, info.mode = len(data), int(time.time()), mode
+        tar.addfile(info, io.BytesIO(data))
+    tmp.chmod(mode)
+    tmp.replace(dest)
+    manifest["bytes"] = dest.stat().st_size
+    return manifest
+
+
+def unpack(archive: Path, dest_root: Path) -> Path:
+    """Extract a ``pack`` archive under ``dest_root`` (e.g. ``data/reference/h100``); returns the notebook folder.
+    Only plain files under ``<stem>/`` are extracted (no links, no absolute or ``..`` paths)."""
+    archive, dest_root = Path(archive), Path(dest_root)
+    with tarfile.open(archive, "r:gz") as tar:
+        members = [m for m in tar.getmembers() if m.isfile()]
+        stems = {Path(m.name).parts[0] for m in members}
+        if len(stems) != 1:
+            raise ValueError(f"{archive}: not one notebook's pack (top folders {sorted(stems)})")
+        for m in members:
+            parts = Path(m.name).parts
+            if m.name.startswith("/") or ".." in parts:
+                raise ValueError(f"{archive}: unsafe path {m.name!r}")
+            target = dest_root.joinpath(*parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with tar.extractfile(m) as src, open(target, "wb") as out:
+                shutil.copyfileobj(src, out)
+    return dest_root / stems.pop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m helpers.notebook.pack unpack --gpu h100 ARCHIVE ...``: a GPU run's packs become its reference."""
+    import argparse
+
+    from .reference import reference_root
+
+    ap = argparse.ArgumentParser(prog="python -m helpers.notebook.pack",
+                                 description="Unpack a GPU run's per-notebook packs as reference runs.")
+    ap.add_argument("command", choices=("unpack",))
+    ap.add_argument("archives", nargs="+", type=Path)
+    ap.add_argument("--gpu", required=True, help="the reference's folder name, e.g. h100")
+    ap.add_argument("--root", type=Path, help="default: $PERF_REFERENCE_DIR, else data/reference")
+    args = ap.parse_args(argv)
+    dest = (args.root or reference_root()) / args.gpu
+    for archive in args.archives:
+        try:
+            print(f"{archive} -> {unpack(archive, dest)}")
+        except (OSError, ValueError, tarfile.TarError) as exc:
+            print(f"{archive}: {exc}")
+            return 2
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -1,0 +1,251 @@
+"""``make gpu-kit``: the few wheels that execute every notebook headless on a borrowed GPU machine, and nothing else.
+
+The machine (``MACHINE``): Python 3.12 on manylinux x86-64 with torch 2.11, torchvision 0.26, timm, tensorboard,
+pandas, matplotlib and scipy preinstalled, no package registry, at most 64 MiB carried in. The kit is what the
+notebooks and the runner import that such a machine lacks (``NEEDS``: Jupyter's kernel and client, ipywidgets,
+torch-tb-profiler, Holistic Trace Analysis and what they pull in), plus timm pinned to the version the notebooks
+need (notebook 03 uses ``timm.layers.patch_dropout.patch_dropout_forward``, which older releases lack). Not in it:
+JupyterLab, Playwright, pytest, nbmake, the build backend: what only the lab, the tests or the browser need.
+
+The list is locked in ``gpu-kit.txt`` (name==version with sha256 and size; at most ``BUDGET_MIB`` in all), so the
+kit is the same wherever it is built and a test checks it with no network. Commands::
+
+    python -m helpers.tools.gpukit lock      # online: resolve again, download, rewrite gpu-kit.txt
+    python -m helpers.tools.gpukit build     # online (make gpu-kit): download gpu-kit.txt's wheels into build/gpu-kit
+    python -m helpers.tools.gpukit install   # offline, on the GPU machine: unpack them into build/gpu-kit/site
+
+``install`` uses the machine's own pip with ``--no-index --no-deps --target``: the machine's Python is not changed
+(nothing to uninstall, no PEP 668 refusal), and the kit's timm comes before the machine's on ``PYTHONPATH``. It
+then imports every kit module in a fresh process and checks timm. Then, from the project folder::
+
+    PYTHONPATH=build/gpu-kit/site python -m helpers.runner --scale full --out build/gpu-run --pack $OUT --budget 360
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .wheelhouse import canonical, target_args
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCK = ROOT / "gpu-kit.txt"
+KIT = ROOT / "build" / "gpu-kit"
+BUDGET_MIB = 40
+PYTHON_VERSION = "3.12"
+PLATFORM = "manylinux_2_28_x86_64"
+# what the GPU machine has (its versions unknown, except torch's and torchvision's)
+MACHINE = ("torch==2.11.0", "torchvision==0.26.0", "timm", "tensorboard", "pandas", "matplotlib", "scipy")
+# what the notebooks and the runner import beyond it (module -> distribution in tests/tools/test_gpukit.py)
+NEEDS = ("timm", "ipykernel", "ipython", "ipywidgets", "jupyter-client", "nbclient", "nbformat", "pyzmq",
+         "torch-tb-profiler", "traceinsight", "psutil")
+# declared dependencies that a headless run never imports (left out with what only they pull in)
+NOT_IMPORTED = {
+    "jupyterlab": "traceinsight (HTA) declares it for its demo notebooks; hta imports plotly, pydot, pandas, never it",
+    "widgetsnbextension": "the classic Notebook's front-end files for ipywidgets, which never imports it",
+    "debugpy": "ipykernel's debugger, imported inside a try: without it the kernel runs with no debugger",
+    "jedi": "IPython's tab completion, imported when a completion is asked for (find_spec only at start-up)",
+}
+# the kit's own timm wins over the machine's (it is listed first on PYTHONPATH); the version is constraints.txt's
+PINNED_OVER_MACHINE = ("timm",)
+# importable names checked after install (a missing dependency of the machine shows here, not mid-notebook)
+IMPORTS = ("timm", "ipykernel", "IPython", "ipywidgets", "jupyter_client", "nbclient", "nbformat", "zmq",
+           "torch_tb_profiler", "hta", "psutil")
+TIMM_NEEDS = "timm.layers.patch_dropout:patch_dropout_forward"
+LINE = re.compile(r"^(?P<name>[A-Za-z0-9_.\-]+)==(?P<version>\S+)\s+--hash=sha256:(?P<sha>[0-9a-f]{64})"
+                  r"\s+#\s+(?P<bytes>\d+)\s+(?P<file>\S+\.whl)\s*$")
+
+
+def constraint_pins(root: Path = ROOT) -> dict[str, str]:
+    """constraints.txt as ``{canonical name: version}``."""
+    pins = {}
+    for line in (root / "constraints.txt").read_text().splitlines():
+        name, _, ver = line.strip().partition("==")
+        if ver and not name.startswith("#"):
+            pins[canonical(name)] = ver
+    return pins
+
+
+def read_lock(path: Path = LOCK) -> dict:
+    """``{"wheels": [{name, version, sha256, bytes, file}], "machine": [names], "header": [...]}`` of gpu-kit.txt."""
+    wheels, machine, header = [], [], []
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            header.append(line)
+            if line.startswith("# machine-closure:"):
+                machine = line.split(":", 1)[1].split()
+            continue
+        m = LINE.match(line)
+        if not m:
+            raise ValueError(f"{path.name}: cannot read the line {raw!r}")
+        wheels.append({"name": canonical(m["name"]), "version": m["version"], "sha256": m["sha"],
+                       "bytes": int(m["bytes"]), "file": m["file"]})
+    return {"wheels": wheels, "machine": machine, "header": header}
+
+
+def _pip(python: str, args: list[str], what: str) -> None:
+    proc = subprocess.run([python, "-m", "pip", *args], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+        raise SystemExit(f"{what} failed:\n{tail}")
+
+
+def _report(python: str, reqs: list[str], constraints: Path) -> list[dict]:
+    """pip's resolution of ``reqs`` for the machine: the report's ``install`` items (name, version, requires)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report.json"
+        _pip(python, ["install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report), "--target",
+                      str(Path(tmp) / "t"), *target_args(PYTHON_VERSION, [PLATFORM]), "-c", str(constraints), *reqs],
+             "pip's resolver")
+        return json.loads(report.read_text())["install"]
+
+
+def _requirement_class():
+    try:
+        from packaging.requirements import Requirement
+    except ImportError:  # pip vendors it
+        from pip._vendor.packaging.requirements import Requirement
+    return Requirement
+
+
+def closure(starts: list[str], requires: dict[str, list[str]], skip: dict[str, str] | None = None) -> set[str]:
+    """The names ``starts`` need, following ``requires`` (``{name: [Requires-Dist]}``) with the machine's markers
+    (Linux x86-64, CPython ``PYTHON_VERSION``; extras followed where asked for), never into ``skip``."""
+    Requirement = _requirement_class()
+    target = {"python_version": PYTHON_VERSION, "python_full_version": f"{PYTHON_VERSION}.0", "os_name": "posix",
+              "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
+              "implementation_name": "cpython", "platform_python_implementation": "CPython",
+              "platform_release": "", "platform_version": "", "implementation_version": f"{PYTHON_VERSION}.0"}
+    skip = skip or {}
+    seen: set[tuple[str, str]] = set()
+    todo = [(canonical(s), "") for s in starts]
+    while todo:
+        name, extra = todo.pop()
+        if (name, extra) in seen or name in skip:
+            continue
+        seen.add((name, extra))
+        for raw in requires.get(name, []):
+            req = Requirement(raw)
+            if req.marker is not None and not req.marker.evaluate({**target, "extra": extra}):
+                continue
+            dep = canonical(req.name)
+            todo += [(dep, "")] + [(dep, canonical(e)) for e in req.extras]
+    return {n for n, _ in seen}
+
+
+def lock(python: str = sys.executable, root: Path = ROOT, dest: Path = KIT) -> dict:
+    """Resolve the kit for the machine (pins from constraints.txt, less torch's), download it, write gpu-kit.txt."""
+    pins = constraint_pins(root)
+    drop = re.compile(r"^(torch|torchvision|triton|nvidia-.*|cuda-.*)$")
+    with tempfile.TemporaryDirectory() as tmp:
+        cons = Path(tmp) / "constraints.txt"
+        cons.write_text("".join(f"{n}=={v}\n" for n, v in pins.items() if not drop.match(n)))
+        machine = {canonical(i["metadata"]["name"]) for i in _report(python, list(MACHINE), cons)}
+        full = _report(python, [*MACHINE, *NEEDS], cons)
+    versions = {canonical(i["metadata"]["name"]): i["metadata"]["version"] for i in full}
+    requires = {canonical(i["metadata"]["name"]): i["metadata"].get("requires_dist", []) for i in full}
+    needed = closure(list(NEEDS), requires, NOT_IMPORTED)
+    kit = {n: versions[n] for n in needed if n not in machine or n in PINNED_OVER_MACHINE}
+    wheels = download(sorted(f"{n}=={v}" for n, v in kit.items()), dest, python)
+    total = sum(w["bytes"] for w in wheels)
+    lines = ["# The GPU kit: what executes every notebook headless on the GPU machine beside what it has",
+             f"# (helpers/tools/gpukit.py). {len(wheels)} wheels, {total / 2**20:.1f} MiB (budget {BUDGET_MIB} MiB);"
+             f" target cp{PYTHON_VERSION.replace('.', '')} {PLATFORM}.",
+             "# Made by `python -m helpers.tools.gpukit lock`; `make gpu-kit` downloads exactly these.",
+             f"# machine: {' '.join(MACHINE)}",
+             f"# machine-closure: {' '.join(sorted(machine))}",
+             f"# left out (declared, not imported by a headless run): {' '.join(sorted(NOT_IMPORTED))}"]
+    lines += [f"{w['name']}=={w['version']} --hash=sha256:{w['sha256']}  # {w['bytes']} {w['file']}" for w in wheels]
+    (root / LOCK.name).write_text("\n".join(lines) + "\n")
+    return {"wheels": len(wheels), "mib": round(total / 2**20, 1)}
+
+
+def download(reqs: list[str], dest: Path, python: str = sys.executable, hashes: bool = False) -> list[dict]:
+    """Download ``reqs`` (no dependencies) as wheels for the machine into an emptied ``dest``; their facts."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        req_file = Path(tmp) / "requirements.txt"
+        req_file.write_text("\n".join(reqs) + "\n")
+        _pip(python, ["download", "--no-deps", "--quiet", "--dest", str(dest), *target_args(PYTHON_VERSION, [PLATFORM]),
+                      *(["--require-hashes"] if hashes else []), "-r", str(req_file)], "pip download")
+    out = []
+    for whl in sorted(dest.glob("*.whl")):
+        name, version = whl.name.split("-")[:2]
+        out.append({"name": canonical(name), "version": version, "file": whl.name, "bytes": whl.stat().st_size,
+                    "sha256": hashlib.sha256(whl.read_bytes()).hexdigest()})
+    return out
+
+
+def build(python: str = sys.executable, lock_path: Path = LOCK, dest: Path = KIT) -> dict:
+    """Download exactly the locked wheels (hashes checked) into ``dest``; refuse a kit over the budget."""
+    locked = read_lock(lock_path)["wheels"]
+    reqs = [f"{w['name']}=={w['version']} --hash=sha256:{w['sha256']}" for w in locked]
+    wheels = download(reqs, dest, python, hashes=True)
+    total = sum(w["bytes"] for w in wheels)
+    if total > BUDGET_MIB * 2**20:
+        raise SystemExit(f"the kit is {total / 2**20:.1f} MiB, over its budget of {BUDGET_MIB} MiB")
+    shutil.copyfile(lock_path, dest / "requirements.txt")
+    return {"dest": str(dest), "wheels": len(wheels), "mib": round(total / 2**20, 1)}
+
+
+def install(kit: Path = KIT, python: str = sys.executable) -> Path:
+    """Offline: the kit's wheels into ``kit/site`` (no index, no dependencies resolved: the machine has the rest),
+    then every kit module imported in a fresh process with ``kit/site`` first on its path. Returns ``kit/site``."""
+    wheels = sorted(Path(kit).glob("*.whl"))
+    if not wheels:
+        raise SystemExit(f"no wheels in {kit}: build the kit first (`make gpu-kit`, online) and carry it over")
+    site = Path(kit) / "site"
+    if site.exists():
+        shutil.rmtree(site)
+    _pip(python, ["install", "--no-index", "--no-deps", "--quiet", "--disable-pip-version-check", "--target", str(site),
+                  *map(str, wheels)], "pip install of the kit")
+    check_imports(site, python)
+    return site
+
+
+def check_imports(site: Path, python: str = sys.executable) -> None:
+    mod, attr = TIMM_NEEDS.split(":")
+    code = (f"import importlib\nfor m in {IMPORTS!r}: importlib.import_module(m)\n"
+            f"assert hasattr(importlib.import_module({mod!r}), {attr!r}), 'timm lacks {TIMM_NEEDS}'\n"
+            "import timm; print('timm', timm.__version__, 'from', timm.__file__)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env, check=False)
+    if proc.returncode != 0:
+        raise SystemExit("the kit does not import on this Python: "
+                         + (proc.stderr.strip().splitlines() or ["(no message)"])[-1])
+    print(proc.stdout.strip())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("command", choices=("lock", "build", "install"))
+    ap.add_argument("--kit", type=Path, default=KIT, help=f"the kit's folder (default {KIT.relative_to(ROOT)})")
+    args = ap.parse_args(argv)
+    if args.command == "lock":
+        info = lock(dest=args.kit)
+        print(f"{LOCK.name}: {info['wheels']} wheels, {info['mib']} MiB")
+    elif args.command == "build":
+        info = build(dest=args.kit)
+        print(f"{info['wheels']} wheels, {info['mib']} MiB (budget {BUDGET_MIB} MiB) in {info['dest']}")
+    else:
+        site = install(args.kit)
+        rel = os.path.relpath(site)
+        print(f"kit installed in {rel}; run: PYTHONPATH={rel} {Path(sys.executable).name} -m helpers.runner "
+              "--scale full --out build/gpu-run")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""helpers.notebook.reference against a reference made here by a smoke run (never committed as reference data):
+a small notebook with notebook 01's experiment runs through the runner, its pack is unpacked under a temporary
+data/reference/<gpu>/, and the column, the figures and the trace are read back from it."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from helpers.notebook import pack, reference
+from helpers.notebook.results import Results
+
+ROOT = Path(__file__).resolve().parents[2]
+NB = "01_fixture"
+SMOKE_RUN = """
+import matplotlib.pyplot as plt
+import torch
+from torch import nn
+from helpers.lessons.profiler_basics import SmallCNN
+from helpers.measure import profiling, timing, training
+from helpers.notebook import env, results as results_mod, sizes
+
+P = env.params(sizes.PROFILER_BASICS)
+DEVICE = env.get_device()
+R = results_mod.Results("01_fixture", P["scale"], env.env_info(DEVICE))
+env.seed_everything(0)
+model = SmallCNN(width=P["width"], blocks=P["blocks"]).to(DEVICE)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(P["batch_size"], 3, P["image_size"], P["image_size"], device=DEVICE)
+y = torch.randint(0, 10, (P["batch_size"],), device=DEVICE)
+step = training.make_train_step(model, opt, nn.CrossEntropyLoss(), x, y)
+times = timing.time_steps(step, steps=P["steps"], warmup=P["warmup"], device=DEVICE)
+R.record("train_step", {"batch_size": P["batch_size"]}, lambda: times.metrics(P["batch_size"]))
+R.record("broken", {}, lambda: 1 / 0)
+tdir = profiling.fresh_trace_dir("01_fixture/train_step")
+profiling.profile_steps(step, wait=P["wait"], warmup=P["warmup_steps"], active=P["active"], device=DEVICE,
+                        trace_dir=tdir)
+fig, ax = plt.subplots()
+ax.plot(times.times_ms)
+R.savefig(fig, "step_times")
+R.check("the step was timed", R.metric("train_step", "step_ms_mean") is not None)
+"""
+
+
+@pytest.fixture(scope="module")
+def ref_root(tmp_path_factory):
+    """data/reference/smoke-cpu/01_fixture/ from the runner's pack of a smoke run."""
+    tmp = tmp_path_factory.mktemp("reference")
+    nb = {"cells": [{"cell_type": "code", "id": "c0", "execution_count": None, "metadata": {}, "outputs": [],
+                     "source": [SMOKE_RUN]}],
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    (tmp / f"{NB}.ipynb").write_text(json.dumps(nb))
+    e = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PERF_RESULTS_DIR", "PERF_RUNS_DIR")}
+    p = subprocess.run([sys.executable, "-m", "helpers.runner", "--scale", "smoke", "--out", str(tmp / "out"),
+                        str(tmp / f"{NB}.ipynb")], cwd=ROOT, env=e, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    root = tmp / "data" / "reference"
+    pack.unpack(tmp / "out" / f"{NB}.tar.gz", root / "smoke-cpu")
+    return root
+
+
+def mine():
+    r = Results(NB, "smoke", {"python": "3", "torch": "t", "device": "cpu", "cpu_count": 2}, autosave=False)
+    r.add("train_step", {"batch_size": 32}, {"step_ms_mean": 1.0, "samples_per_s": 10.0})
+    r.add("broken", {}, {"step_ms_mean": 2.0})
+    r.add("only mine", {}, {"step_ms_mean": 3.0})
+    return r.table()
+
+
+def test_the_reference_column_holds_the_reference_runs_values(ref_root, capsys):
+    ref = reference.note(NB, root=ref_root)
+    line = capsys.readouterr().out
+    assert ref is not None and ref.gpu == "smoke-cpu" and "Reference run beside yours: smoke-cpu" in line
+    assert "smoke scale" in line and "torch" in line
+    df = reference.add_column(mine(), ref, "step_ms_mean")
+    col = "reference (smoke-cpu): step mean (ms)"
+    assert list(df.columns).index(col) == list(df.columns).index("step_ms_mean") + 1
+    by_name = dict(zip(df["experiment"], df[col]))
+    assert by_name["train_step"] == ref.metric("train_step", "step_ms_mean") > 0
+    assert pd.isna(by_name["broken"])  # failed in the reference run: no value
+    assert pd.isna(by_name["only mine"])
+    assert df["step_ms_mean"].tolist() == [1.0, 2.0, 3.0]  # the reader's own numbers untouched
+
+
+def test_figures_and_trace_are_shown_labelled(ref_root, monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda *objs, **kw: shown.extend(objs))
+    ref = reference.find(NB, root=ref_root)
+    figs = reference.show_figures(ref, ["step_times"])
+    assert [f.name for f in figs] == ["step_times.png"]
+    captions = [o.data for o in shown if type(o).__name__ == "Markdown"]
+    assert captions and captions[0].startswith("**Reference figure, not this run's:** `step_times.png` from smoke-cpu")
+    assert any(type(o).__name__ == "Image" for o in shown)
+    seen = {}
+    import importlib
+
+    show_module = importlib.import_module("helpers.traces.show")  # the package re-exports show(): the module itself
+    monkeypatch.setattr(show_module, "show", lambda path, **kw: seen.setdefault("path", path))
+    path = reference.show_trace(ref, "train_step")
+    assert path is not None and path == seen["path"] and path.name.endswith(".pt.trace.json")
+    captions = [o.data for o in shown if type(o).__name__ == "Markdown"]
+    assert any(c.startswith("**Reference trace, recorded on smoke-cpu") for c in captions), captions
+
+
+def test_without_a_reference_a_line_says_so_and_nothing_is_added(tmp_path, capsys):
+    assert reference.note(NB, root=tmp_path / "none") is None
+    assert "No reference run for 01_fixture" in capsys.readouterr().out
+    df = mine()
+    assert reference.add_column(df, None, "step_ms_mean") is df
+    assert reference.show_figures(None) == [] and reference.show_trace(None) is None
+    assert capsys.readouterr().out.count("No reference") == 2
+
+
+def test_a_damaged_reference_is_one_line(tmp_path):
+    bad = tmp_path / "h100" / NB
+    bad.mkdir(parents=True)
+    (bad / "results.json").write_text("{not json")
+    ref, line = reference.lookup(NB, root=tmp_path)
+    assert ref is None and "could not be read" in line and "\n" not in line
+
+
+def test_the_gpu_is_chosen_by_name_or_environment(ref_root, monkeypatch):
+    assert reference.find(NB, gpu="h100", root=ref_root) is None
+    monkeypatch.setenv(reference.GPU_ENV, "smoke-cpu")
+    assert reference.find(NB, root=ref_root).gpu == "smoke-cpu"
+    monkeypatch.setenv(reference.ROOT_ENV, str(ref_root))
+    assert reference.reference_root() == ref_root and reference.find(NB).gpu == "smoke-cpu"
+
+
+def test_make_tests_smoke_results_work_as_a_reference(tmp_path):
+    """The notebooks' own smoke results from this `make test` (when it ran them), packed and read back."""
+    results = Path(os.environ.get("PERF_RESULTS_DIR", "")) / "01_profiler_basics"
+    if not os.environ.get("PERF_RESULTS_DIR") or not (results / "results.json").is_file():
+        pytest.skip("no smoke results of notebook 01 from this run (`make test` executes the notebooks first)")
+    runs = Path(os.environ.get("PERF_RUNS_DIR", ""))
+    pack.pack(results, tmp_path / "01.tar.gz", pack.new_traces(runs, 0), runs / "traces")
+    pack.unpack(tmp_path / "01.tar.gz", tmp_path / "ref" / "cpu")
+    ref = reference.find("01_profiler_basics", root=tmp_path / "ref")
+    doc = json.loads((results / "results.json").read_text())
+    ok = [e for e in doc["experiments"] if e["status"] == "ok" and "step_ms_median" in e["metrics"]]
+    assert ok, "notebook 01 recorded no timed row"
+    df = pd.DataFrame({"experiment": [e["name"] for e in ok], "step_ms_median": 0.0})
+    got = reference.add_column(df, ref, "step_ms_median")["reference (cpu): step median (ms)"].tolist()
+    assert got == [e["metrics"]["step_ms_median"] for e in ok]
