@@ -50,11 +50,13 @@ test: setup
 	  PERF_EXECUTED_NOTEBOOKS=$(TEST_NOTEBOOKS) \
 	  $(BIN)/python -m pytest --nbmake --nbmake-timeout=900 --overwrite $(TEST_NOTEBOOKS) tests
 
-# No set-up: the .venv's Python when there is one, else $(PYTHON) (e.g. with the GPU kit on PYTHONPATH; README).
-# e.g. make run RUN_ARGS="--scale full --out build/gpu-run --budget 360"
+# On a fresh clone `make run` sets up .venv first, as `make test` and `make lab` do. Without a package registry (a
+# borrowed GPU machine) skip that with SETUP= : the .venv's Python when there is one, else $(PYTHON) with the GPU kit
+# on PYTHONPATH (README). e.g. make run SETUP= RUN_ARGS="--scale full --out build/gpu-run --budget 360"
+SETUP      ?= setup
 RUN_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
 RUN_ARGS   ?=
-run:
+run: $(SETUP)
 	$(RUN_PYTHON) -m helpers.runner $(RUN_ARGS)
 
 # e.g. make wheelhouse WHEEL_PYTHON=3.12 WHEEL_PLATFORM=manylinux_2_28_x86_64 WHEEL_EXCLUDE="torch torchvision"

@@ -140,7 +140,7 @@ def _check_interrupted(out: Path, kernel_pid: int, signame: str, log: str):
 def test_sigterm_to_make_run_stops_the_whole_run(tmp_path):
     def start(out, a, b):
         args = f"--out {out} {a} {b}"
-        return subprocess.Popen(["make", "-s", "--no-print-directory", "run", f"RUN_PYTHON={sys.executable}",
+        return subprocess.Popen(["make", "-s", "--no-print-directory", "run", "SETUP=", f"RUN_PYTHON={sys.executable}",
                                  f"RUN_ARGS={args}"], cwd=ROOT, env=run_env(tmp_path), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, umask=0o022)
 
