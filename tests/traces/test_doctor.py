@@ -11,9 +11,9 @@ import pytest
 from helpers.lessons.diagnose import planted_step
 from helpers.measure.diagnose import diagnose_step
 from helpers.traces import diagnosis as dg
+from tests.shared_data import gpu_trace
 
 ROOT = Path(__file__).resolve().parents[2]
-TRACES = ROOT / "data" / "gpu-traces"
 
 
 def doctor(*args):
@@ -55,14 +55,14 @@ def test_json_on_a_cpu_trace_folder(cpu_trace):
 
 
 def test_json_on_the_real_gpu_trace():
-    p = doctor(TRACES / "hta_control.json.gz", "--json")
+    p = doctor(gpu_trace("hta_control.json.gz"), "--json")
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     check_contract(doc)
     assert doc["steps"] == 6
     sync = next(c for c in doc["diagnosis"] if c["cause"] == "host sync")
     assert sync["ms"] > 0
-    # HTA's own temporal breakdown of this trace (data/gpu-traces/README.md): idle 16.2 %, compute 61.23 %
+    # HTA's own temporal breakdown of this trace (../shared/gpu-traces/README.md): idle 16.2 %, compute 61.23 %
     assert abs(doc["gpu"]["idle_pct"] - 16.2) <= 1 and abs(doc["gpu"]["compute_pct"] - 61.23) <= 1
     assert set(doc["overview"]) >= {"kernel", "memcpy", "dataloader", "cpu_exec", "other"}
 
@@ -77,7 +77,7 @@ def _bad_inputs(tmp):
     (tmp / "empty").mkdir()
     (tmp / "notes.json").write_text("this is not json")
     (tmp / "list.json").write_text("[1, 2, 3]")
-    whole = (TRACES / "hta_alexnet.json.gz").read_bytes()
+    whole = gzip.compress(json.dumps({"traceEvents": [{"ph": "X", "cat": "kernel", "name": f"k{i}", "ts": i, "dur": 1} for i in range(5000)]}).encode())
     (tmp / "cut.json.gz").write_bytes(whole[: len(whole) // 2])
     return {"empty": ("empty folder", "holds no trace file"), "notes.json": ("JSON profiler trace",),
             "list.json": ("not a Chrome trace", "JSON profiler trace", "traceEvents", "no profiled events"),
@@ -95,7 +95,7 @@ def test_bad_inputs_one_line_exit_2(tmp_path):
 
 
 def test_no_profiler_step_is_said(tmp_path):
-    p = doctor(TRACES / "hta_alexnet.json.gz", "--json")
+    p = doctor(gpu_trace("hta_alexnet.json.gz"), "--json")
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     check_contract(doc)
