@@ -14,7 +14,8 @@ returns numbers or DataFrames; ``Trace.timeline`` and ``show`` draw.
 - ``timeline``   a Perfetto-like picture of a few steps
 - ``show``       the views in a notebook
 - ``diagnosis``  ``diagnose``: the average step split into causes (input, host sync, launch/overhead, compute,
-                 memory), each microsecond to one cause
+                 memory, communication), each microsecond to one cause
+- ``split``      the interval work behind it: a trace's steps split into each cause's time ranges (GPU and CPU)
 - ``doctor``     ``python -m helpers.doctor PATH``: all of it from the command line
 - ``backward``   a backward pass read from a trace: two clocks per autograd node, a node's forward op and line
 """
