@@ -101,6 +101,10 @@ SYNC_CASES = {
     "async DtoH copy to pageable memory with no sync after it blocks by itself": (
         _copy("cudaMemcpyAsync", "Memcpy DtoH (Device -> Pageable)", 10, 1) + [_ev("cudaLaunchKernel", 20, corr=5)],
         1, 1),
+    "ROCm (HIP, under the same categories): .item()'s copy and sync are one, hipMemcpyWithStream blocks": (
+        _copy("hipMemcpyAsync", "Memcpy DtoH (Device -> Pageable)", 10, 1) + [_ev("hipStreamSynchronize", 13, corr=2)]
+        + _copy("hipMemcpyWithStream", "Memcpy DtoH (Device -> Pageable)", 20, 3)
+        + [_ev("hipDeviceSynchronize", 30, corr=4), _ev("hipStreamGetCaptureInfo_v2", 31, corr=5)], 3, 0),
     "Kineto's cuda_sync record duplicates its host call; Stream Wait Event is no host sync": (
         [_ev("cudaStreamSynchronize", 10, corr=9), _sync_record("Stream Sync", 11, 9),
          _sync_record("Stream Wait Event", 15, 10), _sync_record("Context Sync", 20, 11)],  # the last: no host call
