@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import tempfile
+import traceback
 import warnings
 from functools import cached_property
 from pathlib import Path
@@ -110,8 +111,12 @@ def _for_tb(doc: dict) -> dict:
 
 
 def _why(exc: BaseException) -> str:
-    """A library's exception in a few words, on one line."""
+    """A library's exception in a few words, on one line (a bare ``assert`` says which check failed: the line of
+    source it stopped on)."""
     text = (str(exc).strip().splitlines() or [""])[0][:160]
+    if not text and exc.__traceback__ is not None:
+        frames = traceback.extract_tb(exc.__traceback__)
+        text = (frames[-1].line or "").strip()[:160] if frames else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
