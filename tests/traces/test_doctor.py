@@ -100,3 +100,66 @@ def test_no_profiler_step_is_said(tmp_path):
     doc = json.loads(p.stdout)
     check_contract(doc)
     assert doc["steps"] == 1 and any("no ProfilerStep" in n for n in doc["notes"])
+
+
+# --- every real trace of other projects (../shared): the doctor's own figures against HTA's ----------------------
+EVERY_TRACE = [("traces", "hta_nccl_data.json.gz"), ("traces", "tracelens_mi300_resnet_act_checkpoint.json.gz"),
+               ("traces", "kineto_resnet50_nw0"),
+               ("traces", "kineto_resnet50_nw0/worker0.1623143089861.pt.trace.json.gz"),
+               ("traces", "kineto_resnet50_nw0/worker0.1623143566756.pt.trace.json.gz"), ("traces", "param_dlrm_8rank"),
+               ("gpu-traces", "hta_alexnet.json.gz"), ("gpu-traces", "hta_control.json.gz"),
+               ("gpu-traces", "hta_ns_resolution.json.gz"), ("gpu-traces", "hta_trace_diff_test.json.gz")]
+
+
+def strict(text):
+    def refuse(c):
+        raise ValueError(f"not JSON: {c}")
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("where, name", EVERY_TRACE, ids=[n.split("/")[-1][:40] for _, n in EVERY_TRACE])
+def test_every_real_trace(where, name):
+    """Strict JSON; a GPU trace whatever its schema (torch 1.9's capitalised categories) or its accelerator (ROCm);
+    the doctor's own GPU idle and compute within 1 point of Holistic Trace Analysis' (run now) on every trace and
+    rank; the Overview's categories add up to step_ms within 2%; the causes to no more than step_ms."""
+    from tests.shared_data import shared_path
+
+    p = doctor(shared_path(where, name), "--json")
+    assert p.returncode == 0, p.stderr
+    rep = strict(p.stdout)
+    check_contract(rep)
+    for r in rep["ranks"] or [rep]:
+        assert r["gpu"] is not None and r["gpu_doctor"] is not None, "a GPU trace"
+        assert r["gpu"]["source"] == "Holistic Trace Analysis"
+        for k in ("idle_pct", "compute_pct"):
+            assert abs(r["gpu_doctor"][k] - r["gpu"][k]) <= 1.0, (k, r["gpu"], r["gpu_doctor"])
+    total = sum(v for v in rep["overview"].values() if v is not None)
+    assert abs(total - rep["step_ms"]) <= 0.02 * rep["step_ms"], (total, rep["step_ms"])
+    assert isinstance(rep["quality"], list)
+
+
+def test_hta_failing_its_own_check_gives_the_doctors_figures(tmp_path):
+    """A nanosecond-resolution trace with a 0.5 µs memset alone between kernels: HTA rounds it inwards to a negative
+    duration and fails its own ``assert non_compute_time >= 0``; the doctor gives its own figures (same
+    definitions) and HTA's reason in one note."""
+    evs, c = [], 0
+    for k in range(3):
+        o = 1000.0 * k + 0.25
+        evs.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": o, "dur": 1000.0,
+                    "pid": 1, "tid": 1})
+        for name, cat, ts, dur in (("gemm", "kernel", 10.0, 300.0), ("Memset (Device)", "gpu_memset", 500.2, 0.5),
+                                   ("relu", "kernel", 700.0, 200.0)):
+            c += 1
+            evs.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": o + ts - 8, "dur": 2.0,
+                        "pid": 1, "tid": 1, "args": {"correlation": c}})
+            evs.append({"ph": "X", "cat": cat, "name": name, "ts": o + ts, "dur": dur, "pid": 1, "tid": 7,
+                        "args": {"correlation": c, "stream": 7, "device": 0}})
+    path = tmp_path / "ns.json"
+    path.write_text(json.dumps({"traceEvents": evs}))
+    p = doctor(path, "--json")
+    assert p.returncode == 0, p.stderr
+    rep = strict(p.stdout)
+    assert rep["gpu"]["source"] == "doctor" and rep["gpu"]["idle_pct"] == rep["gpu_doctor"]["idle_pct"]
+    assert rep["gpu"]["compute_pct"] == pytest.approx(52.73, abs=0.01) and rep["gpu"]["non_compute_pct"] == 0
+    note = next(n for n in rep["notes"] if "doctor's own" in n)
+    assert "AssertionError: assert non_compute_time >= 0" in note and "\n" not in note
