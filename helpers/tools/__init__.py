@@ -1,5 +1,6 @@
-"""Set-up tools, apart from the lessons.
+"""Set-up and maintenance tools, apart from the lessons.
 
-- ``devsetup``    JupyterLab defaults and the browser for the real-browser test (``make setup``)
-- ``wheelhouse``  the wheels for an offline install (``make wheelhouse``)
+- ``devsetup``      JupyterLab defaults and the browser for the real-browser test (``make setup``)
+- ``wheelhouse``    the wheels for an offline install (``make wheelhouse``)
+- ``doctor_bench``  the doctor on a 200 MB trace, timed (run by hand: ``python -m helpers.tools.doctor_bench``)
 """
