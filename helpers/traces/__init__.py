@@ -39,5 +39,6 @@ from .syncs import KINDS, count_syncs, sync_costs
 from .views import Trace, open_trace
 
 __all__ = ["CAUSES", "Diagnosis", "DiagnosisError", "KINDS", "Trace", "TraceError", "backward_ops", "compare",
-           "count_syncs", "dataloader_wait_share", "diagnose", "diagnose_job", "find_trace", "find_workers", "forward_origin", "has_gpu",
+           "count_syncs", "dataloader_wait_share", "diagnose", "diagnose_job", "find_trace", "find_workers",
+           "forward_origin", "has_gpu",
            "load_trace", "open_trace", "phase_ranges", "show", "step_ranges", "sync_costs", "trim"]

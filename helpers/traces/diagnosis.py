@@ -232,7 +232,7 @@ def _peak_reserved(trace: Mapping[str, Any]) -> float | None:
     peak = None
     for e in ev.events(trace):
         if isinstance(e, Mapping) and e.get("name") == "[memory]":
-            a = e.get("args") or {}
+            a = ev.args(e)
             r = a.get("Total Reserved")
             if a.get("Device Type") == 1 and isinstance(r, (int, float)) and math.isfinite(r):
                 peak = max(peak or 0.0, float(r))

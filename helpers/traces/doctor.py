@@ -97,7 +97,8 @@ def _compare_main(argv: list[str]) -> int:
         return EXIT_BAD_INPUT
     _print(json.dumps(finite(cmp), indent=1, allow_nan=False) if args.json else compare_text(cmp))
     pct = cmp["step"]["change_pct"]
-    if args.fail_if_slower is not None and cmp["verdict"] == "slower" and pct is not None and pct >= args.fail_if_slower:
+    limit = args.fail_if_slower
+    if limit is not None and cmp["verdict"] == "slower" and pct is not None and pct >= limit:
         print(f"doctor: slower by {pct:.1f}% (limit {args.fail_if_slower:g}%)", file=sys.stderr)
         return EXIT_SLOWER
     return 0

@@ -9,7 +9,6 @@ category (``cat``). This module is the one place that says what a category means
 from __future__ import annotations
 
 import bisect
-import math
 import re
 from typing import Any, Iterable, Mapping
 
@@ -110,12 +109,17 @@ def events(trace) -> list:
     return trace.get("traceEvents", []) if isinstance(trace, Mapping) else []
 
 
+MAX_DURATION_US = 86_400e6    # a day: no profiled event lasts longer
+MAX_TIME_US = 1e18            # beyond any clock Kineto writes (epoch µs are ~1.7e15)
+
+
 def valid_time(e: Mapping[str, Any]) -> bool:
     """A complete event whose start is a finite number and whose duration is a finite number >= 0 (NaN, Infinity,
-    a negative or a missing duration is an impossible value: such events are left out, and ``quality`` says so)."""
+    a negative, a missing or an absurd time is an impossible value: such events are left out, and ``quality`` says
+    so)."""
     ts, dur = e.get("ts"), e.get("dur")
-    return (type(ts) in (int, float) and type(dur) in (int, float) and dur >= 0
-            and math.isfinite(ts) and math.isfinite(dur))
+    return (type(ts) in (int, float) and type(dur) in (int, float) and 0 <= dur <= MAX_DURATION_US
+            and -MAX_TIME_US <= ts <= MAX_TIME_US)
 
 
 def complete(trace) -> list:
@@ -129,9 +133,16 @@ def span(e: Mapping[str, Any]) -> tuple[float, float]:
     return t, t + float(e.get("dur", 0.0) or 0.0)
 
 
+def args(e: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An event's ``args`` ({} when absent or not a mapping: another tool's trace, a damaged file)."""
+    a = e.get("args")
+    return a if isinstance(a, Mapping) else {}
+
+
 def corr(e: Mapping[str, Any]):
     """The correlation id that links a launch call to its device work (None when absent)."""
-    return (e.get("args") or {}).get("correlation")
+    c = args(e).get("correlation")
+    return c if isinstance(c, (int, str)) else None
 
 
 def api_name(name: str) -> str:
@@ -255,7 +266,7 @@ def names(trace, kinds: Iterable[str] = ("thread_name", "process_name")) -> dict
     for e in events(trace):
         if isinstance(e, Mapping) and e.get("ph") == "M" and e.get("name") in kinds:
             out[(e["name"], e.get("pid"), e.get("tid") if e["name"] == "thread_name" else None)] = str(
-                (e.get("args") or {}).get("name", ""))
+                args(e).get("name", ""))
     return out
 
 

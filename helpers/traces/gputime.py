@@ -28,7 +28,7 @@ BREAKDOWN_KEYS = ("idle_pct", "compute_pct", "non_compute_pct", "communication_p
 
 
 def _stream(e: Mapping[str, Any]) -> Any:
-    s = (e.get("args") or {}).get("stream")
+    s = ev.args(e).get("stream")
     return -1 if s is None else s
 
 

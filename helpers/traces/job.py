@@ -182,7 +182,8 @@ def job_text(job: dict[str, Any]) -> str:
                            **{c: r["causes"].get(c) for c in cols}, "waits ms": r["waits_ms"],
                            "last in": r["last_in"]} for r in job["ranks"]]).set_index("rank")
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        out += ["Ranks (ms per step; waits: time in collectives waiting for later ranks):", table.round(2).to_string(), ""]
+        out += ["Ranks (ms per step; waits: time in collectives waiting for later ranks):",
+                table.round(2).to_string(), ""]
     out.append(f"Job diagnosis (mean over the ranks; * = a finding, >= {dg.MIN_FINDING_SHARE:.0%} of the step):")
     out += [f" {'*' if c['finding'] else ' '}- {c['cause']}: {c['ms']:.2f} ms ({c['share']:.0%}), {c['evidence']}. "
             f"See {c['see']}." for c in job["diagnosis"]]

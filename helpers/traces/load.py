@@ -67,8 +67,9 @@ def read_bytes(p: Path, limit: int | None = None) -> bytearray:
                 if not out:
                     head = chunk.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
                     if head and head not in b"{[":
-                        raise TraceError(f"{p}: not a complete JSON profiler trace (it starts with {chunk[:12]!r}); give the "
-                                         "file that prof.export_chrome_trace or tensorboard_trace_handler wrote")
+                        raise TraceError(f"{p}: not a complete JSON profiler trace (it starts with {chunk[:12]!r}); "
+                                         "give the file that prof.export_chrome_trace or tensorboard_trace_handler "
+                                         "wrote")
                 out += chunk
                 if len(out) > limit:
                     raise _too_big(p, limit, zipped)

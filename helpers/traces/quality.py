@@ -59,12 +59,12 @@ def assess(doc: Mapping[str, Any], label: str = "the trace") -> list[dict[str, s
                          f"tool's Chrome trace); give the file that torch.profiler wrote")
     valid = [e for e in timed if ev.valid_time(e)]
     if not valid:
-        raise TraceError(f"{label}: no event has a valid time (NaN, Infinity, negative or missing durations); "
+        raise TraceError(f"{label}: no event has a valid time (NaN, Infinity, negative, missing or absurd times); "
                          f"the file is damaged: export the trace again")
     bad = len(timed) - len(valid)
     if bad:
-        out.append(_entry("impossible_values", f"{bad} event(s) with an impossible time (NaN, Infinity, a negative "
-                                               f"or a missing duration) were left out of the diagnosis"))
+        out.append(_entry("impossible_values", f"{bad} event(s) with an impossible time (NaN, Infinity, a negative, "
+                                               f"missing or absurd duration) were left out of the diagnosis"))
     if foreign:
         shown = ", ".join(f"{c or '(none)'} ({n})" for c, n in Counter(foreign).most_common(3))
         out.append(_entry("not_pytorch", f"{sum(foreign.values())} event(s) are not PyTorch profiler events "

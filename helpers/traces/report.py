@@ -103,6 +103,9 @@ def trace_report(path: Path | str | Trace, *, views: bool = True) -> dict[str, A
         raise DoctorError(str(exc).splitlines()[0]) from None
     except dg.DiagnosisError as exc:
         raise DoctorError(f"{t.label}: {str(exc).split(': ', 1)[-1]}") from None
+    except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:  # events not shaped as PyTorch's
+        raise DoctorError(f"{t.label}: its events are not shaped as PyTorch profiler events ({type(exc).__name__}: "
+                          f"{str(exc)[:80]}); give the file that torch.profiler wrote") from None
     entries += quality.warmup(d.step_times)
     entries += [{"check": "unreadable", "message": n} for n in t.notes if "could not be read" in n]
     notes = list(t.notes) if t.notes else list(d.notes)

@@ -201,8 +201,10 @@ def split_cpu(events: list, steps: Ivs, main_tid, per: Callable[[float], float])
     gaps = iv.length(iv.subtract(rest, iv.merge((a, b) for a, b, _ in top_in)))
     med_op = statistics.median([b - a for a, b, _ in top_in]) if top_in else 0.0
     parts.append(Part("compute", comp_iv, f"{(len(top_in) - len(tiny)) / n:.0f} top-level op call(s) per step of ops "
-                                          f"whose median call takes {TINY_OP_US:.0f} µs or more; largest: {lead} per step."))
+                                          f"whose median call takes {TINY_OP_US:.0f} µs or more; largest: {lead} "
+                                          f"per step."))
     parts.append(Part("launch/overhead", over_iv,
                       f"{len(top_in) / n:.0f} top-level ops per step, {len(tiny) / n:.0f} of them shorter than "
-                      f"{TINY_OP_US:.0f} µs (median op {med_op:.1f} µs); {per(gaps):.2f} ms/step of Python between ops."))
+                      f"{TINY_OP_US:.0f} µs (median op {med_op:.1f} µs); {per(gaps):.2f} ms/step of Python between "
+                      f"ops."))
     return parts

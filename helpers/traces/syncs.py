@@ -93,7 +93,7 @@ def sync_events(trace: Mapping[str, Any], pairs: dict | None = None) -> list[tup
             out.append((pending, "blocking_copy"))
     seen = {ev.corr(e) for e in host_api}
     for e in device_syncs:
-        kind = DEVICE_SYNC_KINDS.get(str((e.get("args") or {}).get("cuda_sync_kind", e.get("name"))))
+        kind = DEVICE_SYNC_KINDS.get(str(ev.args(e).get("cuda_sync_kind", e.get("name"))))
         if kind and (ev.corr(e) is None or ev.corr(e) not in seen):
             out.append((e, kind))
     out.sort(key=lambda p: float(p[0].get("ts", 0.0)))

@@ -77,7 +77,8 @@ def _bad_inputs(tmp):
     (tmp / "empty").mkdir()
     (tmp / "notes.json").write_text("this is not json")
     (tmp / "list.json").write_text("[1, 2, 3]")
-    whole = gzip.compress(json.dumps({"traceEvents": [{"ph": "X", "cat": "kernel", "name": f"k{i}", "ts": i, "dur": 1} for i in range(5000)]}).encode())
+    evs = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "ts": i, "dur": 1} for i in range(5000)]
+    whole = gzip.compress(json.dumps({"traceEvents": evs}).encode())
     (tmp / "cut.json.gz").write_bytes(whole[: len(whole) // 2])
     return {"empty": ("empty folder", "holds no trace file"), "notes.json": ("JSON profiler trace",),
             "list.json": ("not a Chrome trace", "JSON profiler trace", "traceEvents", "no profiled events"),

@@ -43,7 +43,8 @@ def test_the_interval_is_welchs():
     change, low, high = comparison.interval([10.0, 11.0, 12.0], [8.0, 8.5, 9.0])
     assert change == pytest.approx(-2.5)
     # se = sqrt(1/3 + 0.25/3) = 0.6455; Welch df = 2.94; t(0.975, 2.94) = 3.20
-    assert low == pytest.approx(-2.5 - 3.20 * 0.6455, abs=0.02) and high == pytest.approx(-2.5 + 3.20 * 0.6455, abs=0.02)
+    assert low == pytest.approx(-2.5 - 3.20 * 0.6455, abs=0.02)
+    assert high == pytest.approx(-2.5 + 3.20 * 0.6455, abs=0.02)
     assert comparison.interval([1.0], [2.0, 3.0])[1:] == (None, None)
 
 
@@ -53,7 +54,8 @@ def _synthetic(tmp_path, name, ms, jitter):
     t = 0.0
     for k in range(6):
         d = (ms + jitter[k % len(jitter)]) * 1000
-        evs += [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": t, "dur": d, "pid": 1, "tid": 1},
+        evs += [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": t, "dur": d, "pid": 1,
+                 "tid": 1},
                 {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": t + 5, "dur": 5, "pid": 1,
                  "tid": 1, "args": {"correlation": k}},
                 {"ph": "X", "cat": "kernel", "name": "gemm", "ts": t + 20, "dur": 0.6 * d, "pid": 0, "tid": 7,

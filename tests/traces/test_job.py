@@ -74,7 +74,8 @@ def test_the_straggler_stands_out_or_is_none():
     w = job.waits(balanced)
     assert w["matched"] == 4 and w["last"] == {0: 2, 1: 2}
     assert w["cost"] == {0: 1.5, 1: 1.5}  # µs over 4 collectives: jitter, far below 5% of any step
-    slow = {0: {"a": [500.0] * 3, "b": [300.0]}, 1: {"a": [480.0] * 3, "b": [290.0]}, 2: {"a": [100.0] * 3, "b": [50.0]}}
+    slow = {0: {"a": [500.0] * 3, "b": [300.0]}, 1: {"a": [480.0] * 3, "b": [290.0]},
+            2: {"a": [100.0] * 3, "b": [50.0]}}
     w = job.waits(slow)
     assert w["last"] == {2: 4} and w["cost"][2] == pytest.approx(3 * 390 + 245)
     assert w["waited"][0] == pytest.approx(3 * 400 + 250) and w["waited"].get(2, 0) == 0

@@ -87,11 +87,22 @@ def test_every_time_impossible_is_one_line(tmp_path, capsys):
 def test_negative_and_missing_durations_are_left_out_and_said(tmp_path, capsys):
     doc = steps_trace()
     doc["traceEvents"] += [_ev("aten::mm", "cpu_op", 50, -30), _ev("aten::mm", "cpu_op", 60, None),
-                           _ev("ProfilerStep#9", "user_annotation", 9000, -1000)]
+                           _ev("ProfilerStep#9", "user_annotation", 9000, -1000),
+                           _ev("aten::mm", "cpu_op", 1e300, 1e300), _ev("aten::mm", "cpu_op", "70", "5")]
     code, out, err = run(capsys, write(tmp_path / "neg.json", doc), "--json")
     rep = strict(out)
     assert code == 0 and rep["steps"] == 4 and rep["step_ms"] == pytest.approx(1.0)
-    assert "impossible_values" in checks(rep) and "3 event(s)" in rep["quality"][0]["message"]
+    assert "impossible_values" in checks(rep) and "5 event(s)" in rep["quality"][0]["message"]
+
+
+def test_events_not_shaped_as_pytorchs_are_one_line_or_ignored(tmp_path, capsys):
+    doc = steps_trace()
+    doc["traceEvents"] += [{"ph": "X", "ts": 1, "dur": 3, "cat": "kernel", "name": "k", "args": "oops"},
+                           {"ph": "X", "ts": 1, "dur": 3, "cat": "cuda_runtime", "name": 7, "args": [1]}]
+    code, out, err = run(capsys, write(tmp_path / "odd.json", doc), "--json")   # odd args: read as no args
+    assert code == 0 and strict(out)["steps"] == 4, err
+    doc["traceEvents"] += [1, "x", None]                                          # not events at all
+    one_line(*run(capsys, write(tmp_path / "odd.json", doc)), "odd.json", "not Chrome-trace events")
 
 
 def test_another_tools_chrome_trace_is_one_line(tmp_path, capsys):

@@ -414,7 +414,7 @@ def test_bad_inputs_get_one_line_naming_the_file(tmp_path, capsys):
     # gzip is recognised by its bytes, not its name; a bare JSON array of events is a Chrome trace too
     renamed = tmp_path / "zipped.json"
     renamed.write_bytes(whole)
-    assert len(trace.load_trace(renamed)["traceEvents"]) == len(trace.load_trace(tmp_path / "whole.json.gz")["traceEvents"])
+    assert len(trace.load_trace(renamed)["traceEvents"]) == 150
     bare = tmp_path / "bare.json"
     bare.write_text('[{"ph": "X", "name": "aten::mm", "ts": 1, "dur": 5, "cat": "cpu_op", "pid": 1, "tid": 1}]')
     assert trace.load_trace(bare)["traceEvents"][0]["name"] == "aten::mm"
