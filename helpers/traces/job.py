@@ -118,13 +118,21 @@ def diagnose_job(path: Path | str, *, views: bool = True) -> dict[str, Any]:
     ranks = [(r if r is not None else i, w, f) for i, (r, w, f) in enumerate(workers)]
     if unknown:
         notes.append(f"{path}: {len(unknown)} worker(s) name no rank (distributedInfo or name); numbered by name order")
-    reps, rows, comms = [], [], {}
+    reps, rows, comms, failed = [], [], {}, []
     for rank, worker, f in ranks:
-        rep = trace_report(f, views=views)
+        try:
+            rep = trace_report(f, views=views)
+        except DoctorError as exc:  # a rank that cannot be read is a failed row; the others go on
+            failed.append({"rank": rank, "worker": worker, "trace": str(f), "error": str(exc), "steps": None,
+                           "step_ms": None, "top_cause": None, "causes": {}, "diagnosis": [], "gpu": None,
+                           "gpu_doctor": None, "quality": [], "waits_ms": None, "last_in": None})
+            continue
         reps.append(rep)
         rows.append(_rank_row(rank, worker, rep))
         comms[rank] = collectives(rep["_trace"].doc, rep["_diagnosis"].on_gpu)
         rep.pop("_trace")  # the events are no longer needed: one rank's trace in memory at a time
+    if not rows:
+        raise DoctorError(f"{path}: none of its {len(failed)} ranks' traces can be read ({failed[0]['error']})")
     w = waits(comms)
     step_ms = statistics.fmean(r["step_ms"] for r in rows)
     counts = {r["steps"] for r in rows}
@@ -143,6 +151,8 @@ def diagnose_job(path: Path | str, *, views: bool = True) -> dict[str, Any]:
     causes = _job_causes(reps, step_ms)
     entries = [{"check": e["check"], "message": f"rank {row['rank']}: {e['message']}", "rank": row["rank"]}
                for row in rows for e in row["quality"]]
+    entries += [{"check": "unreadable", "message": f"rank {x['rank']}: {x['error']}", "rank": x["rank"]}
+                for x in failed]
     overviews = [r["overview"] for r in reps if r["overview"]]
     overview = ({k: round(statistics.fmean((o.get(k) or 0.0) for o in overviews), 3) for k in overviews[0]}
                 if overviews else None)
@@ -150,12 +160,12 @@ def diagnose_job(path: Path | str, *, views: bool = True) -> dict[str, Any]:
     return {"trace": str(path), "steps": steps, "step_ms": round(step_ms, 3), "quality": entries,
             "overview": overview, "gpu": None, "gpu_doctor": None, "diagnosis": causes, "top_cause": top,
             "cannot_judge": sorted({c for r in reps for c in r["cannot_judge"]}), "notes": notes,
-            "ranks": rows, "straggler": straggler, "verdict": verdict(rows, causes, straggler, step_ms),
+            "ranks": sorted(rows + failed, key=lambda r: r["rank"]), "straggler": straggler, "verdict": verdict(rows, causes, straggler, step_ms),
             "_diagnoses": [r["_diagnosis"] for r in reps], "_on_gpu": any(r["_on_gpu"] for r in reps)}
 
 
 def verdict(rows: list[dict[str, Any]], causes: list[dict[str, Any]], straggler: dict | None, step_ms: float) -> str:
-    """One sentence for the job."""
+    """One sentence for the job (``rows``: the ranks that could be read)."""
     slow = max(rows, key=lambda r: r["step_ms"])
     text = (f"{len(rows)} ranks, {step_ms:.2f} ms per step on average (slowest: rank {slow['rank']}, "
             f"{slow['step_ms']:.2f} ms). Top cause over the ranks: {causes[0]['cause']} "
@@ -180,7 +190,7 @@ def job_text(job: dict[str, Any]) -> str:
     cols = [c["cause"] for c in job["diagnosis"]]
     table = pd.DataFrame([{"rank": r["rank"], "steps": r["steps"], "step ms": r["step_ms"], "top cause": r["top_cause"],
                            **{c: r["causes"].get(c) for c in cols}, "waits ms": r["waits_ms"],
-                           "last in": r["last_in"]} for r in job["ranks"]]).set_index("rank")
+                           "last in": r["last_in"]} for r in job["ranks"] if "error" not in r]).set_index("rank")
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         out += ["Ranks (ms per step; waits: time in collectives waiting for later ranks):",
                 table.round(2).to_string(), ""]

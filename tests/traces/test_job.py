@@ -92,6 +92,20 @@ def test_files_named_by_rank(tmp_path):
     assert len(rep["ranks"]) == 2 and rep["straggler"] is None and "No straggler" in rep["verdict"]
 
 
+def test_a_rank_that_cannot_be_read_is_a_failed_row(tmp_path):
+    doc = {"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": 1000 * k,
+                            "dur": 900, "pid": 1, "tid": 1} for k in range(3)]}
+    for r in (0, 1):
+        (tmp_path / f"worker{r}.1.pt.trace.json").write_text(json.dumps(doc))
+    (tmp_path / "worker2.1.pt.trace.json").write_text('{"traceEvents": [')
+    rep = job.diagnose_job(tmp_path, views=False)
+    assert [r["rank"] for r in rep["ranks"]] == [0, 1, 2] and rep["step_ms"] == pytest.approx(0.9)
+    bad = rep["ranks"][2]
+    assert "worker2" in bad["error"] and bad["step_ms"] is None
+    assert any(q["check"] == "unreadable" and q["rank"] == 2 for q in rep["quality"])
+    assert "rank 2" in job.job_text(rep)
+
+
 def test_one_worker_with_several_runs_is_one_trace(tmp_path):
     doc = {"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": 1000 * k,
                             "dur": 900, "pid": 1, "tid": 1} for k in range(3)]}
