@@ -2,7 +2,7 @@
 
 ``diagnose_job(folder)`` reads a folder of ranks: what ``tensorboard_trace_handler`` writes for a distributed job
 (one worker per process; the rank from each file's ``distributedInfo``), or files named by rank (``worker3``,
-``rank-3``). Each rank is diagnosed as one trace is (``report.trace_report``), then put beside the others::
+``rank-3``). Workers that name no rank at all are separate runs, not ranks: the newest is read. Each rank is diagnosed as one trace is (``report.trace_report``), then put beside the others::
 
     job = diagnose_job("runs/ddp")           # or python -m helpers.doctor runs/ddp [--json]
     job["ranks"]        # one entry per rank: rank, worker, trace, steps, step_ms, top_cause, causes {cause: ms},
@@ -110,9 +110,12 @@ def diagnose_job(path: Path | str, *, views: bool = True) -> dict[str, Any]:
         workers, notes = find_workers(path)
     except TraceError as exc:
         raise DoctorError(str(exc).splitlines()[0]) from None
-    if len(workers) < 2:
+    if len(workers) < 2 or all(r is None for r, _, _ in workers):
+        # one worker (its newest run), or workers that name no rank at all: separate runs, not a job's ranks
         rep = trace_report(path, views=views)
-        rep["notes"] = notes + [n for n in rep["notes"] if n not in notes]
+        if len(workers) > 1:
+            rep["notes"].append(f"{path}: {len(workers)} workers, none naming its rank (distributedInfo, or rank/"
+                                f"worker and a number in its name): read as separate runs, the newest shown")
         return rep
     unknown = [w for r, w, _ in workers if r is None]
     ranks = [(r if r is not None else i, w, f) for i, (r, w, f) in enumerate(workers)]

@@ -113,6 +113,9 @@ def test_one_worker_with_several_runs_is_one_trace(tmp_path):
         (tmp_path / f"host_123.{t}.pt.trace.json").write_text(json.dumps(doc))
     rep = doctor.report(tmp_path, views=False)
     assert rep["ranks"] is None and rep["steps"] == 3 and any("2 trace files" in n for n in rep["notes"])
+    (tmp_path / "host_456.3.pt.trace.json").write_text(json.dumps(doc))  # another process, no rank: another run
+    rep = doctor.report(tmp_path, views=False)
+    assert rep["ranks"] is None and any("none naming its rank" in n for n in rep["notes"])
 
 
 # --- the 8-rank DLRM job (V100s, NCCL; param's example traces) ----------------------------------------------------
