@@ -1,11 +1,13 @@
 """What only one notebook uses: one module or package per lesson.
 
-- ``profiler_basics``  (01) the small CNN profiled in the first lesson
+- ``profiler_basics``  (01) the small CNN and the step profiled in the first lesson; readings of its profile (three
+                       orders, phase table and chart, backward wait chain); the panel's experiment and validator
 - ``data_pipeline``    (02) dataset, transforms and variants; the timed loop, the ceiling and the stand-in device;
                        shared-memory and decode checks
 - ``backward_hooks``   (03) backward labels from module hooks (full and graph hooks), spans and per-module tables,
-                       patch dropout by indexing
+                       patch dropout by indexing; the ViT step's harness (run, profile, read the trace) and readings
 - ``torch_compile``    (04) the models, one matrix cell, Dynamo's bookkeeping, break-even arithmetic, fresh-process
-                       starts
-- ``diagnose``         (05) the planted bottlenecks
+                       starts; the matrix's harness (time budget, interleaved re-timing), its tables and charts
+- ``diagnose``         (05) the planted bottlenecks and run_case; the verdicts and saved-vs-claimed tables and chart;
+                       the panel's validator; reference GPU traces; the appendix's bad inputs
 """

@@ -2,6 +2,8 @@
 a ``ValueError``), before anything runs. Used by the experiments themselves and by the panels that call them."""
 from __future__ import annotations
 
+import math
+import numbers
 import os
 from typing import Any
 
@@ -34,6 +36,23 @@ def validate_batch_size(b: Any, maximum: int = 4096) -> int:
     if b > maximum:
         raise InvalidValue(f"batch size {b} is above this panel's limit of {maximum}.")
     return b
+
+
+def validate_bool(value: Any, what: str) -> bool:
+    """A yes/no setting (``deterministic``, say) must be True or False: ``bool("abc")`` is True, so a string, a
+    number or None is refused rather than read as a truth value. NumPy's booleans count as booleans."""
+    import numpy as np
+
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidValue(f"{what} must be True or False, not {value!r}.")
+    return bool(value)
+
+
+def validate_positive(value: Any, what: str) -> float:
+    """A positive, finite number (a bool, a string, NaN, inf, 0 or less is refused with a message); returned as is."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or not value > 0:
+        raise InvalidValue(f"{what} must be a positive, finite number, not {value!r}.")
+    return value
 
 
 def validate_choice(value: Any, choices, what: str) -> Any:

@@ -1,5 +1,5 @@
-"""Showing results to a person: readable tables (units in headers, integers as integers, failed rows last) and a
-helper's source code, highlighted."""
+"""Showing results to a person: readable tables (units in headers, integers as integers, failed rows last), shown
+(``show``), and a helper's source code, highlighted."""
 from __future__ import annotations
 
 _UNITS = (("_ms", "ms"), ("_us", "µs"), ("_s", "s"), ("_mb", "MB"), ("_gb", "GB"), ("_pct", "%"))
@@ -62,3 +62,17 @@ def show_source(*objs, collapsed: bool = False, title: str | None = None) -> Non
     body = Code(src, language="python")._repr_html_()
     display(HTML(f"<details><summary>Source of <code>{html.escape(names)}</code> ({len(src.splitlines())} lines; "
                  f"click to show)</summary>{body}</details>"))
+
+
+def show(df, precision: int = 2, **fmt) -> None:
+    """Display a results DataFrame for a person: ``readable`` (units in headers, integers as integers, failed rows
+    last), without the index, floats at ``precision`` decimals and missing values as '–'. ``fmt`` goes to pandas'
+    ``Styler.format``."""
+    from IPython.display import display
+
+    display(styled(df, precision, **fmt))
+
+
+def styled(df, precision: int = 2, **fmt):
+    """What ``show`` displays: the pandas ``Styler`` of ``readable(df)``."""
+    return readable(df.reset_index(drop=True)).style.hide(axis="index").format(precision=precision, na_rep="–", **fmt)

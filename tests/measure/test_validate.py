@@ -29,3 +29,26 @@ def test_modes_and_precisions():
         widgets.validate_compile_mode("reduce-overhead", "cpu")
     with pytest.raises(widgets.InvalidValue, match="GPUs"):
         widgets.validate_precision("fp16", "cpu")
+
+
+@pytest.mark.parametrize("bad", ["abc", "False", 1, 0, None, 0.0])
+def test_bool_refused(bad):
+    with pytest.raises(widgets.InvalidValue, match=r"^deterministic must be True or False, not .*\.$"):
+        widgets.validate_bool(bad, "deterministic")
+
+
+def test_bool_ok():
+    import numpy as np
+
+    assert widgets.validate_bool(True, "x") is True and widgets.validate_bool(False, "x") is False
+    assert widgets.validate_bool(np.bool_(True), "x") is True
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("inf"), float("nan"), "abc", True, None])
+def test_positive_refuses_what_is_not_a_positive_finite_number(bad):
+    with pytest.raises(widgets.InvalidValue, match="positive, finite"):
+        widgets.validate_positive(bad, "size")
+
+
+def test_positive_passes_numbers_through():
+    assert widgets.validate_positive(2, "size") == 2 and widgets.validate_positive(0.5, "size") == 0.5

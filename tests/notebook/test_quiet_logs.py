@@ -48,5 +48,5 @@ def test_a_cpu_profile_after_quiet_logs_prints_no_kineto_lines():
     """Called after `import torch` (as in a set-up cell), before the first profile: Kineto reads it then.
     (Without it this torch 2.14.1 build prints all three lines on a CPU; test_runner and
     test_executed_notebooks check the same in kernels.)"""
-    quiet = _profile_stderr("import torch\nfrom helpers import env\nenv.quiet_logs()\n", {})
+    quiet = _profile_stderr("import torch\nfrom helpers.notebook import env\nenv.quiet_logs()\n", {})
     assert not [n for n in KINETO_NOISE if n in quiet], quiet[-2000:]

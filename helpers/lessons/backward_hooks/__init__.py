@@ -1,7 +1,9 @@
 """Notebook 03's backward labels: ``markers`` (the before/after markers, ``HookError``), ``labels`` (full backward
 hooks, ``label_modules``), ``graph_labels`` (autograd graph hooks), ``spans`` (markers to spans and tables),
-``patch_dropout`` (the fix: kept patches by indexing), ``determinism`` (what deterministic mode changed in a
-profile)."""
+``patch_dropout`` (the fix: kept patches by indexing; where timm selects them), ``determinism`` (what deterministic
+mode changed in a profile; the ops under a backward node), ``harness`` (the ViT step built, timed and profiled per
+configuration, its trace read; equivalence before timing), ``readings`` (the two-clocks, per-module, matrix and
+results tables and the results chart), ``demos`` (where hooks stop working; the CUDA sync-debug warnings)."""
 
 from .markers import (
     BEFORE, AFTER, ROOT_NAME, HookError, label, emit, is_compiled, refuse_compiled, inplace_modules, explain,
@@ -18,7 +20,19 @@ from .spans import (
 )
 from .patch_dropout import (
     METHODS, keep_indices, select_by_gather, select_by_index, IndexingPatchDropout, set_patch_dropout,
+    timm_selection_code,
 )
 from .determinism import (
-    op_diff,
+    op_diff, ops_under, same_ops_fills_aside,
+)
+from .harness import (
+    SELECT_NODE, Lab, validate_config, config_name, trace_metrics, under_deterministic,
+)
+from .readings import (
+    DEVICE_ONLY_COLS, MATRIX_COLS, MATRIX_DEVICE_COLS, KIND_COLS, two_clocks, node_clocks, label_pair_check,
+    top_modules, describe_origin, gather_from_timm, matrix_frame, interleaved_frame, iqr_overlap, results_table,
+    results_chart,
+)
+from .demos import (
+    HOOK_DEMOS, inplace_model, try_hook, sync_debug_warnings,
 )

@@ -1,6 +1,9 @@
 """What deterministic mode changes in a profile (``03_backward_hooks``): the ops and kernels whose call counts differ
-between two ``measure.profiling.events_frame`` tables of the same model and steps."""
+between two ``measure.profiling.events_frame`` tables of the same model and steps (``op_diff``), and the ops one
+backward node runs in each mode (``ops_under``, compared by ``same_ops_fills_aside``)."""
 from __future__ import annotations
+
+FILL = "aten::fill_"   # deterministic mode fills newly allocated memory: added under any op that allocates
 
 def _is_python_frame(name: str) -> bool:
     """Python-function rows of a ``with_stack`` profile (their names carry object addresses or file lines)."""
@@ -43,3 +46,20 @@ def op_diff(a, b, labels: tuple[str, str] = ("default", "deterministic"), time_c
     df = pd.DataFrame(rows)
     df["_k"] = df["kind"] != "kernel"
     return df.sort_values(["_k", "_d", "name"], ascending=[True, False, True]).reset_index(drop=True)[cols]
+
+
+def ops_under(prof, node: str = "GatherBackward0") -> list[str]:
+    """Names of the ops (recursively, depth first) under the first ``node`` event of a profile; [] without one."""
+    out, stack = [], [e for e in prof.events() if e.name == node][:1]
+    while stack:
+        e = stack.pop()
+        for c in e.cpu_children:
+            out.append(c.name)
+            stack.append(c)
+    return out
+
+
+def same_ops_fills_aside(a: list[str], b: list[str]) -> bool:
+    """Do two lists of op names (``ops_under`` in each mode) hold the same ops in the same order, once the filling of
+    new memory (``aten::fill_``, which deterministic mode adds under any op that allocates) is set aside?"""
+    return [n for n in a if n != FILL] == [n for n in b if n != FILL]

@@ -7,6 +7,10 @@ PyTorch release the source article used. ``IndexingPatchDropout`` draws the same
 indices (same random calls, so the same seed gives the same patches) and selects them
 by offsetting each row's indices by ``row * L`` and indexing the ``(B*L, D)`` view: its
 backward is ``IndexBackward0`` (an ``index_put_`` with accumulation) instead.
+
+``timm_selection_code`` finds where this timm selects the kept patches: the function
+``timm.layers.patch_dropout.patch_dropout_forward`` (timm 1.0.31 has it) or, in releases
+without it (1.0.15), ``PatchDropout.forward`` itself; both live in ``timm/layers/patch_dropout.py``.
 """
 from __future__ import annotations
 
@@ -15,6 +19,20 @@ from torch import nn
 from timm.layers import PatchDropout
 
 METHODS = ("gather", "indexing")
+
+
+def timm_selection_code():
+    """Where this timm picks the kept patches with ``gather``: ``(obj, what)``, ``obj`` the function to show and
+    ``what`` a sentence naming it. ``patch_dropout_forward`` when this timm has it (``PatchDropout.forward`` calls
+    it), else ``PatchDropout.forward``, which then holds the gather itself."""
+    from timm.layers import patch_dropout as timm_pd
+
+    fn = getattr(timm_pd, "patch_dropout_forward", None)
+    if fn is not None:
+        return fn, ("timm's `PatchDropout.forward` calls `timm.layers.patch_dropout.patch_dropout_forward`, shown "
+                    "below")
+    return timm_pd.PatchDropout.forward, ("this timm has no `patch_dropout_forward` (timm 1.0.31 has it), so below "
+                                          "is `PatchDropout.forward` itself, which selects the patches")
 
 
 def keep_indices(batch: int, length: int, prob: float, ordered: bool, device) -> torch.Tensor:

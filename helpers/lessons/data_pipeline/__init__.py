@@ -1,5 +1,8 @@
 """Notebook 02's pipeline: ``data`` (dataset, transforms, collates, the DataLoader of a variant), ``checks`` (settings,
-/dev/shm, the GPU decode against the CPU's), ``loop`` (the step, the one clock, runs, the ceiling, profiles)."""
+/dev/shm, the GPU decode against the CPU's), ``loop`` (the step, the one clock, runs, the ceiling, profiles), ``lab``
+(the notebook's harness: ``Lab`` holds the run's settings and results, the stand-in's calibration, the one ceiling,
+``measure`` / ``measure_interleaved``, re-profiles, idle shares, the decode bound, bad-input rows, the panel) and
+``report`` (the tables and charts of ``Lab``'s rows)."""
 
 from .data import (
     VARIANTS, REGENERATE, DATA_DIR, CROSS, YUV_MATRIX, YUV_OFFSET, ImageLoadError, sample_paths, load_image,
@@ -16,3 +19,5 @@ from .loop import (
     predicted_samples_per_s, bound_ms, timed_loop, run_variant, run_interleaved, ceiling, per_sample_ms,
     profile_loop, gpu_idle_share, PROFILE_SORT, STAGES, profile_table, stage_ms,
 )
+from .report import ARTICLE_STEP_S, TRAIN_COLS, Report
+from .lab import NOTEBOOK, Lab

@@ -1,5 +1,7 @@
 """Notebook 04's matrix: ``models``, ``cells`` (one training run per model × precision × mode), ``dynamo`` (compile
-time, counters, logs, caches), ``tables`` (speed-ups, parity, break-even), ``starts`` (cold and warm fresh processes)."""
+time, counters, logs, caches), ``tables`` (speed-ups, parity, break-even), ``starts`` (cold and warm fresh processes),
+``harness`` (the matrix under its time budget, interleaved re-timing, explain, the profiled pair, TensorBoard logging),
+``report`` (the notebook's tables from its rows), ``charts`` (its figures)."""
 
 from .models import (
     MODELS, MINI, ClampMLP, validate_model, build_model, build_small, synthetic_batches,
@@ -16,4 +18,16 @@ from .tables import (
 )
 from .starts import (
     start_run, cold_warm_start,
+)
+from .harness import (
+    run_matrix, progress_line, interleave, explain_model, record_explains, profile_metrics, profile_pair,
+    record_starts, log_to_tensorboard,
+)
+from .report import (
+    ARTICLE, summary_frame, timing_basis, matrix_view, compiled_cells, best_cell_line, compile_time_frame,
+    memory_frame, memory_line, graph_break_frame, graph_break_gap_line, explain_frame, explain_reasons, starts_frame,
+    starts_line, profiled_frame, article_side_table, final_view,
+)
+from .charts import (
+    matrix_chart, article_chart,
 )

@@ -1,0 +1,333 @@
+"""Notebook 02's harness: ``Lab`` holds the run's settings and its results, and measures every row the same way.
+
+One object per notebook run: the settings of the parameters cell, the ``Results``, the stand-in's calibration
+(``calibrate_stand_in``), the **one** ceiling per batch size every row is divided by (``ceiling_ms``), a row's plan
+(``plan``: at least ``cycles`` full worker cycles, one cycle of warm-up), ``measure`` / ``measure_interleaved`` (a
+row each, logged to TensorBoard), ``ms`` (a row's metric, NaN when it failed), the single-process re-profile of a
+variant (``reprofile``), the GPU decode (checked first), the trace's idle shares, the decode bound, the ceiling
+measured again, the bad-input rows and the "try it yourself" panel. Its tables and charts are ``report.Report``'s.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import torch
+
+from ...measure import profiling
+from ...measure import validate as vd
+from ...measure.device import is_cuda
+from ...notebook import env
+from ...notebook import tensorboard as tb
+from ...notebook.results import Results
+from ...traces import dataloader_wait_share, load_trace
+from . import loop
+from .checks import SharedMemoryTooSmall, check_decode, check_shm, shm_needed_mb
+from .data import VARIANTS, sample_paths
+from .report import Report
+
+NOTEBOOK = "02_data_pipeline"
+
+
+def _failed(exc: BaseException) -> Callable[[], Mapping[str, Any]]:
+    """A ``Results.record`` function that raises ``exc``: the row records the failure with its message."""
+    def fn():
+        raise exc
+    return fn
+
+
+class Lab(Report):
+    """The settings of one run of notebook 02 and every measurement it makes (see the module's docstring).
+
+    The keyword arguments are the parameters cell's (lower case). ``stand_in``: the device step is the stand-in
+    (no accelerator); ``stand_in_ms`` its fixed time, or None to set it from a measurement (``calibrate_stand_in``).
+    """
+
+    def __init__(self, device, *, scale: str, crop: int, batch_size: int, num_workers: int, dataset_size: int,
+                 steps: int, warmup: int, cycles: int, rounds: int, pipe_steps: int, ceiling_steps: int,
+                 profile_steps: int, profile_cycles: int, stand_in: bool, stand_in_ms: float | None = None,
+                 stand_in_ratio: float = 0.35, seed: int = 0, notebook: str = NOTEBOOK, results: Results | None = None,
+                 paths: Iterable[Path] | None = None, cores: int | None = None):
+        self.device = torch.device(device)
+        self.on_gpu = is_cuda(self.device)
+        self.scale, self.notebook, self.seed = scale, notebook, seed
+        self.crop, self.batch_size, self.num_workers, self.dataset_size = crop, batch_size, num_workers, dataset_size
+        self.steps, self.warmup, self.cycles, self.rounds = steps, warmup, cycles, rounds
+        self.pipe_steps, self.ceiling_steps = pipe_steps, ceiling_steps
+        self.profile_steps, self.profile_cycles = profile_steps, profile_cycles
+        self.stand_in, self.stand_in_ratio = bool(stand_in), stand_in_ratio
+        self.stand_in_ms = stand_in_ms if self.stand_in else None
+        self.cores = cores or os.cpu_count() or 1
+        self.results = results if results is not None else Results(notebook, scale, env.env_info(self.device))
+        self.paths = list(paths) if paths is not None else sample_paths()  # a missing folder says how to regenerate it
+        self.ceilings: dict[int, float] = {}          # batch size -> the ONE ceiling measurement every row divides by
+        self.stages: dict[str, dict[str, float]] = {}  # variant -> per-sample ms of each stage (``reprofile``)
+
+    # -- the device step ---------------------------------------------------------------------------
+    def calibrate_stand_in(self) -> float | None:
+        """Set the stand-in's step once, before anything is timed (where no ``stand_in_ms`` was given): a fixed
+        fraction (``stand_in_ratio``) of what this machine's ``num_workers`` workers take per baseline batch (one
+        process's median time per batch / the workers), so the baseline is input-bound on any CPU, as in the
+        article. Records the row ``stand-in calibration``; a failed calibration stops the notebook (every later row
+        needs the step). Returns the stand-in's ms (None: no stand-in)."""
+        if not self.stand_in or self.stand_in_ms is not None:
+            return self.stand_in_ms
+        cfg = {"variant": "baseline", "num_workers": 0, "batch_size": self.batch_size, "crop": self.crop,
+               "model": False, "stand_in_ratio": self.stand_in_ratio}
+        calib = self.results.record("stand-in calibration", cfg, lambda: loop.run_variant(
+            "baseline", 0, self.batch_size, self.pipe_steps, warmup=2, crop=self.crop, device=self.device,
+            seed=self.seed, train=False))
+        if calib["status"] != "ok":
+            raise RuntimeError(f"the stand-in could not be calibrated: {calib['error']}")
+        # the median: one batch delayed by another program on the machine must not lengthen the stand-in
+        median = calib["metrics"]["step_ms_median"]
+        self.stand_in_ms = round(loop.stand_in_step_ms(median, self.num_workers, self.stand_in_ratio), 1)
+        print(f"stand-in device step: {self.stand_in_ms:g} ms = {self.stand_in_ratio:g} x the baseline pipeline's "
+              f"{median:.1f} ms per batch on this machine (one process, median) / {self.num_workers} worker(s)")
+        return self.stand_in_ms
+
+    @property
+    def step_kind(self) -> str:
+        """Which device step the rows use, in words."""
+        if self.stand_in:
+            return f"stand-in device step: {self.stand_in_ms:g} ms, no CPU (not a GPU figure)"
+        return f"toy CNN on {env.device_name(self.device)}"
+
+    def _row_config(self, variant: str, **extra) -> dict[str, Any]:
+        return {"variant": variant, "num_workers": self.num_workers, "batch_size": self.batch_size, "crop": self.crop,
+                **extra, "stand_in": self.stand_in, "stand_in_ms": self.stand_in_ms}
+
+    # -- the one ceiling ---------------------------------------------------------------------------
+    def _ceiling_row(self, name: str, batch_size: int, x_ceiling: bool) -> dict[str, Any]:
+        cfg = {"variant": "ceiling", "num_workers": 0, "batch_size": batch_size, "crop": self.crop, "model": True,
+               "stand_in": self.stand_in, "stand_in_ms": self.stand_in_ms}
+
+        def run():
+            m = loop.ceiling(batch_size, self.crop, steps=self.ceiling_steps, warmup=2, device=self.device,
+                             seed=self.seed, stand_in_ms=self.stand_in_ms)
+            return {**m, "x_ceiling": 1.0} if x_ceiling else m
+        return self.results.record(name, cfg, run)
+
+    def ceiling_ms(self, batch_size: int | None = None) -> float:
+        """The ceiling's mean step at this batch size: measured once (row ``ceiling``), never overwritten."""
+        batch_size = self.batch_size if batch_size is None else batch_size
+        if batch_size not in self.ceilings:
+            name = "ceiling" if batch_size == self.batch_size else f"ceiling bs={batch_size}"
+            row = self._ceiling_row(name, batch_size, x_ceiling=True)
+            if row["status"] != "ok":
+                raise RuntimeError(f"the ceiling could not be measured: {row['error']}")
+            self.ceilings[batch_size] = row["metrics"]["step_ms_mean"]
+        return self.ceilings[batch_size]
+
+    def remeasure_ceiling(self) -> float:
+        """The ceiling measured again, as a separate row ``ceiling (re-measured)`` (every row keeps dividing by the
+        first measurement). Returns its mean step (NaN if it failed)."""
+        self._ceiling_row("ceiling (re-measured)", self.batch_size, x_ceiling=False)
+        return self.ms("ceiling (re-measured)")
+
+    # -- rows --------------------------------------------------------------------------------------
+    def plan(self, variant: str, num_workers: Any = None, batch_size: Any = None, steps: int | None = None,
+             train: bool = True, **options) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``run_variant``'s arguments and the row's config: at least ``cycles`` worker cycles, one cycle of warm-up.
+        ``num_workers``, ``batch_size``, ``steps``: None for the lab's settings. Bad values pass through:
+        ``run_variant`` refuses them with a message (a failed row)."""
+        num_workers = self.num_workers if num_workers is None else num_workers
+        batch_size = self.batch_size if batch_size is None else batch_size
+        steps = self.steps if steps is None else steps
+        ok = isinstance(num_workers, int) and not isinstance(num_workers, bool)
+        steps = loop.cycle_steps(num_workers, self.cycles, steps) if ok else steps
+        warmup = max(self.warmup, num_workers) if ok else self.warmup
+        stand_in_ms = self.stand_in_ms if train else None
+        kw = dict(variant=variant, num_workers=num_workers, batch_size=batch_size, steps=steps, warmup=warmup,
+                  crop=self.crop, device=self.device, dataset_size=self.dataset_size, seed=self.seed, train=train,
+                  stand_in_ms=stand_in_ms, **options)
+        cfg = {"variant": variant, "num_workers": num_workers, "batch_size": batch_size, "crop": self.crop,
+               "model": train, "stand_in": bool(self.stand_in and train), "stand_in_ms": stand_in_ms,
+               "timed_steps": steps, "warmup_steps": warmup,
+               **{k: v for k, v in options.items() if k not in ("paths", "die_at")}}
+        return kw, cfg
+
+    def finish(self, name: str, cfg: Mapping[str, Any], m: dict[str, Any]) -> dict[str, Any]:
+        """Divide by the one ceiling, log to TensorBoard, return the metrics."""
+        if cfg["model"]:
+            m["ceiling_ms"] = self.ceiling_ms(cfg["batch_size"])
+            m["x_ceiling"] = round(m["step_ms_mean"] / m["ceiling_ms"], 3)
+        tb.log_experiment(self.notebook, name, cfg, m, step_times_ms=m["times_ms"], batch_size=cfg["batch_size"])
+        return m
+
+    def measure(self, name: str, variant: str, **kw) -> dict[str, Any]:
+        """Run one pipeline configuration (``run_variant``, arguments as ``plan``'s) and add it as a row."""
+        args, cfg = self.plan(variant, **kw)
+        return self.results.record(name, cfg, lambda: self.finish(name, cfg, loop.run_variant(**args)))
+
+    def measure_interleaved(self, rows: Mapping[str, Mapping[str, Any]], rounds: int | None = None) -> None:
+        """rows: ``{row name: plan() keyword arguments}``, measured in interleaved rounds (``run_interleaved``),
+        each round a ``rounds``-th of the steps (at least ``cycles`` worker cycles); a row each."""
+        rounds = self.rounds if rounds is None else rounds
+        plans = {name: self.plan(**{**kw, "steps": max(1, kw.get("steps", self.steps) // rounds)})
+                 for name, kw in rows.items()}
+        out = loop.run_interleaved({name: args for name, (args, _) in plans.items()}, rounds)
+
+        def result(name):
+            if isinstance(out[name], BaseException):
+                raise out[name]
+            return self.finish(name, plans[name][1], out[name])
+
+        for name in rows:
+            self.results.record(name, {**plans[name][1], "rounds": rounds}, lambda name=name: result(name))
+
+    def ms(self, name: str, key: str = loop.COMPARE) -> float:
+        """A row's mean step time (the comparison statistic) or another metric; NaN when the row failed."""
+        return self.results.metric(name, key, float("nan"))
+
+    def metrics(self, name: str, keys: Iterable[str]) -> dict[str, Any]:
+        """A row's metrics; NaN for each of ``keys`` when the row failed (its message was printed)."""
+        row = self.results.get(name)
+        if row is None or row["status"] != "ok":
+            return {k: float("nan") for k in keys}
+        return row["metrics"]
+
+    # -- shared memory -----------------------------------------------------------------------------
+    def check_shared_memory(self, most_workers: int) -> str:
+        """/dev/shm against the largest setting the notebook runs (``most_workers`` with prefetch 2, or
+        ``prefetch_factor=4`` at ``num_workers``): the check's line, or why rows that do not fit will fail."""
+        pinned = self.on_gpu   # pin_memory where there is a GPU (pinned batches leave /dev/shm at once)
+        need = max(shm_needed_mb(most_workers, self.batch_size, self.crop, pinned=pinned),
+                   shm_needed_mb(self.num_workers, self.batch_size, self.crop, prefetch_factor=4, pinned=pinned))
+        where = f"the largest setting here ({most_workers} workers in the sweep)"
+        try:
+            return f"{where}: {check_shm(need)}"
+        except SharedMemoryTooSmall as exc:
+            return f"NOT ENOUGH SHARED MEMORY for {where}; rows that do not fit fail with this message, the others run: {exc}"
+
+    # -- profiles ----------------------------------------------------------------------------------
+    def reprofile(self, variant: str):
+        """Profile the variant in one process; per-sample ms of each pipeline stage (``STAGES``) as a results row
+        and in ``stages[variant]``. Returns the profile."""
+        tdir = profiling.fresh_trace_dir(f"{self.notebook}/{variant}_nw0")
+        prof = loop.profile_loop(variant, 0, self.batch_size, crop=self.crop, trace_dir=tdir, device=self.device,
+                                 active=self.profile_steps, stand_in_ms=self.stand_in_ms)
+        stages = loop.stage_ms(profiling.label_totals(prof, list(loop.STAGES)), self.profile_steps * self.batch_size)
+        self.results.record(f"profile {variant} nw=0", {**self._row_config(variant), "num_workers": 0},
+                            lambda: {**{f"{k.replace(' ', '_')}_ms_per_sample": round(v, 4) for k, v in stages.items()},
+                                     "slowest_stage": max(stages, key=stages.get)})
+        self.stages[variant] = stages
+        return prof
+
+    def moved(self, before: str, after: str, stage: str) -> str:
+        """One line: a stage's per-sample time before and after a fix (from the two re-profiles)."""
+        return f"{stage}: {self.stages[before][stage]:.2f} → **{self.stages[after][stage]:.2f} ms** per sample"
+
+    def gpu_decode(self) -> list[str]:
+        """GPU only: the nvJPEG decode checked against the CPU decode (``check_decode``) before any timing, then
+        re-profiled. Returns ``["gpu_decode"]`` to add to the planned variants, or ``[]`` after a failed row (a
+        mismatch, or no nvJPEG) that says why. On a CPU: ``[]`` and says so."""
+        if not self.on_gpu:
+            print("gpu_decode: not run, this machine has no CUDA device (nvJPEG decodes on a GPU).")
+            return []
+        try:
+            dec = check_decode(self.paths, self.device)     # the GPU's pixels against the CPU decode
+            print(f"GPU decode matches the CPU decode: mean |diff| {dec['mean_abs']:.2f}, "
+                  f"99th percentile {dec['p99_abs']:.0f} levels")
+            self.reprofile("gpu_decode")
+            return ["gpu_decode"]
+        except Exception as exc:  # noqa: BLE001 - a mismatch (or no nvJPEG) is a failed row, with its message
+            self.results.record("gpu_decode", {"variant": "gpu_decode", "num_workers": self.num_workers,
+                                               "batch_size": self.batch_size, "crop": self.crop, "model": True,
+                                               "stand_in": False}, _failed(exc))
+            return []
+
+    def idle_shares(self, variants: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """Profile each variant with its workers (the first worker cycle skipped, ``profile_cycles`` full cycles
+        recorded) and read the trace: the share of each step spent in the DataLoader's ``__next__``, and on a GPU
+        Holistic Trace Analysis' idle share. A row ``idle share <variant>`` each (failed when the profile cannot
+        run). Returns ``{variant: {"trace_dir", "share", "next_ms", "step_ms", ["gpu_idle_share"]}}``."""
+        idle: dict[str, dict[str, Any]] = {}
+        for variant in variants:
+            tdir = profiling.fresh_trace_dir(f"{self.notebook}/{variant}_nw{self.num_workers}")
+            try:
+                loop.profile_loop(variant, self.num_workers, self.batch_size, crop=self.crop, trace_dir=tdir,
+                                  device=self.device, active=self.profile_steps, cycles=self.profile_cycles,
+                                  stand_in_ms=self.stand_in_ms)
+            except Exception as exc:  # noqa: BLE001 - a profile that cannot run (e.g. too little /dev/shm): failed row
+                self.results.record(f"idle share {variant}", self._row_config(variant), _failed(exc))
+                continue
+            idle[variant] = {"trace_dir": str(tdir),
+                             **dataloader_wait_share(load_trace(profiling.trace_files(tdir)[0]))}
+            if self.on_gpu:
+                try:
+                    share = loop.gpu_idle_share(tdir)  # HTA's temporal breakdown, quiet (None: no GPU activity)
+                    idle[variant].update({} if share is None else {"gpu_idle_share": share})
+                except Exception as exc:  # noqa: BLE001 - analysis is optional; the CPU-side share stands
+                    print(f"HTA could not analyse {tdir}: {exc}")
+        for v, d in idle.items():
+            self.results.record(f"idle share {v}", self._row_config(v), lambda d=d, v=v: {
+                "trace_wait_share": round(d["share"], 4), "timed_wait_share": self.ms(v, "data_wait_share"),
+                "next_ms": round(d["next_ms"], 3), "profiled_step_ms": round(d["step_ms"], 3),
+                **({"gpu_idle_share": round(d["gpu_idle_share"], 4)} if "gpu_idle_share" in d else {})})
+        return idle
+
+    # -- bounds ------------------------------------------------------------------------------------
+    def decode_bound_row(self, best: str, decode_ms: float, bound_ms: float) -> dict[str, Any]:
+        """Row ``decode bound``: the JPEG decode (``decode_ms`` per image) every CPU variant still does, its bound
+        (``bound_ms`` = decode x batch / workers, a step no CPU pipeline with these workers can beat), and the best
+        variant against it, against the ceiling, and against its own bound (``loop.bound_ms``)."""
+        best_ms, ceiling = self.ms(best), self.ceiling_ms()
+        return self.results.record(
+            "decode bound", {"variant": "decode_bound", "num_workers": self.num_workers, "batch_size": self.batch_size,
+                             "crop": self.crop},
+            lambda: {"decode_ms_per_image": round(decode_ms, 3), "bound_step_ms": round(bound_ms, 3),
+                     "best_variant": best, "best_over_bound": round(best_ms / bound_ms, 3),
+                     "best_over_ceiling": round(best_ms / ceiling, 3),
+                     "best_bound_ms": round(loop.bound_ms(best, ceiling, bound_ms), 3)})
+
+    # -- bad input and the panel -------------------------------------------------------------------
+    def bad_inputs(self, folder: Path | None = None) -> list[dict[str, Any]]:
+        """Each bad input as an expected failure row (impossible settings, a corrupt and a missing image, a worker
+        that dies, /dev/shm of 64 MiB at the article's size); the rest of the notebook goes on. Returns the rows."""
+        tmp = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="nb02_"))
+        corrupt = tmp / "corrupt.jpg"
+        corrupt.write_bytes(self.paths[0].read_bytes()[:2000])       # a truncated JPEG
+        bad = [("num_workers > cores", dict(num_workers=self.cores + 1)),
+               ("num_workers < 0", dict(num_workers=-1)),
+               ("batch size 0", dict(batch_size=0)),
+               ("corrupt image", dict(num_workers=min(1, self.cores), paths=[corrupt])),
+               ("missing image", dict(num_workers=0, paths=[tmp / "missing.jpg"])),
+               ("a worker dies", dict(num_workers=min(1, self.cores), die_at=1))]
+        for name, kw in bad:
+            self.measure(f"expected failure: {name}", "crop_first", steps=1, **kw)
+        self.results.record("expected failure: /dev/shm too small (64 MiB, the article's size)",
+                            {"variant": "baseline", "num_workers": 4, "batch_size": 256, "crop": 256},
+                            lambda: {"message": check_shm(shm_needed_mb(4, 256, 256), free_mb=64)})
+        return [r for r in self.results.experiments if r["name"].startswith("expected failure")]
+
+    def validate_panel(self, v: dict[str, Any]) -> dict[str, Any]:
+        """The panel's values, refused with a message (``helpers.measure.validate``) before anything runs."""
+        v["num_workers"] = vd.validate_num_workers(v["num_workers"], self.cores)
+        v["batch_size"] = vd.validate_batch_size(v["batch_size"], maximum=1024)
+        vd.validate_choice(v["variant"], VARIANTS, "pipeline variant")
+        if v["variant"] == "gpu_decode" and not self.on_gpu:
+            raise vd.InvalidValue("gpu_decode needs a CUDA device; this run is on the CPU.")
+        return v
+
+    def panel_row(self, variant: str = "crop_first", num_workers: int | None = None, batch_size: int | None = None):
+        """What the panel runs: the same ``measure`` with the reader's values; returns the panel rows' table."""
+        nw = self.num_workers if num_workers is None else num_workers
+        bs = self.batch_size if batch_size is None else batch_size
+        self.measure(f"panel {variant} nw={nw} bs={bs}", variant, num_workers=nw, batch_size=bs)
+        return self.panel_table()
+
+    def panel(self):
+        """The "try it yourself" panel (``helpers.notebook.panels.run_panel``) over ``panel_row``."""
+        import ipywidgets as w
+
+        from ...notebook.panels import run_panel
+
+        return run_panel(
+            self.panel_row,
+            {"num_workers": w.BoundedIntText(value=self.num_workers, min=-1, max=64, description="num_workers"),
+             "variant": w.Dropdown(options=list(VARIANTS), value="crop_first", description="variant"),
+             "batch_size": w.BoundedIntText(value=self.batch_size, min=0, max=4096, description="batch size")},
+            validate=self.validate_panel, title="Time a pipeline with your settings")

@@ -1,0 +1,172 @@
+"""Running ``04_torch_compile``'s experiments as rows of a ``Results``: the matrix in order under a time budget, the
+kept training steps re-timed in alternation (interleaved), ``explain`` on a model, the profiled eager/compiled pair,
+the fresh-process starts, and the rows logged to TensorBoard.
+
+Each function records rows (a failure is a ``failed`` row; the rest go on) and prints one progress line per cell;
+the tables and charts built from the rows are in ``report``.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+from ...measure.timing import interleaved_times
+from .cells import cell_name, profile_cell, record_cell
+from .dynamo import explain_summary
+from .models import build_model
+from .starts import cold_warm_start
+
+
+def run_matrix(results, cells: Sequence[Sequence[str]], batch_size: int, steps: int, *,
+               started_at: float | None = None, budget_s: float | None = None, keep_steps: bool = False,
+               extra_config: Mapping[str, Any] | None = None, clock: Callable[[], float] = time.perf_counter,
+               **cell_kw: Any) -> tuple[list[str], dict[str, Callable[[], None]]]:
+    """Run ``cells`` (``(model, precision, mode)``, the most important first) as rows of ``results``.
+
+    The time guard: no cell starts once ``clock() - started_at`` exceeds ``budget_s`` (seconds of notebook time);
+    such a cell becomes a ``failed`` row "skipped: the matrix's time budget ... was spent", so the claim "every
+    matrix cell ran" comes out false and the notebook still ends in time. ``budget_s=None``: no guard.
+    With ``keep_steps`` each successful cell's training step is kept (``run_cell(keep=...)``) for ``interleave``.
+    ``cell_kw`` goes to ``run_cell``. Returns the cells' row names (in order) and the kept steps by name.
+    """
+    if budget_s is not None and started_at is None:
+        raise ValueError("a time budget needs started_at (when the notebook started, on the same clock)")
+    step_fns: dict[str, Callable[[], None]] = {}
+    for model_name, precision, mode in cells:
+        name = cell_name(model_name, precision, mode, batch_size)
+        if budget_s is not None and clock() - started_at > budget_s:
+            results.add(name, {"model": model_name, "precision": precision, "mode": mode, "batch_size": batch_size,
+                               "steps": steps}, status="failed",
+                        error=f"skipped: the matrix's time budget ({budget_s} s) was spent")
+            print(f"{name:<40} skipped (budget)")
+            continue
+        t0 = clock()
+        keep: dict[str, Any] | None = {} if keep_steps else None
+        row = record_cell(results, model_name, precision, mode, batch_size, steps, keep=keep,
+                          extra_config=extra_config, **cell_kw)
+        if keep is not None and row["status"] == "ok":
+            step_fns[row["name"]] = keep["step"]
+        print(progress_line(row, clock() - t0))
+    return [cell_name(*c, batch_size) for c in cells], step_fns
+
+
+def progress_line(row: Mapping[str, Any], wall_s: float) -> str:
+    """One line per matrix cell: status, wall time, and the step median and compile times, or the reason it failed."""
+    m = row["metrics"]
+    extra = f", compile {m['compile_s']:.1f} s, first steps {m['first_steps_s']:.1f} s" if "compile_s" in m else ""
+    return (f"{row['name']:<40} {row['status']:<6} {wall_s:6.1f} s wall"
+            + (f"; step median {m['step_ms_median']:.1f} ms{extra}" if row["status"] == "ok" else f"; {row['error']}"))
+
+
+def interleave(results, step_fns: Mapping[str, Callable[[], None]], rounds: int, device=None):
+    """Re-time the kept steps in alternation (``timing.interleaved_times``, ``rounds`` rounds) and store each row's
+    interleaved median and quartiles, with the same window's eager median beside each compiled cell's
+    (``interleaved_eager_ms_median``: same model, precision and batch size).
+
+    Returns ``(recompiles, table)``: the graphs Dynamo compiled during the re-timing (a kept compiled step should
+    compile none), and a DataFrame of sequential against interleaved medians and IQRs per cell; ``(0, None)`` when
+    off (``rounds`` 0, or fewer than two steps kept).
+    """
+    import pandas as pd
+    from torch._dynamo.utils import counters
+
+    if not rounds or len(step_fns) < 2:
+        print("interleaved timing: off")
+        return 0, None
+    graphs_before = counters["stats"].get("unique_graphs", 0)
+    times = interleaved_times(dict(step_fns), rounds, device)
+    recompiles = counters["stats"].get("unique_graphs", 0) - graphs_before
+    rows = []
+    for name, t in times.items():
+        row = results.get(name)
+        m, c = row["metrics"], row["config"]
+        m.update(interleaved_ms_median=round(t.median, 3), interleaved_ms_p25=round(t.p25, 3),
+                 interleaved_ms_p75=round(t.p75, 3))
+        eager = [n for n in times if results.get(n)["config"]["mode"] == "eager" and all(
+                 results.get(n)["config"][k] == c[k] for k in ("model", "precision", "batch_size"))]
+        if c["mode"] != "eager" and eager:
+            m["interleaved_eager_ms_median"] = round(times[eager[0]].median, 3)
+        rows.append({"cell": name, "sequential_ms_median": m["step_ms_median"],
+                     "sequential_iqr_ms": round(m["step_ms_p75"] - m["step_ms_p25"], 2),
+                     "interleaved_ms_median": round(t.median, 2), "interleaved_iqr_ms": round(t.p75 - t.p25, 2)})
+    results.save()
+    print(f"{rounds} rounds; graphs compiled during the interleaved timing: {recompiles}")
+    return recompiles, pd.DataFrame(rows)
+
+
+def explain_model(name: str, image_size: int, device=None, batch_size: int = 2) -> dict[str, Any]:
+    """``explain_summary`` of one model of ``models.MODELS`` (training mode, random input) as a row's metrics:
+    graphs, breaks, ops, the logged graph-break and recompile records, each break's reason with its source line."""
+    import torch
+
+    t0 = time.perf_counter()
+    model = build_model(name, image_size).to(device).train()
+    x = torch.randn(batch_size, 3, image_size, image_size, device=device)
+    e = explain_summary(model, x)
+    return {"graphs": e["graphs"], "graph_breaks": e["graph_breaks"], "ops": e["ops"],
+            "logged_graph_breaks": e["logged"]["graph_break"], "logged_recompiles": e["logged"]["recompile"],
+            "reasons": [f"{r['reason']} at {r['where']}" for r in e["reasons"]],
+            "explain_s": round(time.perf_counter() - t0, 2)}
+
+
+def record_explains(results, names: Sequence[str], image_size: int, device=None) -> list[dict[str, Any]]:
+    """``explain_model`` for each of ``names`` as a row ``explain <name>`` (a failure is a failed row)."""
+    return [results.record(f"explain {n}", {"model": n, "image_size": image_size, "what": "explain"},
+                           lambda n=n: explain_model(n, image_size, device), verbose=False) for n in names]
+
+
+def profile_metrics(model_name: str, precision: str, mode: str, batch_size: int, *, active: int = 3,
+                    **cell_kw: Any) -> dict[str, Any]:
+    """Profile ``active`` steady steps of one cell (``profile_cell``) and read the trace back (``traces.open_trace``):
+    steps recorded, the trace's mean step, operator calls per step and (with a GPU) kernel calls per step."""
+    from ...traces.views import open_trace
+
+    out = profile_cell(model_name, precision, mode, batch_size, active=active, **cell_kw)
+    t = open_trace(out["trace_dir"])
+    steps = t.step_times()
+    ops = t.operators()
+    kern = t.kernels() if t.has_gpu else None
+    n = max(len(steps), 1)
+    return {"trace_dir": out["trace_dir"], "steps_recorded": len(steps),
+            "trace_step_ms_mean": round(float(steps.step_ms.mean()), 3),
+            "op_calls_per_step": round(float(ops.calls.sum()) / n, 1),
+            "kernel_calls_per_step": (round(float(kern.calls.sum()) / n, 1)
+                                      if kern is not None and len(kern) else None)}
+
+
+def profile_pair(results, model_name: str, precision: str, batch_size: int, *,
+                 modes: Sequence[str] = ("eager", "default"), **cell_kw: Any) -> dict[str, dict[str, Any]]:
+    """``profile_metrics`` per mode as rows ``profiled <model> <precision> <mode>`` (``"what": "profile"``: no matrix
+    cell). Returns the successful modes' metrics by mode."""
+    profiled = {}
+    for mode in modes:
+        cfg = {"what": "profile", "model": model_name, "precision": precision, "mode": mode, "batch_size": batch_size}
+        row = results.record(f"profiled {model_name} {precision} {mode}", cfg,
+                             lambda mode=mode: profile_metrics(model_name, precision, mode, batch_size, **cell_kw))
+        if row["status"] == "ok":
+            profiled[mode] = row["metrics"]
+    return profiled
+
+
+def record_starts(results, cache_dir, device=None, **cell: Any) -> dict[str, Any]:
+    """The cold and warm fresh-process starts (``starts.cold_warm_start``) as one row, their metrics suffixed
+    ``_cold`` / ``_warm``."""
+    def run() -> dict[str, Any]:
+        runs = cold_warm_start(cache_dir, device=str(device or "cpu"), **cell)
+        return {f"{k}_{which}": v for which, r in runs.items() for k, v in r.items()}
+
+    return results.record("fresh-process start: cold vs warm cache", {"what": "start", **cell}, run, verbose=False)
+
+
+def log_to_tensorboard(results, notebook: str = "04_torch_compile", root=None) -> list[str]:
+    """Every successful training row (one with per-step times) to ``runs/<notebook>/``: per-step time, throughput,
+    the loss curve and an hparams entry (``notebook.tensorboard.log_experiment``). Returns the rows logged."""
+    from ...notebook.tensorboard import log_experiment
+
+    logged = []
+    for e in results.experiments:
+        if e["status"] == "ok" and "step_times_ms" in e["metrics"]:
+            log_experiment(notebook, e["name"], e["config"], e["metrics"], step_times_ms=e["metrics"]["step_times_ms"],
+                           losses=e["metrics"].get("losses"), batch_size=e["config"]["batch_size"], root=root)
+            logged.append(e["name"])
+    return logged
