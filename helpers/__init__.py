@@ -2,8 +2,9 @@
 
 Importing it (or any of its packages) has no side effects.
 
-- ``helpers.traces``    the trace toolkit: read any profiler trace offline (``load``, ``events``, ``intervals``,
-                        ``syncs``), its views (``views``, ``timeline``, ``show``), the diagnosis (``diagnosis``,
+- ``helpers.traces``    the trace toolkit: read any profiler trace offline (``files``, ``load``, ``events``,
+                        ``intervals``, ``syncs``), its views (``views``, ``gputime``, ``timeline``, ``show``), the
+                        diagnosis (``quality``, ``diagnosis``, ``split``, ``report``, ``job``, ``comparison``,
                         ``doctor``) and backward attribution (``backward``)
 - ``helpers.measure``   timing, profiling, a labelled training step, ``diagnose_step``, comparisons, validation
                         (``device``, ``timing``, ``profiling``, ``training``, ``diagnose``, ``compare``, ``validate``)
@@ -12,8 +13,10 @@ Importing it (or any of its packages) has no side effects.
 - ``helpers.notebook``  around the lessons: ``env``, ``sizes``, ``results``, ``display``, ``panels``,
                         ``tensorboard``, ``reference``, ``budget``, ``runner``, ``kernel``,
                         ``pack``
-- ``helpers.tools``     set-up: ``devsetup``, ``wheelhouse``, ``gpukit``, ``gpusim``
-- ``helpers.doctor``, ``helpers.runner``: the command lines (``python -m helpers.doctor PATH``, ``make run``)
+- ``helpers.tools``     set-up: ``devsetup``, ``wheelhouse``, ``gpukit``, ``gpusim``; ``doctor_bench`` (the doctor
+                        on a 200 MB trace)
+- ``helpers.doctor``, ``helpers.runner``: the command lines (``python -m helpers.doctor PATH`` and
+                        ``... compare BEFORE AFTER``, ``make run``)
 """
 
 __version__ = "0.1.0"

@@ -1,5 +1,5 @@
-"""``python -m helpers.doctor PATH`` (also installed as the ``perf-doctor`` command): the trace toolkit's doctor,
-``helpers.traces.doctor``, from the command line."""
+"""``python -m helpers.doctor PATH`` and ``python -m helpers.doctor compare BEFORE AFTER`` (also installed as the
+``perf-doctor`` command): the trace toolkit's doctor, ``helpers.traces.doctor``, from the command line."""
 import sys
 
 from .traces.doctor import main

@@ -233,7 +233,7 @@ def verdicts_table(planted: Mapping[str, Any]):
 
 
 CAUSE_COLORS = {"input": "#dd8452", "host sync": "#c44e52", "launch/overhead": "#8172b3", "compute": "#4c72b0",
-                "memory": "#937860"}
+                "memory": "#937860", "communication": "#55a868"}
 
 
 def verdicts_chart(verdicts, xlabel: str):
@@ -290,13 +290,15 @@ def sync_found(d) -> bool:
 
 
 def gpu_idle_vs_hta(d, trace) -> dict[str, float]:
-    """GPU idle % inside the profiled steps by the doctor (100 − compute share) beside Holistic Trace Analysis'
-    temporal breakdown of the same trace (``Trace.gpu_breakdown``, which spans the GPU's whole profiled time)."""
+    """GPU idle % inside the profiled steps by the doctor (100 − the compute and communication shares: the GPU runs
+    one or the other) beside Holistic Trace Analysis' temporal breakdown of the same trace (``Trace.gpu_breakdown``,
+    which spans the GPU's whole profiled time)."""
     from ..traces.views import open_trace, quiet
 
     with quiet():
         hta = open_trace(Path(trace)).gpu_breakdown()
-    return {"doctor": round(100 * (1 - (d.ms("compute") or 0.0) / d.step_ms), 2), "hta": hta["idle_pct"]}
+    busy = (d.ms("compute") or 0.0) + (d.ms("communication") or 0.0)
+    return {"doctor": round(100 * (1 - busy / d.step_ms), 2), "hta": hta["idle_pct"]}
 
 
 # --- bad input for the appendix -----------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
-"""Set-up tools, apart from the lessons.
+"""Set-up and maintenance tools, apart from the lessons.
 
-- ``devsetup``    JupyterLab defaults and the browser for the real-browser test (``make setup``)
-- ``wheelhouse``  the wheels for an offline install (``make wheelhouse``)
-- ``gpukit``      the few wheels a borrowed GPU machine needs to run the notebooks (``make gpu-kit``, gpu-kit.txt)
-- ``gpusim``      that machine simulated here, offline (``make gpu-sim``)
+- ``devsetup``      JupyterLab defaults and the browser for the real-browser test (``make setup``)
+- ``wheelhouse``    the wheels for an offline install (``make wheelhouse``)
+- ``gpukit``        the few wheels a borrowed GPU machine needs to run the notebooks (``make gpu-kit``, gpu-kit.txt)
+- ``gpusim``        that machine simulated here, offline (``make gpu-sim``)
+- ``doctor_bench``  the doctor on a 200 MB trace, timed (run by hand: ``python -m helpers.tools.doctor_bench``)
 """

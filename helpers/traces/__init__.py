@@ -4,7 +4,10 @@ No server and no network: a ``.json`` / ``.json.gz`` Chrome trace or a ``tensorb
 any job. Computing is apart from drawing (as Holistic Trace Analysis keeps plots behind a flag): every function
 returns numbers or DataFrames; ``Trace.timeline`` and ``show`` draw.
 
-- ``load``       ``load_trace``, ``find_trace``, ``trim`` (a long trace cut to its first steps), ``TraceError``
+- ``files``      which trace files a path holds: ``find_trace`` (one), ``find_workers`` (a folder of ranks),
+                 ``TraceError``
+- ``load``       ``load_trace`` (bounded reading: ``max_trace_bytes``), ``trim`` (a long trace cut to its first
+                 steps)
 - ``events``     the one category table (old and new Kineto schemas; CUDA, ROCm, MTIA, XPU): host or device,
                  steps, phases, DataLoader waits, launches paired with their device work
 - ``intervals``  interval arithmetic (merge, clip, intersect, subtract, length)
@@ -14,18 +17,28 @@ returns numbers or DataFrames; ``Trace.timeline`` and ``show`` draw.
 - ``timeline``   a Perfetto-like picture of a few steps
 - ``show``       the views in a notebook
 - ``diagnosis``  ``diagnose``: the average step split into causes (input, host sync, launch/overhead, compute,
-                 memory), each microsecond to one cause
-- ``doctor``     ``python -m helpers.doctor PATH``: all of it from the command line
+                 memory, communication), each microsecond to one cause
+- ``split``      the interval work behind it: a trace's steps split into each cause's time ranges (GPU and CPU)
+- ``quality``    ``assess``: is a trace fit to be diagnosed (steps, warm-up, kernels, ranks, categories, times)
+- ``gputime``    the GPU's temporal breakdown computed here, with Holistic Trace Analysis' definitions
+- ``report``     one trace's report (``trace_report``: quality, Overview, GPU, diagnosis) and its text
+- ``job``        ``diagnose_job``: a folder of ranks, every rank diagnosed, the straggler, one verdict
+- ``comparison`` ``compare(before, after)``: per-cause change per step with an interval, and a verdict
+- ``doctor``     ``python -m helpers.doctor PATH`` / ``compare BEFORE AFTER``: all of it from the command line
 - ``backward``   a backward pass read from a trace: two clocks per autograd node, a node's forward op and line
 """
 from .backward import backward_ops, forward_origin
+from .comparison import compare
 from .diagnosis import CAUSES, Diagnosis, DiagnosisError, diagnose
 from .events import dataloader_wait_share, has_gpu, phase_ranges, step_ranges
+from .files import find_workers
+from .job import diagnose_job
 from .load import TraceError, find_trace, load_trace, trim
 from .show import show
 from .syncs import KINDS, count_syncs, sync_costs
 from .views import Trace, open_trace
 
-__all__ = ["CAUSES", "Diagnosis", "DiagnosisError", "KINDS", "Trace", "TraceError", "backward_ops",
-           "count_syncs", "dataloader_wait_share", "diagnose", "find_trace", "forward_origin", "has_gpu",
+__all__ = ["CAUSES", "Diagnosis", "DiagnosisError", "KINDS", "Trace", "TraceError", "backward_ops", "compare",
+           "count_syncs", "dataloader_wait_share", "diagnose", "diagnose_job", "find_trace", "find_workers",
+           "forward_origin", "has_gpu",
            "load_trace", "open_trace", "phase_ranges", "show", "step_ranges", "sync_costs", "trim"]

@@ -1,41 +1,49 @@
 """What kind of bottleneck does a training step have? A verdict from a profiler trace.
 
 Taught in ``05_diagnose``; used by ``python -m helpers.doctor``. The trace itself is read by ``load`` and its
-events classified by ``events``; this module only *attributes* the time of the average profiled step to causes.
+events classified by ``events``; this module *attributes* the time of the average profiled step to causes (the
+interval work is in ``split``).
 
-How a step's time is split (each microsecond of a ``ProfilerStep`` range goes to exactly one cause, so the
-causes add up to the step and nothing is counted twice):
+A step is its ``ProfilerStep`` host range extended to the end of the device work it launched
+(``events.step_windows``, as the TensorBoard plugin's Overview counts it), so the causes and the Overview's
+categories add up to the same step. Each microsecond of a step goes to exactly one cause, so the causes add up to
+the step and nothing is counted twice:
 
-GPU trace (there are kernels), in this order of precedence:
-  1. **compute** — the GPU is busy (kernels, copies, memsets on any stream);
-  2. **input** — the GPU is idle while the host waits in the DataLoader's ``__next__``;
-  3. **host sync** — the GPU is idle after a synchronisation (``.item()``, ``.cpu()``, ``print(tensor)``,
+GPU trace (there is device work: CUDA, ROCm, MTIA, XPU ...), in this order of precedence:
+  1. **compute** — the device is busy with kernels, copies or memsets other than collectives (on any stream);
+  2. **communication** — only collective kernels run (NCCL, RCCL: the *exposed* communication, which includes
+     waiting for the slowest rank); collective time that overlaps compute is reported beside it
+     (``overlapped_ms``) and is not counted again. Listed only when the trace holds collectives;
+  3. **input** — the GPU is idle while the host waits in the DataLoader's ``__next__``;
+  4. **host sync** — the GPU is idle after a synchronisation (``.item()``, ``.cpu()``, ``print(tensor)``,
      ``torch.cuda.synchronize()``; the list, each sync once, is ``trace.sync_costs``): from the call until the
      next GPU work starts (or the trace ends), but no more than the host was blocked in the call. Removing a
      sync lets the host work after it start that much sooner, overlapped with the GPU's queued work, and no
      sooner: GPU idle beyond that (the host busy in Python with nothing queued) stays with launch/overhead.
      ``trace.sync_costs``' own ``gpu_idle_us`` (the strict figure in the evidence) also stops at the end of the
      host call plus one launch latency;
-  4. **memory** — the GPU is idle while the host is in ``cudaMalloc`` / ``cudaFree`` (the caching allocator
+  5. **memory** — the GPU is idle while the host is in ``cudaMalloc`` / ``cudaFree`` (the caching allocator
      going back to the driver, typically after a retry near capacity);
-  5. **launch/overhead** — the rest of the GPU's idle time: the host is busy launching (short kernels,
+  6. **launch/overhead** — the rest of the GPU's idle time: the host is busy launching (short kernels,
      Python, framework overhead) and the GPU waits for it.
-CPU-only trace (no kernels): there is no device to wait for, so host sync, GPU idle and device memory cannot be
-judged (the verdict says so). The host's own time is split instead:
+CPU-only trace (no device work): there is no device to wait for, so host sync, GPU idle and device memory cannot
+be judged (the verdict says so). The host's own time is split instead:
   1. **input** — in the DataLoader's ``__next__``;
-  2. **compute** — in *large* top-level operators (median call ``TINY_OP_US`` or longer): the arithmetic;
-  3. **launch/overhead** — the rest: tiny operators (shorter than ``TINY_OP_US``, where the ~10 µs of
+  2. **communication** — a collective is in flight (gloo's ``gloo:all_reduce`` on its own threads, ``c10d::``
+     operators) while the main thread runs no operator: it waits for the other ranks (exposed); collectives
+     that overlap the main thread's operators are reported beside it. Listed only when the trace holds them;
+  3. **compute** — in *large* top-level operators (median call ``TINY_OP_US`` or longer): the arithmetic;
+  4. **launch/overhead** — the rest: tiny operators (shorter than ``TINY_OP_US``, where the ~10 µs of
      dispatch per op dominates) and the Python between operators.
 
 A cause's ``ms`` is its time per average step: the most that fixing it could save (for compute, the time a
 cheaper model, lower precision or fusion could shrink). A cause below ``MIN_FINDING_SHARE`` of the step is
-listed but is not a finding.
+listed but is not a finding. ``Diagnosis.per_step`` holds each cause's milliseconds step by step (what
+``compare`` puts an interval on).
 """
 from __future__ import annotations
 
-import bisect
 import math
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -43,23 +51,20 @@ from typing import Any, Mapping
 from . import events as ev
 from . import intervals as iv
 from .load import load_trace
-from .syncs import sync_costs
+from .split import MALLOC_APIS, SHORT_KERNEL_US, TINY_OP_US, Part, split_cpu, split_gpu
 
 # --- thresholds (shown in notebook 05) -------------------------------------------------------------------------
 # A cause worth a finding takes at least 5% of the step: torch-tb-profiler's own threshold for "DataLoader time
 # is significant" (its performance recommendation), and nsys-ai's rule that tiny costs get no finding.
 MIN_FINDING_SHARE = 0.05
-# A CPU operator shorter than this is "tiny": eager PyTorch spends roughly 5-10 us per op in Python, the
-# dispatcher and the profiler's own bookkeeping (Horace He, "Making Deep Learning Go Brrrr": overhead), so an op
-# under ~50 us spends a large part of its time on overhead rather than arithmetic.
-TINY_OP_US = 50.0
-# A CUDA kernel shorter than this is short: comparable to the ~5-10 us it takes to launch one, so a stream of
-# them leaves the GPU waiting for the host (the launch-bound regime).
-SHORT_KERNEL_US = 10.0
 # Memory is "near capacity" when the peak reserved by the caching allocator is above this share of the device.
 NEAR_CAPACITY = 0.90
+# TINY_OP_US (CPU: an operator whose median call is shorter is overhead) and SHORT_KERNEL_US (GPU: a kernel this
+# short is comparable to its launch) live with the splitting code, in ``split``; they are shown from here.
+__all__ = ["CAUSES", "Diagnosis", "DiagnosisError", "MALLOC_APIS", "MIN_FINDING_SHARE", "NEAR_CAPACITY", "SEE",
+           "SHORT_KERNEL_US", "TINY_OP_US", "diagnose"]
 
-CAUSES = ("input", "host sync", "launch/overhead", "compute", "memory")
+CAUSES = ("input", "host sync", "launch/overhead", "compute", "memory", "communication")
 SEE = {
     "input": "02_data_pipeline: How many workers? A sweep from 0 to the core count (then Fix 1-3, DataLoader options)",
     "host sync": "03_backward_hooks: Measure again: determinism × method (syncs counted from the trace); "
@@ -68,9 +73,12 @@ SEE = {
                        "larger batches per step",
     "compute": "04_torch_compile: the model × precision × mode matrix (bf16 autocast, compile)",
     "memory": "04_torch_compile: peak GPU memory per cell; 01_profiler_basics: Memory and input shapes",
+    "communication": "overlap the collectives with the backward (DDP launches a bucket's all-reduce as soon as its "
+                     "gradients are ready: bucket_cap_mb sets the bucket size, smaller buckets start sooner, larger "
+                     "ones cost fewer calls); accumulate gradients over several steps under model.no_sync() so only "
+                     "the last one communicates; if one rank is the straggler, the others wait for it: fix its own "
+                     "top cause first (the doctor's per-rank table)",
 }
-
-MALLOC_APIS = ("cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync")
 
 
 class DiagnosisError(ValueError):
@@ -90,6 +98,8 @@ class Diagnosis:
     notes: list[str] = field(default_factory=list)
     source: str | None = None
     trace_dir: Path | None = None                      # set by diagnose_step: the folder its trace went to
+    per_step: dict[str, list[float]] = field(default_factory=dict)   # cause -> ms in each step
+    step_times: list[float] = field(default_factory=list)            # each step's ms
 
     @property
     def top(self) -> str | None:
@@ -105,8 +115,10 @@ class Diagnosis:
         return next((c["ms"] for c in self.causes if c["cause"] == cause), None)
 
     def to_list(self) -> list[dict[str, Any]]:
-        """The ``diagnosis`` list of the doctor's JSON: ``{cause, ms, evidence, see}`` (+ share, finding)."""
-        return [{k: c[k] for k in ("cause", "ms", "share", "finding", "evidence", "see")} for c in self.causes]
+        """The ``diagnosis`` list of the doctor's JSON: ``{cause, ms, share, finding, evidence, see}``, and for
+        communication ``exposed_ms`` / ``overlapped_ms``."""
+        keys = ("cause", "ms", "share", "finding", "evidence", "see", "exposed_ms", "overlapped_ms")
+        return [{k: c[k] for k in keys if k in c} for c in self.causes]
 
     def summary(self) -> str:
         """A few lines: the verdict, then one line per cause."""
@@ -127,39 +139,30 @@ class Diagnosis:
         return self.summary()
 
 
-def _step_ranges(trace, events: list, name: str) -> tuple[list[tuple[float, float]], Any, list[str]]:
-    """The steps to split (ProfilerStep ranges, or the whole trace as one step, with a note) and the main thread."""
-    steps = ev.step_events(trace)
-    notes = []
+def _steps(trace, events: list, name: str) -> tuple[list[tuple[float, float]], Any, list[str]]:
+    """The steps to split (``events.step_windows``, or the whole trace as one step, with a note) and the main
+    thread."""
+    steps = ev.step_events(events)
     if steps:
-        return [ev.span(e) for e in steps], steps[0].get("tid"), notes
+        return [(a, b) for _, a, b in ev.step_windows(trace, events)], steps[0].get("tid"), []
     spans = [ev.span(e) for e in events]
     if not spans:
         raise DiagnosisError(f"{name}: the trace holds no timed events; profile at least one step "
                              f"(torch.profiler with a schedule and prof.step()).")
-    notes.append("no ProfilerStep in this trace: the whole trace was analysed as one step "
-                 "(call prof.step() after each step to get per-step figures)")
+    notes = ["no ProfilerStep in this trace: the whole trace was analysed as one step "
+             "(call prof.step() after each step to get per-step figures)"]
     host = [e for e in events if ev.is_host(e)]
     tid = max(host, key=lambda e: float(e.get("dur", 0) or 0)).get("tid") if host else None
     return [(min(a for a, _ in spans), max(b for _, b in spans))], tid, notes
 
 
-def _top_level(ops: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
-    """Outermost ops of one thread (an op nested in another is part of its parent's time)."""
-    out = []
-    end = -math.inf
-    for a, b, n in sorted(ops, key=lambda o: (o[0], -o[1])):
-        if a >= end:
-            out.append((a, b, n))
-            end = b
-    return out
-
-
-def _cause(name, ms, step_ms, evidence, finding=None):
+def _cause(part: Part, n: int, step_ms: float, steps) -> tuple[dict[str, Any], list[float]]:
+    ms = iv.length(part.ivs) / n / 1000.0
     share = ms / step_ms if step_ms else 0.0
-    return {"cause": name, "ms": round(ms, 3), "share": round(share, 4),
-            "finding": bool(share >= MIN_FINDING_SHARE if finding is None else finding),
-            "evidence": evidence, "see": SEE[name]}
+    c = {"cause": part.cause, "ms": round(ms, 3), "share": round(share, 4),
+         "finding": bool(share >= MIN_FINDING_SHARE if part.finding is None else part.finding),
+         "evidence": part.evidence, "see": SEE[part.cause], **part.extra}
+    return c, [round(iv.length(iv.clip(part.ivs, a, b)) / 1000.0, 4) for a, b in steps]
 
 
 def _cannot(name, why):
@@ -184,151 +187,53 @@ def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | N
         loop_syncs = str(trace.get(ev.LOOP_SYNC_METADATA, "0")).strip('"') not in ("0", "", "False", "false")
     name = source or "trace"
     events = ev.complete(trace)
-    steps, main_tid, notes = _step_ranges(trace, events, name)
+    steps, main_tid, notes = _steps(trace, events, name)
     n = len(steps)
     step_us = sum(b - a for a, b in steps)
     step_ms = step_us / n / 1000.0
-    S = iv.merge(steps)
-
-    dl = iv.merge(ev.dataloader_ranges(trace))
-    device_evs = ev.device_work(events)
-    on_gpu = bool(device_evs)
+    if not step_ms > 0:
+        raise DiagnosisError(f"{name}: its profiled steps last 0 µs in all; the trace's times are not usable "
+                             f"(profile again, and give the file torch.profiler wrote)")
+    on_gpu = any(ev.is_device_work(e) for e in events)
     per = lambda us: us / n / 1000.0  # noqa: E731 - µs over all steps -> ms per step
 
-    causes: list[dict[str, Any]] = []
     cannot: list[str] = []
     if on_gpu:
-        busy = iv.merge(ev.span(e) for e in device_evs)
-        kern_in_steps = [e for e in device_evs if ev.kind(e) == "kernel" and iv.clip(S, *ev.span(e))]
-        in_steps_busy = iv.intersect(S, busy)
-        idle = iv.subtract(S, busy)
-        input_iv = iv.intersect(idle, dl)
-        rem = iv.subtract(idle, dl)
-        starts = [a for a, _ in busy]
-        costs = sync_costs(trace)  # each synchronisation once
-        rows = [(float(t), float(t) + float(h), float(g), str(k))
-                for t, h, g, k in zip(costs["ts_us"], costs["host_us"], costs["gpu_idle_us"], costs["kind"])
-                if iv.clip(S, t, t + h)]
-        loop_added = 0
-        if loop_syncs:  # drop the last device_sync of each step: the profiling loop's, not the step's
-            drop = set()
-            for a, b in steps:
-                last = [i for i, r in enumerate(rows) if r[3] == "device_sync" and a <= r[0] <= b]
-                if last:
-                    drop.add(max(last, key=lambda i: rows[i][0]))
-            loop_added = len(drop)
-            rows = [r for i, r in enumerate(rows) if i not in drop]
-        syncs = [r[:3] for r in rows]
-        taken = []
-        for a, b, g in syncs:
-            k = bisect.bisect_left(starts, b)
-            end = starts[k] if k < len(starts) else math.inf  # idle to the next GPU work (or the trace's end)
-            # the host's blocked time (or the strict figure, which adds one launch latency): without the sync, the
-            # host work after it starts that much sooner, so no more of the idle after it is the sync's doing
-            budget = max(b - a, g)
-            for s, e in iv.clip(rem, a, end):
-                if budget <= 0:
-                    break
-                taken.append((s, min(e, s + budget)))
-                budget -= min(e, s + budget) - s
-        strict_idle = sum(g for _, _, g in syncs)
-        sync_iv = iv.intersect(rem, iv.merge(taken))
-        rem = iv.subtract(rem, iv.merge(taken))
-        mallocs = iv.merge(ev.span(e) for e in events if ev.is_launch(e)
-                           and ev.api_name(str(e.get("name", ""))) in MALLOC_APIS)
-        mem_iv = iv.intersect(rem, mallocs)
-        launch_iv = iv.subtract(rem, mallocs)
-
-        kdur = [float(e.get("dur", 0) or 0) for e in kern_in_steps]
-        med_k = statistics.median(kdur) if kdur else 0.0
-        short = sum(d < SHORT_KERNEL_US for d in kdur)
-        copies = iv.length(iv.intersect(S, iv.merge(ev.span(e) for e in device_evs if ev.kind(e) != "kernel")))
-        causes.append(_cause("compute", per(iv.length(in_steps_busy)), step_ms,
-                             f"GPU busy {iv.length(in_steps_busy) / step_us:.0%} of the step "
-                             f"({per(copies):.2f} ms/step of it in copies/memsets); "
-                             f"{len(kdur) / n:.0f} kernels per step, median {med_k:.1f} µs."))
-        causes.append(_cause("input", per(iv.length(input_iv)), step_ms,
-                             f"GPU idle while the host waits in DataLoader __next__ "
-                             f"({per(iv.length(iv.intersect(S, dl))):.2f} ms/step in __next__ in all)."
-                             if dl else "no DataLoader __next__ in the profiled steps."))
-        causes.append(_cause("host sync", per(iv.length(sync_iv)), step_ms,
-                             f"{len(syncs)} synchronisation call(s) in {n} step(s) "
-                             f"({len(syncs) / n:.1f} per step); GPU idle after them until the next GPU work, at most "
-                             f"the time the host was blocked in them "
-                             f"(of which {per(strict_idle):.2f} ms/step before the host could launch again: "
-                             f"trace.sync_costs)"
-                             + (f"; {loop_added} sync(s) added by the profiling loop left out." if loop_syncs
-                                else ".")))
-        retries = f"; allocator retries: {alloc_retries}" if alloc_retries is not None else ""
-        peak, cap = _peak_reserved(trace), capacity_bytes or _capacity(trace)
-        near = bool(peak and cap and peak / cap >= NEAR_CAPACITY)
-        mem_ev = (f"GPU idle during cudaMalloc/cudaFree: {per(iv.length(mem_iv)):.2f} ms/step"
-                  + (f"; peak reserved {peak / 2**30:.1f} of {cap / 2**30:.1f} GiB ({peak / cap:.0%})"
-                     if peak and cap else "; no memory events in the trace (profile_memory=True records them)")
-                  + retries + ".")
-        mem_ms = per(iv.length(mem_iv))
-        causes.append(_cause("memory", mem_ms, step_ms, mem_ev,
-                             finding=near or bool(alloc_retries) or mem_ms / step_ms >= MIN_FINDING_SHARE))
-        causes.append(_cause("launch/overhead", per(iv.length(launch_iv)), step_ms,
-                             f"GPU idle with the host busy elsewhere (launching, Python): "
-                             f"{short / max(len(kdur), 1):.0%} of kernels shorter than {SHORT_KERNEL_US:.0f} µs, "
-                             f"{len(kdur) / n:.0f} kernels per step."))
+        parts = split_gpu(trace, events, steps, per, loop_syncs=loop_syncs, peak=_peak_reserved(trace),
+                          cap=capacity_bytes or _capacity(trace), alloc_retries=alloc_retries,
+                          near_capacity=NEAR_CAPACITY, min_share=MIN_FINDING_SHARE)
     else:
         cannot = ["host sync", "GPU idle", "memory (device capacity)"]
-        input_iv = iv.intersect(S, dl)
-        rest = iv.subtract(S, dl)
-        ops = [(*ev.span(e), str(e.get("name"))) for e in events
-               if ev.kind(e) == "op" and e.get("tid") == main_tid and iv.clip(S, *ev.span(e))]
-        top = _top_level(ops)
-        top_in = [o for o in top if not iv.clip(dl, o[0], o[1])]
-        # an operator is large when its *median* call takes TINY_OP_US or more: one call stretched by the OS
-        # scheduler (a busy machine) does not turn a tiny op into compute
-        calls: dict[str, list[float]] = {}
-        for a, b, nm in top_in:
-            calls.setdefault(nm, []).append(b - a)
-        large_names = {nm for nm, d in calls.items() if statistics.median(d) >= TINY_OP_US}
-        large = iv.merge((a, b) for a, b, nm in top_in if nm in large_names)
-        comp_iv = iv.intersect(rest, large)
-        over_iv = iv.subtract(rest, large)
-        tiny = [o for o in top_in if o[2] not in large_names]
-        big_names: dict[str, float] = {}
-        for a, b, nm in top_in:
-            if nm in large_names:
-                big_names[nm] = big_names.get(nm, 0.0) + (b - a)
-        lead = sorted(big_names.items(), key=lambda kv: -kv[1])[:3]
-        lead_s = ", ".join(f"{k} {per(v):.2f} ms" for k, v in lead) or "none"
-        gaps = iv.length(iv.subtract(rest, iv.merge((a, b) for a, b, _ in top_in)))
-        med_op = statistics.median([b - a for a, b, _ in top_in]) if top_in else 0.0
-        causes.append(_cause("input", per(iv.length(input_iv)), step_ms,
-                             f"host in DataLoader __next__ {iv.length(input_iv) / step_us:.0%} of the step."
-                             if dl else "no DataLoader __next__ in the profiled steps."))
-        causes.append(_cause("compute", per(iv.length(comp_iv)), step_ms,
-                             f"{(len(top_in) - len(tiny)) / n:.0f} top-level op call(s) per step of ops whose median "
-                             f"call takes {TINY_OP_US:.0f} µs or more; largest: {lead_s} per step."))
-        causes.append(_cause("launch/overhead", per(iv.length(over_iv)), step_ms,
-                             f"{len(top_in) / n:.0f} top-level ops per step, {len(tiny) / n:.0f} of them shorter "
-                             f"than {TINY_OP_US:.0f} µs (median op {med_op:.1f} µs); "
-                             f"{per(gaps):.2f} ms/step of Python between ops."))
+        parts = split_cpu(events, steps, main_tid, per)
+    causes, per_step = [], {}
+    for part in parts:
+        c, each = _cause(part, n, step_ms, steps)
+        causes.append(c)
+        per_step[part.cause] = each
+    if not on_gpu:
         causes.append(_cannot("host sync", "CPU-only trace: there is no device to wait for, so synchronisations "
                                            "cannot be judged (profile on a GPU)."))
         causes.append(_cannot("memory", "CPU-only trace: no device capacity or allocator retries to judge."))
     causes.sort(key=lambda c: -1.0 if c["ms"] is None else c["ms"], reverse=True)
     return Diagnosis(steps=n, step_ms=round(step_ms, 3), on_gpu=on_gpu, causes=causes, cannot_judge=cannot,
-                     notes=notes, source=source)
+                     notes=notes, source=source, per_step=per_step,
+                     step_times=[round((b - a) / 1000.0, 4) for a, b in steps])
 
 
 def _capacity(trace: Mapping[str, Any]) -> float | None:
     props = trace.get("deviceProperties") or []
     caps = [p.get("totalGlobalMem") for p in props if isinstance(p, Mapping) and p.get("totalGlobalMem")]
-    return float(caps[0]) if caps else None
+    caps = [float(c) for c in caps if isinstance(c, (int, float)) and math.isfinite(c) and c > 0]
+    return caps[0] if caps else None
 
 
 def _peak_reserved(trace: Mapping[str, Any]) -> float | None:
     """Peak bytes the caching allocator reserved on a GPU, from ``[memory]`` events (``profile_memory=True``)."""
     peak = None
-    for e in trace.get("traceEvents", []):
-        if e.get("name") == "[memory]":
-            a = e.get("args") or {}
-            if a.get("Device Type") == 1 and a.get("Total Reserved") is not None:
-                peak = max(peak or 0.0, float(a["Total Reserved"]))
+    for e in ev.events(trace):
+        if isinstance(e, Mapping) and e.get("name") == "[memory]":
+            a = ev.args(e)
+            r = a.get("Total Reserved")
+            if a.get("Device Type") == 1 and isinstance(r, (int, float)) and math.isfinite(r):
+                peak = max(peak or 0.0, float(r))
     return peak

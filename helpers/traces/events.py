@@ -8,26 +8,34 @@ category (``cat``). This module is the one place that says what a category means
 """
 from __future__ import annotations
 
+import bisect
 import re
 from typing import Any, Iterable, Mapping
 
 from . import intervals as iv
 
 # --- the category table --------------------------------------------------------------------------------------
-# kind of each category (lower-cased): "kernel", "memcpy", "memset" (device work), "launch" (a host runtime/driver
-# call that queues device work), "device_annotation" (a record_function label copied onto the device timeline),
-# "device_sync" (Kineto's device-side record of a synchronisation); on the host "op" (an ATen operator),
-# "annotation" (a record_function label), "python" (a Python frame of a with_stack trace). Anything else is "host".
+# kind of each category (normalised: lower case, spaces and hyphens as "_"; see ``category``): "kernel", "memcpy",
+# "memset" (device work), "launch" (a host runtime/driver call that queues device work), "device_annotation" (a
+# record_function label copied onto the device timeline), "device_sync" (the accelerator's own record of a
+# synchronisation); on the host "op" (an ATen operator), "annotation" (a record_function label), "python" (a Python
+# frame of a with_stack trace). Anything else is "host". Kineto's names (its ActivityType table) for CUDA, ROCm (which
+# writes the CUDA names), MTIA, XPU and PrivateUse1 devices, and the capitalised names of torch <= 1.9 traces.
 CATEGORY_KIND = {
-    "cpu_op": "op", "operator": "op", "user_annotation": "annotation", "python_function": "python",
-    "kernel": "kernel", "mtia_ccp_events": "kernel",
-    "gpu_memcpy": "memcpy", "memcpy": "memcpy",
+    # host
+    "cpu_op": "op", "operator": "op", "hpu_op": "op",
+    "user_annotation": "annotation", "python_function": "python", "python": "python",
+    # device work
+    "kernel": "kernel", "concurrent_kernel": "kernel", "mtia_ccp_events": "kernel", "collective_comm": "kernel",
+    "gpu_memcpy": "memcpy", "memcpy": "memcpy", "mtia_memcpy": "memcpy",
     "gpu_memset": "memset", "memset": "memset",
+    # host calls that queue device work
     "cuda_runtime": "launch", "cuda_driver": "launch", "runtime": "launch", "driver": "launch",
     "hip_runtime": "launch", "hip_driver": "launch", "mtia_runtime": "launch", "xpu_runtime": "launch",
     "xpu_driver": "launch", "privateuse1_runtime": "launch", "privateuse1_driver": "launch",
+    # device-side records
     "gpu_user_annotation": "device_annotation",
-    "cuda_sync": "device_sync",
+    "cuda_sync": "device_sync", "xpu_sync": "device_sync",
 }
 DEVICE_WORK = ("kernel", "memcpy", "memset")     # kinds that occupy the device
 DEVICE_SIDE = DEVICE_WORK + ("device_annotation", "device_sync")
@@ -37,13 +45,33 @@ DATALOADER_PREFIX = "enumerate(DataLoader)#"
 # Top-level key of a trace written by ``measure.profiling.profile_steps`` when its loop synchronised a CUDA device
 # after each step: readers of the trace alone (``python -m helpers.doctor``) then know those syncs are the loop's.
 LOOP_SYNC_METADATA = "perf_lab_loop_sync"
+# Collectives. On the device: NCCL's kernels (``ncclKernel_AllReduce_...``, ``ncclDevKernel_Generic``), RCCL's (ROCm
+# keeps NCCL's names), HCCL's, and XPU's ``collective_comm`` records (as Holistic Trace Analysis groups them). On the
+# host: ProcessGroup's labels (``gloo:all_reduce``, ``nccl:all_reduce``, ``mpi:...``, ``ucc:...``) and its
+# ``c10d::`` operators; on a CPU-only job (gloo) those are the communication.
+COMM_KERNEL = re.compile(r"^(nccl|rccl|hccl)|nccl(dev)?kernel", re.IGNORECASE)
+COMM_HOST = re.compile(r"^((gloo|nccl|mpi|ucc|xccl|hccl):|c10d::)", re.IGNORECASE)
 
 _API_SUFFIX = re.compile(r"(_pt(sz|ds))?(_v\d+)?$")
+_KIND_CACHE: dict = {}
+
+
+def category(cat: Any) -> str:
+    """A category's normalised spelling: lower case, spaces and hyphens as ``_`` (``Kernel``, ``KERNEL`` and
+    ``kernel`` are one category; so are ``GPU Memcpy`` and ``gpu_memcpy``)."""
+    return re.sub(r"[\s\-]+", "_", str(cat).strip().lower())
 
 
 def kind(e: Mapping[str, Any]) -> str:
     """The kind of a trace event (see ``CATEGORY_KIND``); ``"host"`` for everything else."""
-    return CATEGORY_KIND.get(str(e.get("cat", "")).lower(), "host")
+    cat = e.get("cat", "")
+    try:
+        return _KIND_CACHE[cat]
+    except KeyError:
+        k = _KIND_CACHE[cat] = CATEGORY_KIND.get(category(cat), "host")
+        return k
+    except TypeError:  # an unhashable category (a list ...): not PyTorch's
+        return "host"
 
 
 def is_host(e) -> bool:
@@ -64,14 +92,39 @@ def is_launch(e: Mapping[str, Any]) -> bool:
     return kind(e) == "launch"
 
 
+def is_collective(e: Mapping[str, Any]) -> bool:
+    """A collective: on the device, a communication kernel (``COMM_KERNEL``, or XPU's ``collective_comm``); on the
+    host, a ProcessGroup label or ``c10d::`` operator (``COMM_HOST``)."""
+    k = kind(e)
+    name = str(e.get("name", ""))
+    if k == "kernel":
+        return category(e.get("cat", "")) == "collective_comm" or bool(COMM_KERNEL.search(name))
+    return k in ("op", "annotation") and bool(COMM_HOST.match(name))
+
+
 def events(trace) -> list:
-    """The trace's event list ([] for anything that is not a trace dict)."""
+    """The trace's event list (a list of events is itself; [] for anything that is not a trace)."""
+    if isinstance(trace, list):
+        return trace
     return trace.get("traceEvents", []) if isinstance(trace, Mapping) else []
 
 
+MAX_DURATION_US = 86_400e6    # a day: no profiled event lasts longer
+MAX_TIME_US = 1e18            # beyond any clock Kineto writes (epoch µs are ~1.7e15)
+
+
+def valid_time(e: Mapping[str, Any]) -> bool:
+    """A complete event whose start is a finite number and whose duration is a finite number >= 0 (NaN, Infinity,
+    a negative, a missing or an absurd time is an impossible value: such events are left out, and ``quality`` says
+    so)."""
+    ts, dur = e.get("ts"), e.get("dur")
+    return (type(ts) in (int, float) and type(dur) in (int, float) and 0 <= dur <= MAX_DURATION_US
+            and -MAX_TIME_US <= ts <= MAX_TIME_US)
+
+
 def complete(trace) -> list:
-    """Its complete events (``ph == "X"``) with a start time: the ones that take time."""
-    return [e for e in events(trace) if isinstance(e, Mapping) and e.get("ph") == "X" and "ts" in e]
+    """Its complete events (``ph == "X"``) with a valid time (``valid_time``): the ones that take time."""
+    return [e for e in events(trace) if isinstance(e, Mapping) and e.get("ph") == "X" and valid_time(e)]
 
 
 def span(e: Mapping[str, Any]) -> tuple[float, float]:
@@ -80,9 +133,16 @@ def span(e: Mapping[str, Any]) -> tuple[float, float]:
     return t, t + float(e.get("dur", 0.0) or 0.0)
 
 
+def args(e: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An event's ``args`` ({} when absent or not a mapping: another tool's trace, a damaged file)."""
+    a = e.get("args")
+    return a if isinstance(a, Mapping) else {}
+
+
 def corr(e: Mapping[str, Any]):
     """The correlation id that links a launch call to its device work (None when absent)."""
-    return (e.get("args") or {}).get("correlation")
+    c = args(e).get("correlation")
+    return c if isinstance(c, (int, str)) else None
 
 
 def api_name(name: str) -> str:
@@ -99,7 +159,8 @@ def has_gpu(trace) -> bool:
 # --- steps and phases ------------------------------------------------------------------------------------------
 def step_events(trace) -> list:
     """The host ``ProfilerStep#N`` events, in time order ([] when the trace has none). On CUDA the profiler also
-    draws each step on the GPU timeline (``gpu_user_annotation``); those copies are not steps."""
+    draws each step on the GPU timeline (``gpu_user_annotation``); those copies are not steps. ``trace`` may be
+    a trace dict or a list of its events (as for the other readers below)."""
     return sorted((e for e in complete(trace) if str(e.get("name", "")).startswith(STEP_PREFIX) and is_host(e)),
                   key=lambda e: float(e["ts"]))
 
@@ -108,6 +169,55 @@ def step_ranges(trace) -> list[tuple[str, float, float]]:
     """``(name, start_us, end_us)`` of each ``ProfilerStep#N`` (host ranges, in time order); [] when the trace has
     none (then the views analyse the whole trace as one step and say so)."""
     return [(str(e["name"]), *span(e)) for e in step_events(trace)]
+
+
+def step_windows(trace, evs: list | None = None) -> list[tuple[str, float, float]]:
+    """``(name, start_us, end_us)`` of each profiled step as the TensorBoard plugin's Overview counts it: its host
+    ``ProfilerStep#N`` range, extended to the end of the device work launched from inside it, and starting no
+    earlier than the previous step's end (so the steps tile the time without overlap). A trace with no launch
+    linked to device work keeps the host ranges; trailing steps that launched nothing are left out, as the plugin
+    does. The doctor splits these windows, so its causes and the Overview's categories add up to the same step."""
+    evs = complete(trace) if evs is None else evs
+    ranges = step_ranges(evs)
+    calls = launches(evs)
+    dev: dict = {}      # correlation id -> spans of the device work it launched
+    loose = []          # device work whose launch is not in the trace
+    for e in evs:
+        if is_device_work(e):
+            c = corr(e)
+            if c is not None and c in calls:
+                dev.setdefault(c, []).append(span(e))
+            else:
+                loose.append(span(e))
+    if not ranges or not dev:
+        return ranges
+    per_step: list[list] = [[] for _ in ranges]   # device spans launched from inside each host step
+    starts = [a for _, a, _ in ranges]
+    matched = set()
+    for c, call in calls.items():
+        if c not in dev:
+            continue
+        a, b = span(call)
+        i = bisect.bisect_right(starts, a) - 1
+        if i >= 0 and b <= ranges[i][2]:
+            per_step[i] += dev[c]
+            matched.add(c)
+    if not matched:
+        return ranges
+    prev = ranges[0][1]
+    if per_step[0]:  # device work queued before the first step that ends before its own work starts
+        first = min(s for s, _ in per_step[0])
+        unmatched = loose + [x for c, sp in dev.items() if c not in matched for x in sp]
+        prev = max([prev] + [e for _, e in unmatched if e < first])
+    out = []
+    for (name, a, b), spans in zip(ranges, per_step):
+        start = max(prev, a)
+        end = max(b, start) if not spans else max(b, max(e for _, e in spans), start)
+        out.append((name, start, end))
+        prev = end
+    while len(out) > 1 and not per_step[len(out) - 1]:   # trailing steps that launched no device work
+        out.pop()
+    return out
 
 
 def phase_ranges(trace, phase: str = "backward") -> list[tuple[float, float]]:
@@ -156,7 +266,7 @@ def names(trace, kinds: Iterable[str] = ("thread_name", "process_name")) -> dict
     for e in events(trace):
         if isinstance(e, Mapping) and e.get("ph") == "M" and e.get("name") in kinds:
             out[(e["name"], e.get("pid"), e.get("tid") if e["name"] == "thread_name" else None)] = str(
-                (e.get("args") or {}).get("name", ""))
+                args(e).get("name", ""))
     return out
 
 

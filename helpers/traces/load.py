@@ -7,11 +7,13 @@ import contextlib
 import gc
 import gzip
 import json
+import os
 import zlib
 from pathlib import Path
 from typing import Any, Mapping
 
 from . import events as ev
+from .files import TraceError, find_trace
 
 
 @contextlib.contextmanager
@@ -28,50 +30,74 @@ def no_gc():
             gc.enable()
 
 
-class TraceError(ValueError):
-    """A file or folder that cannot be read as a profiler trace, or a view this trace cannot give; the message is
-    one line naming the file and what to do."""
+# Reading is bounded: a trace that decompresses to more than this is refused with one line (a gzip bomb, or a
+# trace too large to diagnose in memory: ~5 bytes of Python objects per byte of JSON). PERF_TRACE_MAX_MB sets it.
+MAX_TRACE_MB = 512
+CHUNK = 1 << 24
 
 
-def find_trace(path_or_dir: Path | str) -> tuple[Path, list[str]]:
-    """The trace file to read, and notes for the reader: a file is itself; in a folder (what
-    ``tensorboard_trace_handler`` writes, one ``*.pt.trace.json[.gz]`` per profiled run and worker) the newest."""
-    p = Path(path_or_dir)
-    if not p.exists():
-        raise TraceError(f"{p}: no such file or folder; give a .json / .json.gz trace or the folder that "
-                         "tensorboard_trace_handler wrote")
-    if not p.is_dir():
-        return p, []
-    files = [f for pat in ("*.pt.trace.json", "*.pt.trace.json.gz") for f in p.rglob(pat)]
-    files = files or [f for pat in ("*.json", "*.json.gz") for f in p.glob(pat)]
-    if not files:
-        raise TraceError(f"{p}: the folder holds no trace file (*.pt.trace.json[.gz]); give the folder passed to "
-                         "tensorboard_trace_handler after the profiler has run, or a trace file")
-    files.sort(key=lambda f: (f.stat().st_mtime, f.name))
-    notes = [] if len(files) == 1 else [f"{p}: {len(files)} trace files; showing the newest, {files[-1].name}"]
-    return files[-1], notes
+def max_trace_bytes() -> int:
+    """The reading limit in bytes: ``$PERF_TRACE_MAX_MB`` (MiB) or ``MAX_TRACE_MB``."""
+    try:
+        mb = float(os.environ.get("PERF_TRACE_MAX_MB", MAX_TRACE_MB))
+    except ValueError:
+        mb = MAX_TRACE_MB
+    return int(max(mb, 1) * 2**20)
+
+
+def _too_big(p: Path, limit: int, zipped: bool) -> TraceError:
+    return TraceError(f"{p}: {'decompresses to' if zipped else 'is'} more than {limit / 2**20:.0f} MiB, the "
+                      f"doctor's reading limit (PERF_TRACE_MAX_MB raises it); profile fewer steps "
+                      f"(schedule(active=...)) or give a shorter trace")
+
+
+def read_bytes(p: Path, limit: int | None = None) -> bytearray:
+    """The file's bytes (gunzipped when it starts with gzip's magic bytes, whatever its name), never more than
+    ``limit`` (``max_trace_bytes()``): decompression goes chunk by chunk and stops at the limit, and data that
+    cannot start a JSON document is refused at its first chunk (a bomb of zeros costs one chunk, not gigabytes)."""
+    limit = max_trace_bytes() if limit is None else limit
+    try:
+        with open(p, "rb") as f:
+            zipped = f.read(2) == b"\x1f\x8b"
+        if not zipped and p.stat().st_size > limit:
+            raise _too_big(p, limit, False)
+        out = bytearray()
+        with (gzip.open(p, "rb") if zipped else open(p, "rb")) as f:
+            while chunk := f.read(CHUNK):
+                if not out:
+                    head = chunk.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
+                    if head and head not in b"{[":
+                        raise TraceError(f"{p}: not a complete JSON profiler trace (it starts with {chunk[:12]!r}); "
+                                         "give the file that prof.export_chrome_trace or tensorboard_trace_handler "
+                                         "wrote")
+                out += chunk
+                if len(out) > limit:
+                    raise _too_big(p, limit, zipped)
+        return out
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise TraceError(f"{p}: the .gz file is truncated or damaged ({exc}); copy or export the trace again") from None
+    except MemoryError:
+        raise TraceError(f"{p}: this machine has not the memory to read it; give a shorter trace") from None
+    except OSError as exc:
+        raise TraceError(f"{p}: cannot read it ({exc.strerror or exc}); check its permissions") from None
 
 
 def load_trace(path: Path | str) -> dict:
     """Read a Chrome trace (``.json`` or ``.json.gz``, or the newest trace in a ``tensorboard_trace_handler``
     folder) into a dict with a ``traceEvents`` list. Raises ``TraceError`` (one line naming the file) for a missing
-    file, an empty folder, a damaged or truncated ``.gz``, or a file that is not a Chrome trace."""
+    or unreadable file, an empty folder, a damaged or truncated ``.gz``, a file over the reading limit
+    (``max_trace_bytes``), or a file that is not a Chrome trace. NaN and Infinity are read as floats (Python's
+    JSON allows them) and left to ``events.valid_time`` and ``quality`` to judge."""
     p, _ = find_trace(path)
-    try:
-        with open(p, "rb") as f:
-            zipped = f.read(2) == b"\x1f\x8b"  # gzip's magic bytes, whatever the file is called
-        with (gzip.open(p, "rb") if zipped else open(p, "rb")) as f:
-            raw = f.read()
-    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-        raise TraceError(f"{p}: the .gz file is truncated or damaged ({exc}); copy or export the trace again") from None
-    except OSError as exc:
-        raise TraceError(f"{p}: cannot read it ({exc.strerror or exc})") from None
+    raw = read_bytes(p)
     try:
         with no_gc():
             doc = json.loads(raw, strict=False)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise TraceError(f"{p}: not a complete JSON profiler trace ({str(exc).splitlines()[0][:80]}); give the file "
                          "that prof.export_chrome_trace or tensorboard_trace_handler wrote") from None
+    except MemoryError:
+        raise TraceError(f"{p}: this machine has not the memory to read it; give a shorter trace") from None
     del raw
     if isinstance(doc, list):  # the Chrome trace format also allows a bare array of events
         doc = {"traceEvents": doc}

@@ -20,7 +20,7 @@ def show(path_or_dir, steps: int = 3, top: int = 10) -> None:
     except TraceError as exc:
         print(f"trace: {exc}")
         return
-    ranges = ev.step_ranges(t.doc)
+    ranges = ev.step_windows(t.doc)   # the steps as the Overview (and the doctor) count them
     mean_ms = sum(b - a for _, a, b in ranges) / len(ranges) / 1000.0 if ranges else None
     print(f"{t.label}: {len(ranges)} ProfilerStep(s)" + (f", {mean_ms:.2f} ms per step on average" if ranges else "")
           + ("; GPU activity recorded" if t.has_gpu else "; CPU only (no GPU views)"))

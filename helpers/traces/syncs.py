@@ -11,27 +11,34 @@ from typing import Any, Mapping
 from . import events as ev
 from . import intervals as iv
 
-# host calls that wait for the device, by kind (runtime and driver API, base names without CUPTI's suffixes)
+# host calls that wait for the device, by kind (runtime and driver API, base names without CUPTI's suffixes;
+# ROCm's HIP calls, which Kineto records under the same categories, alike)
 SYNC_KINDS = {
-    "cudaStreamSynchronize": "stream_sync", "cuStreamSynchronize": "stream_sync",
+    "cudaStreamSynchronize": "stream_sync", "cuStreamSynchronize": "stream_sync", "hipStreamSynchronize": "stream_sync",
     "cudaDeviceSynchronize": "device_sync", "cudaThreadSynchronize": "device_sync", "cuCtxSynchronize": "device_sync",
-    "cudaEventSynchronize": "event_sync", "cuEventSynchronize": "event_sync",
+    "hipDeviceSynchronize": "device_sync", "hipCtxSynchronize": "device_sync",
+    "cudaEventSynchronize": "event_sync", "cuEventSynchronize": "event_sync", "hipEventSynchronize": "event_sync",
 }
 # copies whose API call itself blocks the host until the copy is done (the synchronous copy API);
 # a device-to-device copy does not make the host wait, so it is left out (by its GPU record, when there is one)
 BLOCKING_COPIES = {"cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyFromSymbol", "cudaMemcpyToSymbol",
-                   "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD", "cuMemcpy2D", "cuMemcpy3D"}
+                   "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD", "cuMemcpy2D", "cuMemcpy3D",
+                   "hipMemcpy", "hipMemcpy2D", "hipMemcpy3D", "hipMemcpyDtoH", "hipMemcpyHtoD",
+                   "hipMemcpyWithStream"}
 # asynchronous copies: they block only when the destination is pageable host memory (a DtoH copy into memory
 # that is not pinned is staged and waited for by the driver); into pinned memory they do not wait
 ASYNC_COPIES = {"cudaMemcpyAsync", "cudaMemcpy2DAsync", "cudaMemcpy3DAsync", "cudaMemcpyFromSymbolAsync",
-                "cuMemcpyAsync", "cuMemcpyDtoHAsync", "cuMemcpy2DAsync", "cuMemcpy3DAsync"}
+                "cuMemcpyAsync", "cuMemcpyDtoHAsync", "cuMemcpy2DAsync", "cuMemcpy3DAsync",
+                "hipMemcpyAsync", "hipMemcpyDtoHAsync", "hipMemcpy2DAsync", "hipMemcpy3DAsync"}
 KINDS = ("stream_sync", "device_sync", "event_sync", "blocking_copy")
 # Kineto's own records of a sync on the GPU timeline (category ``cuda_sync``, with ``enable_cuda_sync_events``):
 # the same wait as the host call with the same correlation id; "Stream Wait Event" is a GPU-side wait, no host sync
 DEVICE_SYNC_KINDS = {"Stream Sync": "stream_sync", "Context Sync": "device_sync", "Event Sync": "event_sync"}
 # calls that may sit between a copy and its sync without ending the pair (error checks, capture queries)
 QUIET_CALLS = {"cudaGetLastError", "cudaPeekAtLastError", "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo",
-               "cudaGetDevice", "cuCtxGetCurrent", "cuStreamIsCapturing", "cuStreamGetCaptureInfo"}
+               "cudaGetDevice", "cuCtxGetCurrent", "cuStreamIsCapturing", "cuStreamGetCaptureInfo",
+               "hipGetLastError", "hipPeekAtLastError", "hipStreamIsCapturing", "hipStreamGetCaptureInfo",
+               "hipGetDevice", "hipGetDevicePropertiesR0600"}
 SYNC_COST_COLUMNS = ["ts_us", "name", "kind", "host_us", "gpu_idle_us"]
 
 
@@ -86,7 +93,7 @@ def sync_events(trace: Mapping[str, Any], pairs: dict | None = None) -> list[tup
             out.append((pending, "blocking_copy"))
     seen = {ev.corr(e) for e in host_api}
     for e in device_syncs:
-        kind = DEVICE_SYNC_KINDS.get(str((e.get("args") or {}).get("cuda_sync_kind", e.get("name"))))
+        kind = DEVICE_SYNC_KINDS.get(str(ev.args(e).get("cuda_sync_kind", e.get("name"))))
         if kind and (ev.corr(e) is None or ev.corr(e) not in seen):
             out.append((e, kind))
     out.sort(key=lambda p: float(p[0].get("ts", 0.0)))

@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import tempfile
+import traceback
 import warnings
 from functools import cached_property
 from pathlib import Path
@@ -66,19 +67,43 @@ def quiet(*loggers: str):
             logging.disable(logging.NOTSET)
 
 
+# the category torch-tb-profiler 0.4 knows for each kind of event (events.kind); it knows only the names of
+# torch <= 1.9 for host runtime calls ("Runtime") and none of MTIA's or XPU's
+_TB_CATEGORY = {"op": "cpu_op", "annotation": "user_annotation", "python": "python_function", "kernel": "kernel",
+                "memcpy": "gpu_memcpy", "memset": "gpu_memset", "launch": "Runtime"}
+_TB_KNOWS = {"trace", "cpu_op", "operator", "runtime", "kernel", "memcpy", "gpu_memcpy", "memset", "gpu_memset",
+             "python", "memory", "python_function", "user_annotation"}
+
+
 def _for_tb(doc: dict) -> dict:
     """The trace as torch-tb-profiler reads it best (its ``_preprocess_file`` work, done on our copy):
+    - each event's category in the spelling the parser knows (``events.kind``): a runtime call of a new trace
+      (``cuda_runtime``, ``hip_runtime``, ``xpu_runtime`` ...) becomes ``Runtime``, so the parser links kernels to
+      their launches and operators (its Runtime category, its operator table's device columns, its steps extended
+      to the end of their GPU work as on torch <= 1.9 traces); MTIA's ``mtia_ccp_events`` become kernels;
+    - the device-timeline copies of labels (``gpu_user_annotation``) are left out: the parser takes a copied
+      ``ProfilerStep#N`` for one more step (twice the steps, each half as long), and the others for operators;
+    - events with an impossible time (``events.valid_time``) are left out;
     - PyTorch records the DataLoader's ``enumerate(DataLoader)#...__next__`` as a user annotation, which the
       parser (older than that change) skips, so its DataLoader category would always be 0: those ranges are
       handed to it as operators;
     - the "Record Window End" instant, far after the trace on some versions, is dropped (as the plugin does).
-    Shallow: the events themselves are shared, not copied."""
+    Shallow: the events themselves are shared, not copied, unless their category changes."""
     events = []
     for e in doc.get("traceEvents", []):
-        if e.get("ph") == "X" and e.get("cat") == "user_annotation":
+        if not isinstance(e, dict):
+            continue
+        if e.get("ph") == "X":
+            if not ev.valid_time(e):
+                continue
+            k = ev.kind(e)
+            if k in ("device_annotation", "device_sync"):
+                continue
             n = str(e.get("name", ""))
-            if n.startswith("enumerate(DataLoader)#") and n.endswith("__next__"):
+            if k == "annotation" and n.startswith(ev.DATALOADER_PREFIX) and n.endswith("__next__"):
                 e = dict(e, cat="cpu_op")
+            elif k in _TB_CATEGORY and ev.category(e.get("cat", "")) not in _TB_KNOWS:
+                e = dict(e, cat=_TB_CATEGORY[k])
         elif e.get("ph") == "i" and e.get("name") == "Record Window End":
             continue
         events.append(e)
@@ -86,8 +111,12 @@ def _for_tb(doc: dict) -> dict:
 
 
 def _why(exc: BaseException) -> str:
-    """A library's exception in a few words, on one line."""
+    """A library's exception in a few words, on one line (a bare ``assert`` says which check failed: the line of
+    source it stopped on)."""
     text = (str(exc).strip().splitlines() or [""])[0][:160]
+    if not text and exc.__traceback__ is not None:
+        frames = traceback.extract_tb(exc.__traceback__)
+        text = (frames[-1].line or "").strip()[:160] if frames else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

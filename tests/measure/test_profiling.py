@@ -348,10 +348,9 @@ def test_real_gpu_trace_backward_kernels_come_from_another_thread():
     """An A100 training trace (Holistic Trace Analysis' test data): most of the backward's kernels are
     launched from a second thread (the autograd engine's). Attributed from the main thread only -- which
     is what Kineto's GPU copy of a label covers -- the backward would get 1% of its GPU time."""
-    from pathlib import Path
+    from tests.shared_data import gpu_trace
 
-    path = Path(__file__).resolve().parents[2] / "data" / "gpu-traces" / "hta_control.json.gz"
-    doc = trace.load_trace(path)
+    doc = trace.load_trace(gpu_trace("hta_control.json.gz"))   # others' data: ../shared/gpu-traces/
     prof = _TraceProf(doc)
     launches = profiling.device_launches(prof)
     n_device = sum(1 for e in doc["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))

@@ -1,6 +1,4 @@
 """helpers.traces.backward: the trace readings notebook 03 relies on (two clocks, forward origin)."""
-from pathlib import Path
-
 import pandas as pd
 import pytest
 import torch
@@ -10,9 +8,8 @@ from helpers import traces as trace
 from helpers.lessons.backward_hooks import patch_dropout as pdm
 from helpers.traces import backward as bl
 from helpers.traces import events as ev
+from tests.shared_data import gpu_trace
 
-ROOT = Path(__file__).resolve().parents[2]
-A100 = ROOT / "data" / "gpu-traces" / "hta_control.json.gz"
 NO_SYNCS = pd.DataFrame(columns=["ts_us", "name", "kind", "host_us", "gpu_idle_us"])
 
 
@@ -68,9 +65,8 @@ def test_two_clocks_on_a_cpu_trace_and_per_step():
     assert ops.loc["GatherBackward0", "calls"] == 0.5
 
 
-@pytest.mark.skipif(not A100.exists(), reason="data/gpu-traces/ not present (copied in by the trace helper)")
 def test_two_clocks_on_a_real_a100_trace():
-    doc = trace.load_trace(A100)
+    doc = trace.load_trace(gpu_trace("hta_control.json.gz"))   # ../shared/gpu-traces/
     ops = bl.backward_ops(doc, costs=NO_SYNCS)
     steps = bl.profiled_steps(doc)
     assert steps == 6

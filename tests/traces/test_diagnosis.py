@@ -1,21 +1,10 @@
 """helpers.traces.diagnosis: the causes of a step, each millisecond counted once, on synthetic GPU traces and
 the real A100 traces."""
-from pathlib import Path
-
 import pytest
 
 from helpers.traces import diagnosis as dg
 from helpers.traces.events import LOOP_SYNC_METADATA
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def gpu_trace(name):
-    for d in (ROOT / "data" / "gpu-traces", ROOT.parent / "shared" / "gpu-traces", Path("/work/shared/gpu-traces")):
-        if (d / name).exists():
-            return d / name
-    pytest.skip(f"{name} not found (data/gpu-traces/)")
-
+from tests.shared_data import gpu_trace
 
 def _sum_ms(r):
     return sum(c["ms"] for c in r.causes if c["ms"] is not None)
@@ -99,10 +88,11 @@ def test_real_gpu_traces_find_the_syncs(name):
 
 
 def test_real_gpu_idle_matches_hta_published_breakdown():
-    """The GPU's idle share (every cause but compute) vs HTA's own temporal breakdown of hta_control
-    (idle 16.2 %, README beside the traces): within 2 points (HTA counts the GPU's span, we the host steps)."""
+    """The GPU's idle share (every cause but compute and communication: the GPU runs neither) vs HTA's own
+    temporal breakdown of hta_control (idle 16.2 %, README beside the traces): within 2 points (HTA counts the
+    GPU's span, we the steps)."""
     r = dg.diagnose(gpu_trace("hta_control.json.gz"))
-    idle = 1 - r.ms("compute") / r.step_ms
+    idle = 1 - (r.ms("compute") + r.ms("communication")) / r.step_ms
     assert abs(idle * 100 - 16.2) < 2.0
 
 

@@ -11,9 +11,10 @@ from helpers.traces import events as ev
 from helpers.traces import syncs
 from helpers.traces import views as trace_views
 
-GPU_TRACES = Path(__file__).resolve().parents[2] / "data" / "gpu-traces"
-CONTROL = GPU_TRACES / "hta_control.json.gz"
-ALEXNET = GPU_TRACES / "hta_alexnet.json.gz"
+from tests.shared_data import gpu_trace
+
+# others' data (../shared/gpu-traces/, see tests/shared_data.py): the tests that read them skip where it is absent
+CONTROL, ALEXNET = "hta_control.json.gz", "hta_alexnet.json.gz"
 
 
 def _ev(name, ts, dur=1.0, cat="cuda_runtime", corr=None):
@@ -100,6 +101,10 @@ SYNC_CASES = {
     "async DtoH copy to pageable memory with no sync after it blocks by itself": (
         _copy("cudaMemcpyAsync", "Memcpy DtoH (Device -> Pageable)", 10, 1) + [_ev("cudaLaunchKernel", 20, corr=5)],
         1, 1),
+    "ROCm (HIP, under the same categories): .item()'s copy and sync are one, hipMemcpyWithStream blocks": (
+        _copy("hipMemcpyAsync", "Memcpy DtoH (Device -> Pageable)", 10, 1) + [_ev("hipStreamSynchronize", 13, corr=2)]
+        + _copy("hipMemcpyWithStream", "Memcpy DtoH (Device -> Pageable)", 20, 3)
+        + [_ev("hipDeviceSynchronize", 30, corr=4), _ev("hipStreamGetCaptureInfo_v2", 31, corr=5)], 3, 0),
     "Kineto's cuda_sync record duplicates its host call; Stream Wait Event is no host sync": (
         [_ev("cudaStreamSynchronize", 10, corr=9), _sync_record("Stream Sync", 11, 9),
          _sync_record("Stream Wait Event", 15, 10), _sync_record("Context Sync", 20, 11)],  # the last: no host call
@@ -168,8 +173,8 @@ def test_the_cost_of_item_starts_in_its_copy_call():
 def test_syncs_in_the_real_training_trace():
     """hta_control: 60 cudaStreamSynchronize, each right after a cudaMemcpyAsync DtoH to pageable memory
     (10 per ProfilerStep), and one cudaDeviceSynchronize after the last step (read from the trace, see
-    data/gpu-traces/README.md). Before issue 11 the copies were counted as well: 121."""
-    doc = trace.load_trace(CONTROL)
+    ../shared/gpu-traces/README.md). Before issue 11 the copies were counted as well: 121."""
+    doc = trace.load_trace(gpu_trace(CONTROL))
     c = trace.count_syncs(doc, phase=None)
     assert c["total"] == 61 and c["by_kind"] == {"stream_sync": 60, "device_sync": 1, "event_sync": 0, "blocking_copy": 0}
     assert c["dtoh_copies"] == 60
@@ -199,7 +204,7 @@ def test_syncs_in_the_real_training_trace():
 def test_syncs_in_the_real_alexnet_trace():
     """hta_alexnet: 16 cudaStreamSynchronize + 5 cudaDeviceSynchronize; Kineto also recorded each as a
     cuda_sync event (16 "Stream Sync", 5 "Context Sync") and 20 "Stream Wait Event": still 21 syncs."""
-    doc = trace.load_trace(ALEXNET)
+    doc = trace.load_trace(gpu_trace(ALEXNET))
     c = trace.count_syncs(doc, phase=None)
     assert c["total"] == 21 and c["stream_sync"] == 16 and c["device_sync"] == 5
     assert c["phases"] == 1 and trace.count_syncs(doc)["phases"] == 0  # no "backward" label in it
@@ -251,7 +256,7 @@ def cpu_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def control():
-    return trace.open_trace(CONTROL)
+    return trace.open_trace(gpu_trace(CONTROL))
 
 
 def _check_overview_adds_up(t):
@@ -261,19 +266,23 @@ def _check_overview_adds_up(t):
     assert list(ov.columns) == cats + ["step_ms"]
     assert ((steps[cats].sum(axis=1) - steps["step_ms"]).abs() < 1e-6).all()
     assert abs(ov.loc["average", cats].sum() - ov.loc["average", "step_ms"]) < 1e-6
-    # and each step's time is the ProfilerStep's own duration in the trace
-    durs = {n: (b - a) / 1000.0 for n, a, b in trace.step_ranges(t.doc)}
+    # and each step's time is its window in the trace: the ProfilerStep's host range extended to the end of the
+    # device work it launched (events.step_windows), the step the doctor splits too; on a CPU the host range itself
+    durs = {n: (b - a) / 1000.0 for n, a, b in ev.step_windows(t.doc)}
     assert steps.index.tolist() == list(durs)
     assert steps["step_ms"].tolist() == pytest.approx(list(durs.values()), abs=1e-3)
+    if not t.has_gpu:
+        assert list(durs.values()) == [(b - a) / 1000.0 for _, a, b in trace.step_ranges(t.doc)]
     return ov
 
 
-def test_overview_categories_add_up_to_the_step_time(control, cpu_run):
-    ov = _check_overview_adds_up(control)
-    assert len(ov) == 7 and ov.loc["average", "kernel_ms"] > 0
+def test_overview_categories_add_up_to_the_step_time(request, cpu_run):
     _, t = cpu_run
     ov = _check_overview_adds_up(t)
     assert len(ov) == 4 and ov.loc["average", "kernel_ms"] == 0 and ov.loc["average", "cpu_exec_ms"] > 0
+    control = request.getfixturevalue("control")  # the GPU half: skipped where ../shared is absent
+    ov = _check_overview_adds_up(control)
+    assert len(ov) == 7 and ov.loc["average", "kernel_ms"] > 0
 
 
 def test_overview_dataloader_is_the_wait_at_next(cpu_run):
@@ -286,7 +295,7 @@ def test_overview_dataloader_is_the_wait_at_next(cpu_run):
     assert ov.drop(index="average")["dataloader_ms"].sum() == pytest.approx(wait["next_ms"], rel=0.01)
 
 
-def test_operator_and_kernel_tables_match_the_trace(control, cpu_run):
+def test_operator_and_kernel_tables_match_the_trace(request, cpu_run):
     _, t = cpu_run
     ops = t.operators()
     assert list(ops.columns) == ["name", "calls", "host_self_ms", "host_total_ms", "device_self_ms",
@@ -295,24 +304,30 @@ def test_operator_and_kernel_tables_match_the_trace(control, cpu_run):
     assert int(ops.set_index("name").loc["aten::addmm", "calls"]) == len(in_steps) > 0
     assert (ops["host_total_ms"] >= ops["host_self_ms"] - 1e-9).all()
     assert ops["host_self_ms"].is_monotonic_decreasing
+    assert t.operators_note() is None
+    control = request.getfixturevalue("control")  # the GPU half: skipped where ../shared is absent
     k = control.kernels()
     assert int(k["calls"].sum()) == sum(1 for e in control.doc["traceEvents"] if e.get("cat") == "kernel")
     assert k["occupancy_pct"].notna().all() and k["total_ms"].is_monotonic_decreasing
     # this trace's ops carry no link to their kernels: the table says so instead of showing zeros silently
-    assert control.operators_note() is not None and t.operators_note() is None
+    assert control.operators_note() is not None
 
 
-def test_memory_view_where_recorded(control, cpu_run):
+def test_memory_view_where_recorded(request, cpu_run):
     _, t = cpu_run
     mem = t.memory()
     assert list(mem.columns) == ["device", "peak_allocated_mb", "peak_reserved_mb", "samples"]
     assert mem.set_index("device").loc["CPU", "peak_allocated_mb"] > 0
+    control = request.getfixturevalue("control")  # the GPU half: skipped where ../shared is absent
     with pytest.raises(trace.TraceError, match="profile_memory=True"):
         control.memory()
 
 
-def test_gpu_breakdown_matches_hta(control, cpu_run, tmp_path):
-    # HTA's own figures for the control trace (data/gpu-traces/README.md, traceinsight 0.6.1)
+def test_gpu_breakdown_matches_hta(request, cpu_run, tmp_path):
+    _, t = cpu_run
+    assert trace.open_trace(t).gpu_breakdown() is None
+    control = request.getfixturevalue("control")  # the GPU half: skipped where ../shared is absent
+    # HTA's own figures for the control trace (../shared/gpu-traces/README.md, traceinsight 0.6.1)
     g = trace.open_trace(control).gpu_breakdown()  # the Trace opened from CONTROL (HTA's load is kept with it)
     assert g["idle_pct"] == pytest.approx(16.2, abs=1.0) and g["compute_pct"] == pytest.approx(61.23, abs=1.0)
     assert g["non_compute_pct"] == pytest.approx(22.57, abs=1.0)
@@ -320,24 +335,23 @@ def test_gpu_breakdown_matches_hta(control, cpu_run, tmp_path):
     from hta.trace_analysis import TraceAnalysis
 
     (tmp_path / "alexnet").mkdir()
-    (tmp_path / "alexnet" / ALEXNET.name).write_bytes(ALEXNET.read_bytes())
+    (tmp_path / "alexnet" / ALEXNET).write_bytes(gpu_trace(ALEXNET).read_bytes())
     with trace_views.quiet("hta"):
         ref = TraceAnalysis(trace_dir=str(tmp_path / "alexnet")).get_temporal_breakdown(visualize=False).iloc[0]
     g = trace.open_trace(tmp_path / "alexnet").gpu_breakdown()
     assert g["idle_pct"] == pytest.approx(ref["idle_time_pctg"], abs=1.0)
     assert g["compute_pct"] == pytest.approx(ref["compute_time_pctg"], abs=1.0)
+
+
+def test_timeline_lanes(request, cpu_run):
     _, t = cpu_run
-    assert trace.open_trace(t).gpu_breakdown() is None
-
-
-def test_timeline_lanes(control, cpu_run):
+    labels = [tk.get_text() for tk in t.timeline().axes[0].get_yticklabels()]
+    assert labels and all(lab.startswith("host") for lab in labels)  # no GPU, no sync lane
+    control = request.getfixturevalue("control")  # the GPU half: skipped where ../shared is absent
     fig = control.timeline(steps=2)
     labels = [tk.get_text() for tk in fig.axes[0].get_yticklabels()]
     assert labels[0].startswith("host thread 3113936")  # the thread that runs the steps comes first
     assert "syncs" in labels and sum(lab.startswith("GPU 3 stream") for lab in labels) == 4
-    _, t = cpu_run
-    labels = [tk.get_text() for tk in t.timeline().axes[0].get_yticklabels()]
-    assert labels and all(lab.startswith("host") for lab in labels)  # no GPU, no sync lane
 
 
 def test_show_prints_every_view_and_no_library_noise(control, cpu_run, capsys, caplog):
@@ -361,6 +375,20 @@ def _one_line_naming(exc_info, path):
     return msg
 
 
+def _gz_trace(path, steps=50):
+    """A small gzipped GPU trace of our own (ProfilerSteps, launches, kernels) written to ``path``."""
+    import gzip
+    import json
+
+    evs = []
+    for i in range(steps):
+        t0 = i * 100
+        evs += [_ev(f"ProfilerStep#{i}", t0, 90, "user_annotation"), _ev("cudaLaunchKernel", t0 + 5, 1, corr=i),
+                _ev(f"kernel_{i}", t0 + 10, 50, "kernel", corr=i)]
+    path.write_bytes(gzip.compress(json.dumps({"traceEvents": evs}).encode()))
+    return path
+
+
 def test_bad_inputs_get_one_line_naming_the_file(tmp_path, capsys):
     text = tmp_path / "notes.txt"
     text.write_text("this is not a trace\n")
@@ -373,7 +401,8 @@ def test_bad_inputs_get_one_line_naming_the_file(tmp_path, capsys):
         trace.load_trace(other_json)
     assert "not a Chrome trace" in _one_line_naming(e, other_json)
     cut = tmp_path / "cut.json.gz"
-    cut.write_bytes(CONTROL.read_bytes()[:50_000])
+    whole = _gz_trace(tmp_path / "whole.json.gz").read_bytes()
+    cut.write_bytes(whole[: len(whole) // 2])
     with pytest.raises(trace.TraceError) as e:
         trace.load_trace(cut)
     assert "truncated or damaged" in _one_line_naming(e, cut)
@@ -383,9 +412,9 @@ def test_bad_inputs_get_one_line_naming_the_file(tmp_path, capsys):
         trace.load_trace(nothing)
     assert "holds no profiled events" in _one_line_naming(e, nothing)
     # gzip is recognised by its bytes, not its name; a bare JSON array of events is a Chrome trace too
-    renamed = tmp_path / "alexnet.json"
-    renamed.write_bytes(ALEXNET.read_bytes())
-    assert len(trace.load_trace(renamed)["traceEvents"]) == len(trace.load_trace(ALEXNET)["traceEvents"])
+    renamed = tmp_path / "zipped.json"
+    renamed.write_bytes(whole)
+    assert len(trace.load_trace(renamed)["traceEvents"]) == 150
     bare = tmp_path / "bare.json"
     bare.write_text('[{"ph": "X", "name": "aten::mm", "ts": 1, "dur": 5, "cat": "cpu_op", "pid": 1, "tid": 1}]')
     assert trace.load_trace(bare)["traceEvents"][0]["name"] == "aten::mm"
@@ -416,8 +445,8 @@ def test_cpu_only_trace_asked_for_gpu_views(cpu_run):
 
 
 def test_trace_without_profiler_step_is_analysed_whole_and_says_so(tmp_path):
-    t = trace.open_trace(ALEXNET)
-    assert any("no ProfilerStep" in n and str(ALEXNET) in n for n in t.notes)
+    t = trace.open_trace(gpu_trace(ALEXNET))
+    assert any("no ProfilerStep" in n and str(gpu_trace(ALEXNET)) in n for n in t.notes)
     ov = t.overview()
     assert len(ov) == 2 and abs(ov.drop(columns="step_ms").loc["average"].sum() - ov.loc["average", "step_ms"]) < 1e-6
     assert trace.count_syncs(t.doc, phase=None)["total"] == 21
@@ -441,7 +470,7 @@ def test_a_long_trace_is_trimmed_to_its_first_steps():
     assert len(trace.step_ranges(trace.trim(doc, max_steps=5, max_events=1)[0])) == 1
     assert trace.trim(doc, max_steps=None, max_events=None)[1] is None and trace.trim(doc, 50)[1] is None
     # the real trace: 3 of its 6 steps, the same syncs per step
-    t = trace.open_trace(CONTROL, max_steps=3)
+    t = trace.open_trace(gpu_trace(CONTROL), max_steps=3)
     assert len(t.overview()) == 4 and any("first 3" in n for n in t.notes)
     assert trace.count_syncs(t.doc, phase="ProfilerStep")["per_step"] == 10.0
 
@@ -490,8 +519,8 @@ def test_a_folder_with_several_traces_shows_the_newest_and_says_so(tmp_path):
     import shutil
 
     old, new = tmp_path / "w.1.pt.trace.json.gz", tmp_path / "w.2.pt.trace.json.gz"
-    shutil.copy(ALEXNET, old)
-    shutil.copy(CONTROL, new)
+    shutil.copy(gpu_trace(ALEXNET), old)
+    shutil.copy(gpu_trace(CONTROL), new)
     os.utime(old, (1, 1))
     path, notes = trace.find_trace(tmp_path)
     assert path == new and "2 trace files" in notes[0] and new.name in notes[0]

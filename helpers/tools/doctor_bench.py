@@ -1,0 +1,140 @@
+"""The doctor on a large trace, timed: ``python -m helpers.tools.doctor_bench [--mb 200] [--source TRACE]``.
+
+Run by hand (not by ``make test``: it takes a minute and its figures depend on the machine). It writes a trace of
+about ``--mb`` MB to a temporary folder by tiling the steps of ``--source`` (default: the A100 training trace
+``../shared/gpu-traces/hta_control.json.gz`` where it is, else a synthetic GPU trace of this module's own) with
+shifted timestamps, renumbered steps and fresh correlation ids, then runs ``python -m helpers.doctor TRACE --json``
+in a fresh process and reports its wall time and peak memory (the child's maximum resident set) against the
+budget: ``BUDGET_S`` seconds and ``BUDGET_MB`` MB.
+"""
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_SOURCE = ROOT.parent / "shared" / "gpu-traces" / "hta_control.json.gz"
+BUDGET_S, BUDGET_MB = 60.0, 2048.0
+
+
+def synthetic_steps(n: int = 6) -> dict:
+    """A GPU trace of our own: ``n`` steps, each 1,500 launched kernels of 10-60 µs and a DataLoader wait."""
+    evs, c, t = [], 0, 0.0
+    for k in range(n):
+        step = []
+        h, g = t + 2000.0, t + 2050.0
+        step.append({"ph": "X", "cat": "user_annotation", "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter"
+                     ".__next__", "ts": t + 10, "dur": 1900.0, "pid": 1, "tid": 1})
+        for i in range(1500):
+            c += 1
+            dur = 10.0 + (i * 7919 % 50)
+            step += [{"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 40}", "ts": h, "dur": 8.0, "pid": 1,
+                      "tid": 1, "args": {"External id": c}},
+                     {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": h + 1, "dur": 5.0, "pid": 1,
+                      "tid": 1, "args": {"correlation": c, "External id": c}},
+                     {"ph": "X", "cat": "kernel", "name": f"kernel_{i % 40}", "ts": max(g, h + 7), "dur": dur,
+                      "pid": 0, "tid": 7, "args": {"correlation": c, "External id": c, "stream": 7, "device": 0}}]
+            h += 10.0
+            g = max(g, h + 7) + dur
+        end = max(h, g) + 100.0
+        evs.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": t, "dur": end - t,
+                    "pid": 1, "tid": 1})
+        evs += step
+        t = end
+    return {"schemaVersion": 1, "traceEvents": evs}
+
+
+def _shift(e: dict, dt: float, dc: int, k: int) -> dict:
+    e = dict(e, ts=e["ts"] + dt)
+    name = str(e.get("name", ""))
+    if name.startswith("ProfilerStep#"):
+        e["name"] = f"ProfilerStep#{k}"
+    args = e.get("args")
+    if args and ("correlation" in args or "External id" in args):
+        e["args"] = {**args, **{key: args[key] + dc for key in ("correlation", "External id") if key in args}}
+    if "id" in e and isinstance(e["id"], int):
+        e["id"] += dc
+    return e
+
+
+def tile(source: dict, path: Path, target_mb: float) -> tuple[int, int]:
+    """Write ``source``'s steps repeated until the file holds ``target_mb`` MB: ``(events, steps)`` written."""
+    from helpers.traces import events as ev
+
+    steps = ev.step_ranges(source)
+    if not steps:
+        raise SystemExit("doctor_bench: the source trace has no ProfilerStep to tile")
+    lo, hi = steps[0][1], steps[-1][2]
+    timed = [e for e in source["traceEvents"] if isinstance(e.get("ts"), (int, float)) and lo <= e["ts"] < hi]
+    meta = [e for e in source["traceEvents"] if not isinstance(e.get("ts"), (int, float))]
+    span = hi - lo
+    dc = 1 + max([int((e.get("args") or {}).get(k, 0) or 0) for e in timed for k in ("correlation", "External id")]
+                 + [int(e.get("id", 0)) for e in timed if isinstance(e.get("id"), int)] + [0])
+    head = {k: v for k, v in source.items() if k != "traceEvents"}
+    written, copies, target = 0, 0, target_mb * 1e6
+    with open(path, "w") as f:
+        f.write(json.dumps(head)[:-1] + (', ' if head else '') + '"traceEvents": [')
+        sep = ""
+        for e in meta:
+            f.write(sep + json.dumps(e))
+            sep = ",\n"
+            written += 1
+        starts = [a for _, a, _ in steps]
+        which = [bisect.bisect_right(starts, e["ts"]) - 1 for e in timed]   # the step each event falls in
+        while f.tell() < target:
+            for e, i in zip(timed, which):
+                f.write(sep + json.dumps(_shift(e, copies * span, copies * dc, copies * len(steps) + i)))
+                sep = ",\n"
+                written += 1
+            copies += 1
+        f.write("]}")
+    return written, copies * len(steps)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m helpers.tools.doctor_bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--mb", type=float, default=200.0, help="size of the trace to write (MB, default 200)")
+    ap.add_argument("--source", type=Path, help="a trace whose steps are tiled (default: hta_control where it is)")
+    ap.add_argument("--keep", action="store_true", help="keep the written trace")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from helpers.traces.load import load_trace
+
+    src = args.source or (DEFAULT_SOURCE if DEFAULT_SOURCE.exists() else None)
+    source = load_trace(src) if src else synthetic_steps()
+    folder = Path(tempfile.mkdtemp(prefix="doctor_bench_"))
+    path = folder / "big.pt.trace.json"
+    t0 = time.perf_counter()
+    n, steps = tile(source, path, args.mb)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.0f} MB, {n:,} events, {steps} steps, tiled from "
+          f"{src or 'a synthetic trace'}) in {time.perf_counter() - t0:.0f} s")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PERF_TRACE_MAX_MB": str(max(512, 2 * args.mb))}
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "helpers.doctor", str(path), "--json"], capture_output=True, text=True,
+                       env=env, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+    if not args.keep:
+        path.unlink()
+        folder.rmdir()
+    if p.returncode != 0:
+        print(f"the doctor failed (exit {p.returncode}): {p.stderr.strip()[-500:]}")
+        return 1
+    rep = json.loads(p.stdout)
+    ok = wall <= BUDGET_S and peak_mb <= BUDGET_MB
+    print(f"python -m helpers.doctor: {wall:.1f} s, peak {peak_mb:.0f} MB (budget {BUDGET_S:.0f} s, {BUDGET_MB:.0f} "
+          f"MB: {'within' if ok else 'OVER'}); {rep['steps']} steps analysed, {rep['step_ms']:.2f} ms per step, "
+          f"top cause {rep['top_cause']}; {os.cpu_count()} CPU cores")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""A job of several ranks: every rank diagnosed, the straggler named, one verdict for the job.
+
+``diagnose_job(folder)`` reads a folder of ranks: what ``tensorboard_trace_handler`` writes for a distributed job
+(one worker per process; the rank from each file's ``distributedInfo``), or files named by rank (``worker3``,
+``rank-3``). Workers that name no rank at all are separate runs, not ranks: the newest is read. Each rank is diagnosed as one trace is (``report.trace_report``), then put beside the others::
+
+    job = diagnose_job("runs/ddp")           # or python -m helpers.doctor runs/ddp [--json]
+    job["ranks"]        # one entry per rank: rank, worker, trace, steps, step_ms, top_cause, causes {cause: ms},
+                        #   waits_ms (per step, waiting in collectives for later ranks), last_in (collectives it was
+                        #   the last to reach), gpu_doctor, quality
+    job["straggler"]    # {"rank", "ms", "last_in", "of", "top_cause"}: the rank the others wait for, and the ms per
+                        #   step their wait costs them (the mean over the other ranks); None when none stands out
+    job["diagnosis"], job["top_cause"], job["verdict"]    # the job's causes (mean over ranks) and one verdict
+
+How the straggler is found, without trusting the ranks' clocks to agree: every rank runs the same collectives in
+the same order, and a collective ends on all ranks at about the same time, when the last rank has joined it. So the
+k-th collective of a kind takes longest on the rank that joined first and shortest on the rank that joined last;
+each rank's wait in it is its duration minus the shortest. The rank that is last most costs the others the most:
+it is the straggler when its cost is at least ``STRAGGLER_SHARE`` of the mean step and it is last in at least
+``STRAGGLER_LAST`` of the collectives. Collectives are NCCL/RCCL kernels on a GPU, ProcessGroup labels
+(``gloo:all_reduce``...) on a CPU.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from . import diagnosis as dg
+from . import events as ev
+from .files import TraceError, find_workers
+from .report import DoctorError, trace_report
+
+STRAGGLER_SHARE = 0.05     # its cost to the others, as a share of the mean step (the doctor's finding threshold)
+STRAGGLER_LAST = 0.5       # the share of the matched collectives it reaches last
+HOST_COLLECTIVE = ("gloo:", "nccl:", "mpi:", "ucc:", "xccl:", "hccl:")
+
+
+def collectives(doc, on_gpu: bool) -> dict[str, list[float]]:
+    """``{kind: [duration_us, ...]}`` in time order: the trace's collective kernels (GPU) or ProcessGroup labels
+    (CPU), by name."""
+    evs = ev.complete(doc)
+    if on_gpu:
+        picked = [e for e in ev.device_work(evs) if ev.is_collective(e)]
+    else:
+        picked = sorted((e for e in evs if ev.is_host(e) and str(e.get("name", "")).startswith(HOST_COLLECTIVE)),
+                        key=lambda e: float(e["ts"]))
+    out: dict[str, list[float]] = defaultdict(list)
+    for e in picked:
+        out[str(e.get("name", ""))].append(float(e["dur"]))
+    return dict(out)
+
+
+def waits(per_rank: dict[int, dict[str, list[float]]]) -> dict[str, dict[int, float]]:
+    """From each rank's collectives: ``{"waited": {rank: µs}, "cost": {rank: µs}, "last": {rank: n}, "matched": n}``
+    (``cost``: what the others waited for this rank, the mean over them; see the module docstring)."""
+    waited: dict[int, float] = defaultdict(float)
+    cost: dict[int, float] = defaultdict(float)
+    last: dict[int, int] = defaultdict(int)
+    matched = 0
+    kinds = set().union(*(set(c) for c in per_rank.values())) if per_rank else set()
+    for kind in sorted(kinds):
+        having = {r: c[kind] for r, c in per_rank.items() if kind in c}
+        if len(having) < 2:
+            continue
+        for k in range(min(len(d) for d in having.values())):
+            durs = {r: d[k] for r, d in having.items()}
+            late = min(durs, key=lambda r: (durs[r], r))
+            matched += 1
+            last[late] += 1
+            for r, x in durs.items():
+                waited[r] += x - durs[late]
+            cost[late] += sum(x - durs[late] for r, x in durs.items() if r != late) / (len(durs) - 1)
+    return {"waited": dict(waited), "cost": dict(cost), "last": dict(last), "matched": matched}
+
+
+def _rank_row(rank: int, worker: str, rep: dict[str, Any]) -> dict[str, Any]:
+    return {"rank": rank, "worker": worker, "trace": rep["trace"], "steps": rep["steps"], "step_ms": rep["step_ms"],
+            "top_cause": rep["top_cause"], "causes": {c["cause"]: c["ms"] for c in rep["diagnosis"]},
+            "diagnosis": rep["diagnosis"], "gpu": rep["gpu"], "gpu_doctor": rep["gpu_doctor"],
+            "quality": rep["quality"]}
+
+
+def _job_causes(reps: list[dict[str, Any]], step_ms: float) -> list[dict[str, Any]]:
+    """The job's causes: each the mean over the ranks of its ms per step (a cause a rank cannot judge is left out of
+    that rank's mean), with the range over the ranks."""
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for rep in reps:
+        for c in rep["diagnosis"]:
+            if c["ms"] is not None:
+                by[c["cause"]].append(c)
+    out = []
+    for cause, cs in by.items():
+        ms = [c["ms"] for c in cs]
+        mean = statistics.fmean(ms)
+        share = mean / step_ms if step_ms else 0.0
+        extra = {k: round(statistics.fmean(c[k] for c in cs), 3) for k in ("exposed_ms", "overlapped_ms")
+                 if all(k in c for c in cs)}
+        out.append({"cause": cause, "ms": round(mean, 3), "share": round(share, 4),
+                    "finding": share >= dg.MIN_FINDING_SHARE, "see": cs[0]["see"],
+                    "evidence": f"mean over {len(ms)} rank(s), {min(ms):.2f} to {max(ms):.2f} ms per step", **extra})
+    return sorted(out, key=lambda c: -c["ms"])
+
+
+def diagnose_job(path: Path | str, *, views: bool = True) -> dict[str, Any]:
+    """The job report of a folder of ranks (the module docstring). A folder with one worker, or a file, gives that
+    trace's own report (``ranks`` and ``straggler`` null). ``DoctorError`` for bad input."""
+    try:
+        workers, notes = find_workers(path)
+    except TraceError as exc:
+        raise DoctorError(str(exc).splitlines()[0]) from None
+    if len(workers) < 2 or all(r is None for r, _, _ in workers):
+        # one worker (its newest run), or workers that name no rank at all: separate runs, not a job's ranks
+        rep = trace_report(path, views=views)
+        if len(workers) > 1:
+            rep["notes"].append(f"{path}: {len(workers)} workers, none naming its rank (distributedInfo, or rank/"
+                                f"worker and a number in its name): read as separate runs, the newest shown")
+        return rep
+    unknown = [w for r, w, _ in workers if r is None]
+    ranks = [(r if r is not None else i, w, f) for i, (r, w, f) in enumerate(workers)]
+    if unknown:
+        notes.append(f"{path}: {len(unknown)} worker(s) name no rank (distributedInfo or name); numbered by name order")
+    reps, rows, comms, failed = [], [], {}, []
+    for rank, worker, f in ranks:
+        try:
+            rep = trace_report(f, views=views)
+        except DoctorError as exc:  # a rank that cannot be read is a failed row; the others go on
+            failed.append({"rank": rank, "worker": worker, "trace": str(f), "error": str(exc), "steps": None,
+                           "step_ms": None, "top_cause": None, "causes": {}, "diagnosis": [], "gpu": None,
+                           "gpu_doctor": None, "quality": [], "waits_ms": None, "last_in": None})
+            continue
+        reps.append(rep)
+        rows.append(_rank_row(rank, worker, rep))
+        comms[rank] = collectives(rep["_trace"].doc, rep["_diagnosis"].on_gpu)
+        rep.pop("_trace")  # the events are no longer needed: one rank's trace in memory at a time
+    if not rows:
+        raise DoctorError(f"{path}: none of its {len(failed)} ranks' traces can be read ({failed[0]['error']})")
+    w = waits(comms)
+    step_ms = statistics.fmean(r["step_ms"] for r in rows)
+    counts = {r["steps"] for r in rows}
+    steps = counts.pop() if len(counts) == 1 else round(statistics.fmean(r["steps"] for r in rows), 2)
+    for row in rows:
+        row["waits_ms"] = round(w["waited"].get(row["rank"], 0.0) / 1000.0 / max(row["steps"], 1), 3)
+        row["last_in"] = w["last"].get(row["rank"], 0)
+    straggler = None
+    if w["matched"]:
+        late = max(w["cost"], key=lambda r: w["cost"][r])
+        ms = w["cost"][late] / 1000.0 / steps
+        if ms >= STRAGGLER_SHARE * step_ms and w["last"][late] >= STRAGGLER_LAST * w["matched"]:
+            top = next(r["top_cause"] for r in rows if r["rank"] == late)
+            straggler = {"rank": late, "ms": round(ms, 3), "last_in": w["last"][late], "of": w["matched"],
+                         "top_cause": top}
+    causes = _job_causes(reps, step_ms)
+    entries = [{"check": e["check"], "message": f"rank {row['rank']}: {e['message']}", "rank": row["rank"]}
+               for row in rows for e in row["quality"]]
+    entries += [{"check": "unreadable", "message": f"rank {x['rank']}: {x['error']}", "rank": x["rank"]}
+                for x in failed]
+    overviews = [r["overview"] for r in reps if r["overview"]]
+    overview = ({k: round(statistics.fmean((o.get(k) or 0.0) for o in overviews), 3) for k in overviews[0]}
+                if overviews else None)
+    top = causes[0]["cause"] if causes else None
+    return {"trace": str(path), "steps": steps, "step_ms": round(step_ms, 3), "quality": entries,
+            "overview": overview, "gpu": None, "gpu_doctor": None, "diagnosis": causes, "top_cause": top,
+            "cannot_judge": sorted({c for r in reps for c in r["cannot_judge"]}), "notes": notes,
+            "ranks": sorted(rows + failed, key=lambda r: r["rank"]), "straggler": straggler, "verdict": verdict(rows, causes, straggler, step_ms),
+            "_diagnoses": [r["_diagnosis"] for r in reps], "_on_gpu": any(r["_on_gpu"] for r in reps)}
+
+
+def verdict(rows: list[dict[str, Any]], causes: list[dict[str, Any]], straggler: dict | None, step_ms: float) -> str:
+    """One sentence for the job (``rows``: the ranks that could be read)."""
+    slow = max(rows, key=lambda r: r["step_ms"])
+    text = (f"{len(rows)} ranks, {step_ms:.2f} ms per step on average (slowest: rank {slow['rank']}, "
+            f"{slow['step_ms']:.2f} ms). Top cause over the ranks: {causes[0]['cause']} "
+            f"({causes[0]['ms']:.2f} ms, {causes[0]['share']:.0%})." if causes else f"{len(rows)} ranks.")
+    if straggler:
+        text += (f" Straggler: rank {straggler['rank']}, last to {straggler['last_in']} of {straggler['of']} "
+                 f"collectives; the others wait {straggler['ms']:.2f} ms per step for it. Fix its own top cause "
+                 f"first ({straggler['top_cause']}).")
+    else:
+        text += " No straggler stands out."
+    return text
+
+
+def job_text(job: dict[str, Any]) -> str:
+    """The text report of a job: one row per rank, the job's causes, the straggler, the verdict."""
+    import pandas as pd
+
+    from .report import quality_lines
+
+    out = [f"job: {job['trace']} ({len(job['ranks'])} ranks)", ""]
+    out += quality_lines(job["quality"])
+    cols = [c["cause"] for c in job["diagnosis"]]
+    table = pd.DataFrame([{"rank": r["rank"], "steps": r["steps"], "step ms": r["step_ms"], "top cause": r["top_cause"],
+                           **{c: r["causes"].get(c) for c in cols}, "waits ms": r["waits_ms"],
+                           "last in": r["last_in"]} for r in job["ranks"] if "error" not in r]).set_index("rank")
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        out += ["Ranks (ms per step; waits: time in collectives waiting for later ranks):",
+                table.round(2).to_string(), ""]
+    out.append(f"Job diagnosis (mean over the ranks; * = a finding, >= {dg.MIN_FINDING_SHARE:.0%} of the step):")
+    out += [f" {'*' if c['finding'] else ' '}- {c['cause']}: {c['ms']:.2f} ms ({c['share']:.0%}), {c['evidence']}. "
+            f"See {c['see']}." for c in job["diagnosis"]]
+    s = job["straggler"]
+    out += ["", f"Straggler: rank {s['rank']}: the others wait {s['ms']:.2f} ms per step for it in collectives "
+                f"(it is the last to {s['last_in']} of {s['of']})" if s else "Straggler: none stands out",
+            "", f"Verdict: {job['verdict']}"]
+    out += [f"  note: {n}" for n in job["notes"]]
+    return "\n".join(out)

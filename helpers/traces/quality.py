@@ -1,0 +1,134 @@
+"""Is this trace fit to be diagnosed? The checks the doctor runs before any diagnosis.
+
+``assess(doc)`` returns one entry per problem found, ``{"check", "message"}`` (the doctor prints each as a line
+and lists them as ``quality`` in its JSON), and raises ``TraceError`` for a trace that cannot be diagnosed at all
+(no event of PyTorch's profiler; no event with a valid time). The checks, by name:
+
+- ``no_profiler_step``  no ``ProfilerStep#N``: the whole trace is one step;
+- ``few_steps``         fewer than ``MIN_STEPS`` steps: no average to speak of, no interval for ``compare``;
+- ``warmup_in_window``  the first step is far slower than the others (``WARMUP_RATIO``): warm-up was profiled;
+- ``ops_without_kernels``  launches with no device work recorded for them (``ProfilerActivity.CUDA`` missing, or
+                        the profiler's buffers overflowed): the device view is partial or missing;
+- ``mixed_ranks``       ``ProfilerStep``s of several processes in one file (ranks merged into one trace);
+- ``not_pytorch``       events of categories PyTorch's profiler does not write (another tool's, merged in);
+- ``impossible_values`` events with NaN, Infinity, a negative or a missing time, left out of the diagnosis;
+- ``unreadable``        (added by ``report``) subfolders or files of a trace folder that could not be read.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from typing import Any, Mapping
+
+from . import events as ev
+from .files import TraceError
+
+MIN_STEPS = 3
+# the first step is warm-up when it takes this many times the median of the others (the first call allocates
+# memory, autotunes cuDNN, compiles; a steady step varies by a few percent)
+WARMUP_RATIO = 1.5
+# launches without device work: a few are normal (the last launches of the window run after it closes)
+MISSING_KERNEL_SHARE = 0.10
+# the other categories Kineto writes (its ActivityType names) and torch-tb-profiler's "Trace" span
+PYTORCH_EXTRA = {"trace", "overhead", "cpu_instant_event", "external_correlation", "cuda_profiler_range",
+                 "glow_runtime", "mtia_insight", "cuda_event", "mtia_counters", "xpu_scope_profiler", "memory",
+                 "ac2g", "fwdbwd", "async", "flow"}
+LAUNCH_WORDS = ("launch", "memcpy", "memset")
+
+
+def _entry(check: str, message: str) -> dict[str, str]:
+    return {"check": check, "message": message}
+
+
+def _is_pytorch(cat: Any) -> bool:
+    c = ev.category(cat)
+    return c in ev.CATEGORY_KIND or c in PYTORCH_EXTRA
+
+
+def assess(doc: Mapping[str, Any], label: str = "the trace") -> list[dict[str, str]]:
+    """The quality entries of a loaded trace (see the module docstring; ``warmup`` judges the steps' times).
+    Raises ``TraceError`` when nothing in it can be diagnosed."""
+    out: list[dict[str, str]] = []
+    timed = [e for e in ev.events(doc) if isinstance(e, Mapping) and e.get("ph") == "X"]
+    cats = Counter(str(e.get("cat", "")) for e in timed)
+    foreign = {c: n for c, n in cats.items() if not _is_pytorch(c)}
+    if timed and sum(foreign.values()) == len(timed):
+        shown = ", ".join(f"{c or '(none)'}" for c, _ in Counter(foreign).most_common(3))
+        raise TraceError(f"{label}: not a PyTorch profiler trace (its events are of categories {shown}: another "
+                         f"tool's Chrome trace); give the file that torch.profiler wrote")
+    valid = [e for e in timed if ev.valid_time(e)]
+    if not valid:
+        raise TraceError(f"{label}: no event has a valid time (NaN, Infinity, negative, missing or absurd times); "
+                         f"the file is damaged: export the trace again")
+    bad = len(timed) - len(valid)
+    if bad:
+        out.append(_entry("impossible_values", f"{bad} event(s) with an impossible time (NaN, Infinity, a negative, "
+                                               f"missing or absurd duration) were left out of the diagnosis"))
+    if foreign:
+        shown = ", ".join(f"{c or '(none)'} ({n})" for c, n in Counter(foreign).most_common(3))
+        out.append(_entry("not_pytorch", f"{sum(foreign.values())} event(s) are not PyTorch profiler events "
+                                         f"(categories {shown}); they are not judged"))
+    steps = ev.step_events(valid)
+    if not steps:
+        out.append(_entry("no_profiler_step", "no ProfilerStep in the trace: the whole trace is analysed as one step; "
+                                              "profile with a schedule and call prof.step() after each step"))
+    else:
+        pids = Counter(e.get("pid") for e in steps)
+        names = Counter(str(e.get("name")) for e in steps)
+        if len(pids) > 1:
+            out.append(_entry("mixed_ranks", f"ProfilerSteps of {len(pids)} processes in one file "
+                                             f"({max(names.values())} with the same step number): ranks or runs are "
+                                             f"mixed in one trace; give one trace per rank (a folder of them)"))
+        if len(steps) < MIN_STEPS:
+            out.append(_entry("few_steps", f"only {len(steps)} profiled step(s): an average of fewer than "
+                                           f"{MIN_STEPS} steps is no steady state, and compare has no interval; "
+                                           f"profile more (schedule(active={MIN_STEPS}) or more)"))
+    launched = {}
+    for e in valid:
+        if ev.is_launch(e) and any(w in str(e.get("name", "")).lower() for w in LAUNCH_WORDS):
+            c = ev.corr(e)
+            if c is not None:
+                launched[c] = e
+    if launched:
+        seen = {ev.corr(e) for e in valid if ev.is_device_work(e)}
+        missing = sum(1 for c in launched if c not in seen)
+        if missing / len(launched) > MISSING_KERNEL_SHARE:
+            what = ("no device work at all was recorded (profile with ProfilerActivity.CUDA, or the accelerator's "
+                    "activity); the diagnosis reads the host only" if not seen else
+                    "the device view is partial (the profiler's buffers may have overflowed: profile fewer steps)")
+            out.append(_entry("ops_without_kernels", f"{missing} of {len(launched)} launches "
+                                                     f"({missing / len(launched):.0%}) have no kernel, copy or memset "
+                                                     f"recorded: {what}"))
+    devices = [p for p in doc.get("deviceProperties") or [] if isinstance(p, Mapping)]
+    if devices and not launched and not any(ev.is_device_work(e) for e in valid):
+        out.append(_entry("ops_without_kernels", f"the machine had {len(devices)} accelerator(s) "
+                                                 f"({devices[0].get('name', '?')}) but the trace holds no device "
+                                                 f"activity: if the job ran on it, profile with ProfilerActivity.CUDA "
+                                                 f"(the diagnosis below reads the host only)"))
+    return out
+
+
+def warmup(step_times: list[float]) -> list[dict[str, str]]:
+    """``warmup_in_window`` when the first of at least ``MIN_STEPS`` steps (ms) takes ``WARMUP_RATIO`` times the
+    median of the others or more."""
+    if len(step_times) < MIN_STEPS:
+        return []
+    rest = statistics.median(step_times[1:])
+    first = step_times[0]
+    if rest > 0 and first >= WARMUP_RATIO * rest:
+        return [_entry("warmup_in_window", f"the first step takes {first:.2f} ms, {first / rest:.1f}x the median of "
+                                           f"the others ({rest:.2f} ms): warm-up is in the window; profile with "
+                                           f"schedule(wait=1, warmup=1, active=...)")]
+    return []
+
+
+def finite(x: Any) -> Any:
+    """``x`` with every NaN or infinite float inside it (dicts, lists) replaced by None: strict JSON."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, Mapping):
+        return {k: finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [finite(v) for v in x]
+    return x

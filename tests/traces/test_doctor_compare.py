@@ -1,0 +1,121 @@
+"""``python -m helpers.doctor compare BEFORE AFTER``: per-cause change per step with an interval, a verdict, an exit
+status for CI. On two halves of one run (no change), on a planted fix of notebook 05 (faster, and which cause),
+and the other way round (slower; --fail-if-slower)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers.lessons.diagnose import planted_step
+from helpers.measure.diagnose import diagnose_step
+from helpers.traces import comparison
+from helpers.traces import events as ev
+from helpers.traces.load import load_trace
+from tests.shared_data import gpu_trace
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli(*args):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "helpers.doctor", "compare", *map(str, args)], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=600)
+
+
+def steps_of(doc, first, last, path):
+    """Steps ``first``..``last`` (0-based) of a trace, written to ``path``: the events that start from the first
+    one's start until the next step's start, and the device work launched from among them."""
+    starts = [a for _, a, _ in ev.step_ranges(doc)]
+    lo = starts[first]
+    hi = starts[last + 1] if last + 1 < len(starts) else float("inf")
+    kept = [e for e in doc["traceEvents"] if not isinstance(e.get("ts"), (int, float)) or lo <= e["ts"] < hi]
+    launched = set(ev.launches(ev.complete({"traceEvents": kept})))
+    kept += [e for e in doc["traceEvents"] if isinstance(e.get("ts"), (int, float)) and e["ts"] >= hi
+             and ev.is_device_work(e) and ev.corr(e) in launched]
+    path.write_text(json.dumps({**{k: v for k, v in doc.items() if k != "traceEvents"}, "traceEvents": kept}))
+    return path
+
+
+def test_the_interval_is_welchs():
+    change, low, high = comparison.interval([10.0, 11.0, 12.0], [8.0, 8.5, 9.0])
+    assert change == pytest.approx(-2.5)
+    # se = sqrt(1/3 + 0.25/3) = 0.6455; Welch df = 2.94; t(0.975, 2.94) = 3.20
+    assert low == pytest.approx(-2.5 - 3.20 * 0.6455, abs=0.02)
+    assert high == pytest.approx(-2.5 + 3.20 * 0.6455, abs=0.02)
+    assert comparison.interval([1.0], [2.0, 3.0])[1:] == (None, None)
+
+
+def _synthetic(tmp_path, name, ms, jitter):
+    """A GPU trace of 6 steps of ``ms`` ms (+/- jitter), a kernel taking 60% of each."""
+    evs = []
+    t = 0.0
+    for k in range(6):
+        d = (ms + jitter[k % len(jitter)]) * 1000
+        evs += [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": t, "dur": d, "pid": 1,
+                 "tid": 1},
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": t + 5, "dur": 5, "pid": 1,
+                 "tid": 1, "args": {"correlation": k}},
+                {"ph": "X", "cat": "kernel", "name": "gemm", "ts": t + 20, "dur": 0.6 * d, "pid": 0, "tid": 7,
+                 "args": {"correlation": k, "stream": 7}}]
+        t += d
+    path = tmp_path / name
+    path.write_text(json.dumps({"traceEvents": evs}))
+    return path
+
+
+def test_two_halves_of_one_run_are_no_change(tmp_path):
+    whole = load_trace(_synthetic(tmp_path, "run.json", 10.0, [0.0, 0.4, -0.3, 0.2, -0.1, 0.3]))
+    a, b = steps_of(whole, 0, 2, tmp_path / "a.json"), steps_of(whole, 3, 5, tmp_path / "b.json")
+    p = cli(a, b, "--json")
+    assert p.returncode == 0, p.stderr
+    cmp = json.loads(p.stdout)
+    assert cmp["verdict"] == "no change" and cmp["steps"] == [3, 3] and cmp["cause"] is None
+    assert cmp["step"]["low_ms"] < 0 < cmp["step"]["high_ms"]
+
+
+def test_two_halves_of_a_real_a100_run_are_no_change(tmp_path):
+    whole = load_trace(gpu_trace("hta_control.json.gz"))
+    a, b = steps_of(whole, 0, 2, tmp_path / "a.json"), steps_of(whole, 3, 5, tmp_path / "b.json")
+    p = cli(a, b, "--json", "--fail-if-slower", "1")
+    assert p.returncode == 0, p.stderr
+    cmp = json.loads(p.stdout)
+    assert cmp["verdict"] == "no change" and cmp["steps"] == [3, 3]
+    assert {r["cause"] for r in cmp["causes"]} >= {"compute", "communication", "host sync"}
+
+
+@pytest.fixture(scope="module")
+def planted_fix(tmp_path_factory):
+    """Notebook 05's planted input bottleneck (a dataset costing 2 ms a sample, 8 samples a batch) and its fix (the
+    plain step): the trace folders diagnose_step wrote."""
+    root = tmp_path_factory.mktemp("planted")
+    before = diagnose_step(planted_step("input", 2.0), trace_root=root / "before", active=5).trace_dir
+    after = diagnose_step(planted_step("none", 1), trace_root=root / "after", active=5).trace_dir
+    return before, after
+
+
+def test_a_planted_fix_is_faster_and_names_its_cause(planted_fix):
+    before, after = planted_fix
+    p = cli(before, after, "--json", "--fail-if-slower", "5")
+    assert p.returncode == 0, p.stderr
+    cmp = json.loads(p.stdout)
+    assert cmp["verdict"] == "faster" and cmp["cause"] == "input"
+    row = next(r for r in cmp["causes"] if r["cause"] == "input")
+    assert row["change_ms"] < -5 and row["high_ms"] < 0 and cmp["step"]["high_ms"] < 0
+    text = cli(before, after)
+    assert text.returncode == 0 and text.stdout.splitlines()[3].startswith("FASTER") and "input" in text.stdout
+
+
+def test_slower_sets_the_exit_status_for_ci(planted_fix):
+    before, after = planted_fix
+    p = cli(after, before, "--fail-if-slower", "5")   # the change undone: slower
+    assert p.returncode == 1 and "SLOWER" in p.stdout and "slower by" in p.stderr
+    assert cli(after, before, "--fail-if-slower", "100000").returncode == 0   # slower, but not by that much
+    assert cli(after, before).returncode == 0                                  # no limit asked: a report only
+
+
+def test_bad_input_on_either_side_is_one_line(tmp_path, planted_fix):
+    p = cli(planted_fix[0], tmp_path / "missing.json")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "missing.json" in p.stderr
