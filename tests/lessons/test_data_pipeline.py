@@ -405,11 +405,10 @@ def test_gpu_idle_share_reads_a_real_gpu_trace_quietly(tmp_path, capfd):
     # a real A100 training trace (Holistic Trace Analysis' test data, MIT): HTA called directly prints its parse
     # timings ("Parsed ... time = ...", "leaving parse_traces ...") into the notebook's output
     import shutil
-    from pathlib import Path
 
-    src = Path("/work/shared/gpu-traces/hta_alexnet.json.gz")
-    if not src.exists():
-        pytest.skip("the shared GPU traces are not on this machine")
+    from tests.shared_data import gpu_trace
+
+    src = gpu_trace("hta_alexnet.json.gz")
     shutil.copy(src, tmp_path / src.name)
     capfd.readouterr()
     share = pl.gpu_idle_share(tmp_path)

@@ -202,10 +202,10 @@ def test_gpu_idle_vs_hta(monkeypatch):
 
 
 def test_gpu_idle_vs_hta_on_a_real_a100_trace():
-    """While the HTA project's A100 trace is still around (it leaves the project; the test then skips)."""
-    path = ROOT / "data" / "gpu-traces" / "hta_control.json.gz"
-    if not path.exists():
-        pytest.skip("data/gpu-traces/hta_control.json.gz not present")
+    """The HTA project's A100 trace (others' data, read from ../shared; skipped with the reason where absent)."""
+    from tests.shared_data import gpu_trace
+
+    path = gpu_trace("hta_control.json.gz")
     d = dg.diagnose(path)
     assert dx.sync_found(d)
     idle = dx.gpu_idle_vs_hta(d, path)
