@@ -213,7 +213,7 @@ def test_show_table_prints_a_cpu_table_that_fits_and_a_dataframe_otherwise(cpu_p
         pb.build("cpu", 2, **MODEL)[1]()
     pb.show_table(profiling.host_averages(mem), "self_cpu_memory_usage", 4, columns="memory")
     out = capsys.readouterr().out
-    assert "characters wide here" in out and "Self CPU" not in out and len(shown) == 1
+    assert "would be 148 characters wide" in out and "Self CPU" not in out and len(shown) == 1
     assert list(shown[0].columns) == ["name", "calls", "self_cpu_ms", "cpu_mem_mb", "self_cpu_mem_mb"]
     assert len(shown[0]) == 4 and shown[0]["self_cpu_mem_mb"].is_monotonic_decreasing
 
@@ -247,7 +247,8 @@ def test_averages_frame_on_a_gpu_profile_reads_device_time():
             _avg("forward", self_cpu_time_total=20.0, cpu_time_total=300.0, device_time_total=4000.0),
             _avg("sgemm", device_type="DeviceType.CUDA", self_device_time_total=3000.0, device_time_total=3000.0),
             _avg("relu_kernel", device_type="DeviceType.CUDA", self_device_time_total=1000.0,
-                 device_time_total=1000.0)]
+                 device_time_total=1000.0),
+            _avg("forward", device_type="DeviceType.CUDA", is_user_annotation=True, self_device_time_total=900.0)]
     df = pb.averages_frame(avgs, "self_cuda_time_total", 2, on_gpu=True)   # "cuda" keys read as "device"
     assert list(df.columns) == ["name", "calls", "self_cpu_ms", "cpu_total_ms", "self_device_share", "self_device_ms",
                                 "device_total_ms", "device_avg_ms"]

@@ -46,7 +46,8 @@ def averages_frame(avgs, sort_by: str, row_limit: int = 10, columns: str = "time
 
     rows = sorted(avgs, key=lambda e: getattr(e, _device(sort_by)), reverse=True)[:row_limit]
     cpu_all = sum(e.self_cpu_time_total for e in avgs) or 1.0
-    dev_all = sum(e.self_device_time_total for e in avgs if _on_device(e)) or 1.0
+    dev_all = sum(e.self_device_time_total for e in avgs   # the kernels' rows (the "Self CUDA %" denominator)
+                  if _on_device(e) and not getattr(e, "is_user_annotation", False)) or 1.0
     t = "device" if on_gpu else "cpu"
     out = []
     for e in rows:
@@ -83,8 +84,7 @@ def show_table(avgs, sort_by: str, row_limit: int = 10, columns: str = "time", o
         print("\n".join(line.rstrip() for line in text.splitlines()))
         return
     wide = max(len(line.rstrip()) for line in text.splitlines())
-    print(f"key_averages().table() is {wide} characters wide here, more than the ~{WIDTH} this output area shows "
-          "on a line: the same rows as a table")
+    print(f"key_averages().table() would be {wide} characters wide (a line here holds ~{WIDTH}); its rows:")
     show(averages_frame(avgs, sort_by, row_limit, columns, on_gpu), precision=3)
 
 
