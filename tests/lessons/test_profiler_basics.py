@@ -368,7 +368,10 @@ def test_figures_table_and_sentence_reconcile_the_step_times(tmp_path):
     text = pb.figures_sentence(table, c, on_gpu=False)
     assert "profiled is slower than unprofiled" in text and "+0.50 ms per step" in text
     assert "+10% and +11% from the rounds' means" in text and "(20.0 ms, 3.6×" in text
-    assert "CPU time the process spent" in text and "GPU timeline" not in text
+    assert "CPU time the process spent" in text and "GPU timeline" not in text and "waited while" in text
+    quiet, _ = _results_with_rounds(tmp_path / "q", [5.0, 5.1, 4.9, 5.0] * 5, [5.5, 5.6, 5.4, 5.5] * 5,
+                                    recorded=(5.5, 5.4, 5.6), timed=(5.0, 5.1, 4.9))
+    assert "little else ran on the machine" in pb.figures_sentence(pb.figures_table(quiet, 20.0), c, on_gpu=False)
     res_gpu, c_gpu = _results_with_rounds(tmp_path / "g", [5.0, 5.1, 4.9, 5.0] * 5, [5.5, 5.6, 5.4, 5.5] * 5,
                                           clock="wall")
     text = pb.figures_sentence(pb.figures_table(res_gpu, 20.0), c_gpu, on_gpu=True)

@@ -113,6 +113,7 @@ def async_reference(ref) -> str:
 
 
 # --- one step, several figures ---------------------------------------------------------------------------------------
+QUIET = 0.05   # wall-clock means within 5% of the rounds' CPU-time means: the machine was quiet then
 FIGURES = (  # (results row, what it is, where the notebook shows it, profiled)
     ("train_step", "timed steps", "Baseline (time_steps); results row train_step", "no"),
     ("step (rounds, unprofiled)", "rounds, unprofiled", "this section", "no"),
@@ -147,14 +148,15 @@ def figures_sentence(table, overhead: Mapping[str, Any], on_gpu: bool) -> str:
                 f"{mean['rounds, profiled'] - mean['rounds, unprofiled']:+.2f} ms per step. ")
     else:
         cost = f"This machine does not resolve the profiler's cost on this step: {cmp.describe(overhead)}. "
-    above = (f"{mean['timed steps'] / mean['rounds, unprofiled'] - 1:+.0%} and "
-             f"{mean['recorded steps'] / mean['rounds, profiled'] - 1:+.0%}")
+    gaps = (mean["timed steps"] / mean["rounds, unprofiled"] - 1, mean["recorded steps"] / mean["rounds, profiled"] - 1)
+    above = f"{gaps[0]:+.0%} and {gaps[1]:+.0%}"
     if f.loc["rounds, unprofiled", "clock"] == "cpu":
+        why = ("little else ran on the machine at those moments" if max(map(abs, gaps)) <= QUIET else
+               "the time the step waited while other work ran, and whatever changed between those moments")
         drift = (f"The rounds count the CPU time the process spent on each step, to which the machine's other work "
                  f"does not add; the baseline's timed steps ({mean['timed steps']:.2f} ms, unprofiled) and the "
                  f"recorded steps ({mean['recorded steps']:.2f} ms, profiled) are wall-clock times, {above} from the "
-                 "rounds' means: the time the step waited while other work ran, and whatever changed between those "
-                 "moments. Compare only what ran in alternation, on one clock. ")
+                 f"rounds' means: {why}. Compare only what ran in alternation, on one clock. ")
     else:
         drift = (f"The baseline's timed steps ({mean['timed steps']:.2f} ms, unprofiled) and the recorded steps "
                  f"({mean['recorded steps']:.2f} ms, profiled) ran at other moments: {above} from the rounds' means "
