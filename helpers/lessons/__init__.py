@@ -1,7 +1,8 @@
 """What only one notebook uses: one module or package per lesson.
 
-- ``profiler_basics``  (01) the small CNN and the step profiled in the first lesson; readings of its profile (three
-                       orders, phase table and chart, backward wait chain); the panel's experiment and validator
+- ``profiler_basics``  (01) the small CNN and the step profiled in the first lesson; readings of its profile (tables
+                       that fit, three orders, phase table and chart, backward wait chain); the profiler's cost and
+                       the two timers, measured in alternation; the panel's experiment and validator
 - ``data_pipeline``    (02) dataset, transforms and variants; the timed loop, the ceiling and the stand-in device;
                        shared-memory and decode checks
 - ``backward_hooks``   (03) backward labels from module hooks (full and graph hooks), spans and per-module tables,

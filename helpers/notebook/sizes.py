@@ -5,10 +5,19 @@ articles' sizes on a GPU.
 """
 
 PROFILER_BASICS = {
-    "smoke": dict(batch_size=32, image_size=32, width=16, blocks=3, steps=10, warmup=5,
-                  wait=1, warmup_steps=1, active=3, matmul_size=256, matmul_repeats=20),
+    # rounds x round_steps: the profiler's overhead, profiled and unprofiled blocks in alternation; timer_rounds: the
+    # asynchronous-timing demo's readings per timer (GPU only). cpu_threads: intra-op threads on a CPU (1: on a small
+    # machine shared with other work, two OpenMP threads waiting for each other made a 17 ms step take 100-230 ms);
+    # None leaves torch's default. Smoke batch 8: the profiler costs about a microsecond per op (~0.4 ms a step
+    # here), which on a ~5 ms step (~9%) stands clear of a shared 2-core machine's noise; on a 16 ms one (batch 32)
+    # it did not in every run. active=8 at smoke: with steps this short, a few profiled steps let one preemption by
+    # another process decide which row tops the self-time order.
+    "smoke": dict(batch_size=8, image_size=32, width=16, blocks=3, steps=10, warmup=5,
+                  wait=1, warmup_steps=1, active=8, rounds=20, round_steps=5, cpu_threads=1,
+                  matmul_size=256, matmul_repeats=20, timer_rounds=5),
     "full": dict(batch_size=256, image_size=224, width=64, blocks=4, steps=30, warmup=10,
-                 wait=1, warmup_steps=3, active=5, matmul_size=8192, matmul_repeats=50),
+                 wait=1, warmup_steps=3, active=5, rounds=4, round_steps=5, cpu_threads=None,
+                 matmul_size=8192, matmul_repeats=50, timer_rounds=5),
 }
 
 DATA_PIPELINE = {
