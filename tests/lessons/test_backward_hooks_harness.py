@@ -225,9 +225,13 @@ def test_label_pair_check_reports_a_missing_pair(lab, monkeypatch):
     assert check["missing"] == ["patch_drop"] and not check["ok"]
 
 
-def test_interleaved_takes_its_rounds_from_the_sizes(lab):
-    times = lab.interleaved({"a": (True, lambda: None), "b": (False, lambda: None)}, warmup=0)
+def test_interleaved_takes_its_rounds_from_the_sizes_and_pauses_the_garbage_collector(lab):
+    import gc
+
+    seen = []
+    times = lab.interleaved({"a": (True, lambda: seen.append(gc.isenabled())), "b": (False, lambda: None)}, warmup=0)
     assert [len(t.times_ms) for t in times.values()] == [TINY["rounds"]] * 2
+    assert seen == [False] * TINY["rounds"] and gc.isenabled()
 
 
 def test_interleaved_runs_each_step_under_its_own_setting(lab):

@@ -8,7 +8,8 @@ trace the host-device syncs inside the backward (each once, by kind), the GPU id
 the node that selects the kept patches (``trace_metrics``); ``run_matrix`` profiles the determinism × method matrix
 and ``time_matrix`` times it in interleaved rounds (the only step times the notebook compares); ``labelled_table``
 profiles a model labelled by hooks and returns its per-module backward table; ``interleaved`` times steps in turns,
-each under its own deterministic setting (``shared_steps``: the matrix's steps on one model); ``equivalence`` compares the two methods' loss and gradients
+each under its own deterministic setting, with the garbage collector paused (``shared_steps``: the matrix's steps on
+one model); ``equivalence`` compares the two methods' loss and gradients
 (``measure.compare.compare``) before any timing. On a CPU every step runs with one intra-op thread
 (``measure.timing.torch_threads``): on a shared 2-core machine two OpenMP threads wait for each other whenever one
 of them is descheduled, which stretches steps several-fold and at random. ``validate_config`` refuses a bad panel
@@ -16,7 +17,9 @@ value with a message; ``run_config`` turns the same values into a failed row.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+import contextlib
+import gc
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 from torch import nn
@@ -82,6 +85,20 @@ def trace_metrics(doc: Mapping[str, Any], method: str) -> dict[str, Any]:
             "sync_gpu_idle_per_step_ms": idle_ms,
             "select_backward_host_ms": float(ops.loc[node, "host_ms"]) if node in ops.index else None,
             "select_backward_device_ms": float(ops.loc[node, "device_ms"]) if node in ops.index else None}
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's garbage collector off for the block (after one collection), as ``timeit`` times: a collection of a
+    notebook's heap (its profiles hold hundreds of thousands of objects) would land in whichever step runs then."""
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def under_deterministic(deterministic: bool, fn: Callable[[], Any]) -> Callable[[], Any]:
@@ -162,9 +179,10 @@ class Lab:
     def interleaved(self, steps: Mapping[Any, tuple[bool, Callable[[], Any]]], rounds: int | None = None,
                     warmup: int | None = None) -> dict[Any, timing.StepTimes]:
         """Time ``steps`` ({key: (deterministic, step_fn)}) in turns (``measure.timing.interleaved_times``), each
-        step under its own deterministic setting; ``self.rounds`` rounds by default."""
+        step under its own deterministic setting; ``self.rounds`` rounds by default, the garbage collector paused
+        (``gc_paused``)."""
         wrapped = {k: under_deterministic(d, fn) for k, (d, fn) in steps.items()}
-        with timing.torch_threads(self.threads):
+        with timing.torch_threads(self.threads), gc_paused():
             return timing.interleaved_times(wrapped, self.rounds if rounds is None else rounds, self.device,
                                             warmup=self.warmup if warmup is None else warmup)
 
