@@ -20,7 +20,7 @@ from helpers.notebook.results import Results
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing")
 
-TINY = dict(batch_size=2, image_size=32, patch_size=16, depth=1, width=32, heads=2, steps=2, warmup=1,
+TINY = dict(batch_size=2, image_size=32, patch_size=16, depth=1, width=32, heads=2, steps=2, warmup=1, rounds=3,
             wait=0, warmup_steps=1, active=2)
 
 
@@ -39,21 +39,21 @@ def matrix(tmp_path_factory):
     try:
         lab = hooks.Lab("03_test", TINY, "cpu", Results("03_test", "smoke", {},
                                                              root=tmp_path_factory.mktemp("results")))
-        rows = {(d, m): lab.run_config(d, m) for d in (True, False) for m in pdm.METHODS}
+        rows = lab.run_matrix()
         yield lab, rows
     finally:
         mp.undo()
 
 
 # -- run_config: one configuration, its metrics read from its trace ----------------------------------------------
-def test_run_config_reads_syncs_and_both_clocks_from_the_trace(matrix):
+def test_run_matrix_profiles_untimed_and_reads_syncs_and_both_clocks_from_the_trace(matrix):
     lab, rows = matrix
-    assert [r["name"] for r in rows.values()] == ["det gather bs=2", "det indexing bs=2", "nondet gather bs=2",
-                                                  "nondet indexing bs=2"]
+    assert list(rows) == hooks.MATRIX == [(True, "gather"), (True, "indexing"), (False, "gather"), (False, "indexing")]
+    assert [r["name"] for r in rows.values()] == ["det gather", "det indexing", "nondet gather", "nondet indexing"]
     for (det, method), row in rows.items():
         m = row["metrics"]
         assert row["status"] == "ok" and row["config"] == {"deterministic": det, "method": method, "batch_size": 2}
-        assert m["steps_timed"] == TINY["steps"] and m["step_ms_median"] > 0
+        assert "steps_timed" not in m and "step_ms_mean" not in m     # its step times come from interleaved rounds
         assert m["backward_phases"] == TINY["active"]                     # one `backward` label per profiled step
         assert m["syncs_per_step"] == 0 and m["sync_gpu_idle_per_step_ms"] == 0   # a CPU trace has no sync
         assert {f"{k}_per_step" for k in tr.KINDS} <= set(m)
@@ -62,6 +62,30 @@ def test_run_config_reads_syncs_and_both_clocks_from_the_trace(matrix):
         assert (m["gather_backward_calls"] > 0) is gather and (m["index_backward_calls"] > 0) is not gather
         assert row["name"] in lab.profs and row["name"] in lab.docs
         assert profiling.trace_files(m["trace_dir"])
+
+
+def test_run_config_times_a_configuration_with_one_thread_on_a_cpu(lab, monkeypatch):
+    from helpers.measure import timing
+
+    seen = []
+    real = timing.time_steps
+    monkeypatch.setattr(timing, "time_steps", lambda *a, **kw: (seen.append(torch.get_num_threads()),
+                                                                real(*a, **kw))[1])
+    before = torch.get_num_threads()
+    row = lab.run_config(True, "indexing", name="one")
+    assert row["status"] == "ok" and row["metrics"]["steps_timed"] == TINY["steps"]
+    assert row["metrics"]["step_ms_mean"] > 0 and row["metrics"]["index_backward_calls"] > 0
+    assert seen == [1] and lab.threads == 1 and torch.get_num_threads() == before
+    assert hooks.Lab("x", TINY, "cpu", None, cpu_threads=None).threads is None
+
+
+def test_time_matrix_records_interleaved_rows(lab):
+    times = lab.time_matrix(rounds=2)
+    assert list(times) == hooks.MATRIX and all(len(t.times_ms) == 2 for t in times.values())
+    rows = {r["name"]: r for r in lab.results.experiments}
+    assert list(rows) == ["interleaved det gather", "interleaved det indexing", "interleaved nondet gather",
+                          "interleaved nondet indexing"]
+    assert all(r["config"]["timing"] == "interleaved" and r["metrics"]["steps_timed"] == 2 for r in rows.values())
 
 
 def _ev(name, ts, dur=1.0, cat="cuda_runtime", corr=None, tid=1):
@@ -109,7 +133,7 @@ def test_trace_metrics_on_a_gpu_trace_with_a_sync():
 
 def test_trace_metrics_name_the_node_of_each_method(matrix):
     lab, _ = matrix
-    doc = lab.docs["det gather bs=2"]
+    doc = lab.docs["det gather"]
     assert hooks.trace_metrics(doc, "gather")["select_backward_host_ms"] > 0
     assert hooks.trace_metrics(doc, "indexing")["select_backward_host_ms"] is None   # no IndexBackward0 in it
 
@@ -201,6 +225,15 @@ def test_label_pair_check_reports_a_missing_pair(lab, monkeypatch):
     assert check["missing"] == ["patch_drop"] and not check["ok"]
 
 
+def test_interleaved_takes_its_rounds_from_the_sizes_and_pauses_the_garbage_collector(lab):
+    import gc
+
+    seen = []
+    times = lab.interleaved({"a": (True, lambda: seen.append(gc.isenabled())), "b": (False, lambda: None)}, warmup=0)
+    assert [len(t.times_ms) for t in times.values()] == [TINY["rounds"]] * 2
+    assert seen == [False] * TINY["rounds"] and gc.isenabled()
+
+
 def test_interleaved_runs_each_step_under_its_own_setting(lab):
     seen = {"det": [], "nondet": []}
     was = torch.are_deterministic_algorithms_enabled()
@@ -232,7 +265,7 @@ def test_equivalence_sees_a_wrong_selection(lab, monkeypatch):
 # -- readings -----------------------------------------------------------------------------------------------------
 def test_two_clocks_and_one_nodes_clocks(matrix):
     lab, _ = matrix
-    ops = hooks.two_clocks(lab.docs["det gather bs=2"])
+    ops = hooks.two_clocks(lab.docs["det gather"])
     assert {"op", "host_ms", "device_ms", "host_share", *hooks.DEVICE_ONLY_COLS} <= set(ops.columns)
     assert (ops["host_share"] > 0).all() and ops["host_share"].max() <= 1
     g = hooks.node_clocks(ops, "GatherBackward0")
@@ -244,13 +277,19 @@ def test_two_clocks_and_one_nodes_clocks(matrix):
 def test_matrix_and_interleaved_frames_and_the_chart(matrix):
     _, rows = matrix
     mx = hooks.matrix_frame(rows, hooks.MATRIX_COLS)
-    assert list(mx.columns[:2]) == ["deterministic", "method"] and len(mx) == 4 and (mx["status"] == "ok").all()
+    assert list(mx.columns[:2]) == ["deterministic", "method"] and len(mx) == 4
+    assert "status" not in mx.columns and "error" not in mx.columns     # every row ok: nothing to say there
+    assert not {"step_ms_median", "step_ms_mean"} & set(mx.columns)   # no sequential step times beside the matrix
     assert list(mx["gather_backward_calls"] > 0) == [True, False, True, False]
+    failed = dict(rows)
+    failed[(False, "indexing")] = {"status": "failed", "error": "OverBudget: skipped", "metrics": {}}
+    fx = hooks.matrix_frame(failed, hooks.MATRIX_COLS)
+    assert list(fx["status"]) == ["ok", "ok", "ok", "failed"] and fx["error"].iloc[3] == "OverBudget: skipped"
     kinds = hooks.matrix_frame(rows, hooks.KIND_COLS)
     assert not kinds[hooks.KIND_COLS].fillna(0).to_numpy().any()
     times = {k: StepTimes([1.0, 2.0, 3.0, 4.0]) for k in rows}
     fr = hooks.interleaved_frame(times)
-    assert list(fr["step median (ms)"]) == [2.5] * 4 and list(fr["step p25 (ms)"]) == [1.75] * 4
+    assert list(fr["step_ms_mean"]) == [2.5] * 4 and list(fr["step_ms_p25"]) == [1.75] * 4
     import matplotlib
 
     matplotlib.use("Agg")
@@ -259,25 +298,100 @@ def test_matrix_and_interleaved_frames_and_the_chart(matrix):
     fig = hooks.results_chart(times, rows, modules, "title")
     ax1, ax2 = fig.axes
     assert len(ax1.patches) == 4 and [t.get_text() for t in ax1.texts] == ["0 syncs"] * 4
+    from matplotlib.container import BarContainer
+
+    bars = [c for c in ax1.containers if isinstance(c, BarContainer)]
+    assert len(bars) == 1 and bars[0].errorbar is not None               # interquartile ranges as error bars
     assert [t.get_text() for t in ax2.get_yticklabels()] == ["patch_drop", "blocks.0", "blocks"]
+    view = hooks.module_view(modules, ["depth"], 2)
+    assert list(view.columns) == ["module", "backward_share"] and len(view) == 2
 
 
-def test_iqr_overlap():
-    a, b, c = StepTimes([1, 2, 3, 4]), StepTimes([2.5, 3, 5, 6]), StepTimes([10, 11, 12, 13])
-    assert hooks.iqr_overlap(a, b) and hooks.iqr_overlap(b, a) and not hooks.iqr_overlap(a, c)
+def _times(mean_ms, n=12, spread=0.02):
+    import numpy as np
+
+    rng = np.random.default_rng(int(mean_ms * 1000))
+    return StepTimes(list(mean_ms * (1 + spread * rng.standard_normal(n))))
 
 
-def test_results_table_puts_the_matrix_first(tmp_path):
+def test_compare_matrix_compares_the_fix_and_on_a_gpu_the_nondeterministic_pairs(tmp_path):
     res = Results("03_test", "smoke", {}, root=tmp_path)
-    for name, cfg in (("baseline det gather", {}), ("expected failure: x", {}), ("equivalence", {}),
-                      ("interleaved det gather", {"timing": "interleaved"}), ("nondet gather bs=2", {}),
-                      ("det gather bs=2", {})):
-        res.add(name, cfg, {"step_ms_median": 1.0, "syncs_per_step": 0, "sync_gpu_idle_per_step_ms": 0.0})
+    times = {(True, "gather"): _times(10.0), (True, "indexing"): _times(10.0),
+             (False, "gather"): _times(10.0), (False, "indexing"): _times(20.0)}
+    cpu = hooks.compare_matrix(res, times, on_gpu=False)
+    assert [(c["a"], c["b"], c["verdict"]) for c in cpu] == [("det gather", "det indexing", "no difference")]
+    assert cpu[0]["low"] <= cpu[0]["ratio"] <= cpu[0]["high"] and res.comparisons == cpu
+    gpu = hooks.compare_matrix(res, times, on_gpu=True)
+    assert [(c["a"], c["b"]) for c in gpu] == [("det gather", "det indexing"), ("nondet gather", "nondet indexing"),
+                                               ("nondet gather", "det indexing")]
+    assert [c["verdict"] for c in gpu] == ["no difference", "slower", "no difference"]   # a/b: above 1, b faster
+    assert len(res.comparisons) == 3                                   # the same pair again replaces its entry
+    del times[(True, "indexing")]                                       # a configuration that failed
+    assert [(c["a"], c["b"]) for c in hooks.compare_matrix(res, times, True)] == [("nondet gather", "nondet indexing")]
+
+
+def test_shared_steps_time_the_configurations_on_one_model(lab, monkeypatch):
+    builds = []
+    real = lab.build
+    monkeypatch.setattr(lab, "build", lambda *a, **kw: (builds.append(a), real(*a, **kw))[1])
+    steps = lab.shared_steps()
+    assert len(builds) == 1                                             # one model for the four configurations
+    assert list(steps) == hooks.MATRIX and [d for d, _ in steps.values()] == [True, True, False, False]
+    for (det, method), (_, run) in steps.items():
+        with env.deterministic(det), profile(activities=[ProfilerActivity.CPU]) as prof:
+            run()
+        names = {e.name for e in prof.events()}
+        assert (hooks.SELECT_NODE[method] in names) and not ({*hooks.SELECT_NODE.values()} - {hooks.SELECT_NODE[method]}) & names
+
+
+def _results_with_the_matrix(tmp_path, fail=None):
+    res = Results("03_test", "smoke", {}, root=tmp_path)
+    res.add("baseline det gather", {"deterministic": True, "method": "gather", "batch_size": 2},
+            {"step_ms_mean": 9.0, "step_ms_p25": 8.0, "step_ms_p75": 10.0, "select_backward_host_ms": 0.1})
+    for d, m in hooks.MATRIX:
+        name = hooks.matrix_name(d, m)
+        res.add(name, {"deterministic": d, "method": m, "batch_size": 2},
+                {"syncs_per_step": 1.0 if d and m == "gather" else 0.0, "sync_gpu_idle_per_step_ms": 0.5})
+        if name == fail:
+            res.add(f"interleaved {name}", {}, {}, status="failed", error="OverBudget: stopped")
+        else:
+            res.add(f"interleaved {name}", {"deterministic": d, "method": m, "batch_size": 2, "timing": "interleaved"},
+                    {"step_ms_mean": 10.0, "step_ms_p25": 9.0, "step_ms_p75": 11.0})
+    res.add("det indexing bs=4", {"deterministic": True, "method": "indexing", "batch_size": 4},
+            {"step_ms_mean": 12.0, "step_ms_p25": 11.0, "step_ms_p75": 13.0, "select_backward_host_ms": 0.2})
+    return res
+
+
+def test_results_table_one_row_per_configuration(tmp_path):
+    res = _results_with_the_matrix(tmp_path)
     t = hooks.results_table(res, on_gpu=False)
-    assert list(t["experiment"]) == ["det gather bs=2", "nondet gather bs=2", "interleaved det gather",
-                                     "baseline det gather", "expected failure: x", "equivalence"]
-    assert list(t["timing"]).count("") == 5 and "sync_gpu_idle_per_step_ms" not in t.columns
-    assert "sync_gpu_idle_per_step_ms" in hooks.results_table(res, on_gpu=True).columns
+    assert list(t.columns) == ["deterministic", "method", "step_ms_mean", "step_ms_p25", "step_ms_p75"]
+    assert list(zip(t["deterministic"], t["method"])) == hooks.MATRIX and list(t["step_ms_mean"]) == [10.0] * 4
+    g = hooks.results_table(res, on_gpu=True)
+    assert list(g["syncs_per_step"]) == [1.0, 0.0, 0.0, 0.0] and "sync_gpu_idle_per_step_ms" in g.columns
+    f = hooks.results_table(_results_with_the_matrix(tmp_path / "f", fail="nondet gather"), on_gpu=False)
+    assert list(f["status"]) == ["ok", "ok", "failed", "ok"] and f["error"].iloc[2] == "OverBudget: stopped"
+
+
+def test_results_table_puts_a_reference_runs_figures_beside_this_runs(tmp_path):
+    from helpers.notebook import reference
+
+    ref_res = _results_with_the_matrix(tmp_path / "h100")
+    ref_doc = ref_res.to_dict()
+    ref_doc["experiments"][2]["metrics"]["step_ms_mean"] = 3.5          # interleaved det gather on the GPU
+    ref = reference.Reference("h100", tmp_path / "h100", ref_doc)
+    t = hooks.results_table(_results_with_the_matrix(tmp_path / "here"), on_gpu=False, ref=ref)
+    assert list(t.columns) == ["deterministic", "method", "step_ms_mean", "reference (h100): step mean (ms)",
+                               "step_ms_p25", "step_ms_p75", "reference (h100): syncs per step"]
+    assert list(t["reference (h100): step mean (ms)"]) == [3.5, 10.0, 10.0, 10.0]
+    assert list(t["reference (h100): syncs per step"]) == [1.0, 0.0, 0.0, 0.0]
+
+
+def test_runs_table_holds_the_configurations_timed_one_at_a_time(tmp_path):
+    t = hooks.runs_table(_results_with_the_matrix(tmp_path), on_gpu=False)
+    assert list(t["experiment"]) == ["baseline det gather", "det indexing bs=4"]
+    assert "timing" not in t.columns and "syncs_per_step" not in t.columns and "status" not in t.columns
+    assert "syncs_per_step" in hooks.runs_table(_results_with_the_matrix(tmp_path / "g"), on_gpu=True).columns
 
 
 # -- ops under a backward node, in each mode ----------------------------------------------------------------------
@@ -289,6 +403,14 @@ def test_ops_under_gather_backward_and_the_fills_aside():
     names = hooks.ops_under(prof)
     assert names and any("scatter_add" in n for n in names)
     assert hooks.ops_under(prof, "NoSuchBackward0") == []
+    tree = hooks.ops_tree(prof)                                  # nested as the ops called each other
+    assert sorted(n for _, n in tree) == sorted(names) and hooks.ops_tree(prof, "NoSuchBackward0") == []
+    depth = dict((n, d) for d, n in reversed(tree))
+    assert depth["aten::gather_backward"] == 1 and depth["aten::new_zeros"] == depth["aten::scatter_add_"] == 2
+    assert [n for _, n in tree].index("aten::new_zeros") < [n for _, n in tree].index("aten::scatter_add_")
+    listing = hooks.format_tree(tree).splitlines()
+    assert listing[0] == "GatherBackward0" and listing[1] == "  aten::gather_backward"
+    assert "    aten::scatter_add_" in listing
     assert hooks.same_ops_fills_aside(["a", "aten::fill_", "b"], ["a", "b"])
     assert not hooks.same_ops_fills_aside(["a", "b"], ["b", "a"])
     assert not hooks.same_ops_fills_aside(["a"], ["a", "aten::index_put_"])

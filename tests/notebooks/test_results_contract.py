@@ -136,6 +136,19 @@ def test_backward_hooks_structure():
     assert any("GatherBackward0" in claim and "fills aside" in claim for claim in doc["checks"])
     expected_failures = [e for e in doc["experiments"] if e["name"].startswith("expected failure")]
     assert len(expected_failures) == 2 and all(e["status"] == "failed" and e["error"] for e in expected_failures)
+    # timings are compared only from interleaved rounds: the matrix's profiles are untimed, its step times interleaved
+    assert not any("step_ms_mean" in rows[n]["metrics"] for n in ("det gather", "nondet indexing"))
+    for n in ("det gather", "det indexing", "nondet gather", "nondet indexing"):
+        assert rows[f"interleaved {n}"]["config"]["timing"] == "interleaved"
+        assert rows[f"interleaved {n}"]["metrics"]["steps_timed"] >= 2
+    on_gpu = str(doc["env"]["device"]).startswith("cuda")
+    pairs = [(c["a"], c["b"]) for c in doc["comparisons"]]
+    assert pairs == [("plain", "all modules labelled"), ("det gather", "det indexing")] + (
+        [("nondet gather", "nondet indexing"), ("nondet gather", "det indexing")] if on_gpu else [])
+    assert all(c["metric"] == "step_ms_mean" and c["n_a"] >= 2 and c["n_b"] >= 2 for c in doc["comparisons"])
+    # the ratios are not notes of their own any more: a ratio without its interval is no finding
+    assert not {"label_overhead_ratio", "det_indexing_at_least_as_fast_as_nondet_gather"} & set(doc["notes"])
+    assert [p["module"] for p in doc["notes"]["hot_path"]][0] == doc["notes"]["top_module"]
 
 
 def test_torch_compile_structure():

@@ -59,6 +59,28 @@ def ops_under(prof, node: str = "GatherBackward0") -> list[str]:
     return out
 
 
+def ops_tree(prof, node: str = "GatherBackward0") -> list[tuple[int, str]]:
+    """The ops under the first ``node`` event of a profile as ``(depth, name)`` in call order (depth 1: called by
+    the node itself, 2: called by that op, ...); [] without one."""
+    first = [e for e in prof.events() if e.name == node][:1]
+    out: list[tuple[int, str]] = []
+
+    def walk(e, depth):
+        for c in sorted(e.cpu_children, key=lambda c: c.time_range.start):
+            out.append((depth, c.name))
+            walk(c, depth + 1)
+
+    for e in first:
+        walk(e, 1)
+    return out
+
+
+def format_tree(tree: list[tuple[int, str]], root: str = "GatherBackward0", indent: str = "  ") -> str:
+    """``ops_tree`` as an indented listing under ``root``: an op is called by the nearest op above it with less
+    indentation; ops at the same indentation ran one after the other."""
+    return "\n".join([root] + [f"{indent * d}{name}" for d, name in tree])
+
+
 def same_ops_fills_aside(a: list[str], b: list[str]) -> bool:
     """Do two lists of op names (``ops_under`` in each mode) hold the same ops in the same order, once the filling of
     new memory (``aten::fill_``, which deterministic mode adds under any op that allocates) is set aside?"""

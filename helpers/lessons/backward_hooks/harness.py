@@ -5,14 +5,21 @@ and the results log. ``build`` makes timm's VisionTransformer with patch dropout
 indexing), its loss and its training step on one random batch; ``profile_run`` profiles a step with the lesson's
 schedule; ``run_config`` times and profiles one configuration (determinism × method × batch size) and reads from its
 trace the host-device syncs inside the backward (each once, by kind), the GPU idle time they caused and both clocks of
-the node that selects the kept patches (``trace_metrics``); ``labelled_table`` profiles a model labelled by hooks and
-returns its per-module backward table; ``interleaved`` times steps in turns, each under its own deterministic setting;
-``equivalence`` compares the two methods' loss and gradients (``measure.compare.compare``) before any timing.
-``validate_config`` refuses a bad panel value with a message; ``run_config`` turns the same values into a failed row.
+the node that selects the kept patches (``trace_metrics``); ``run_matrix`` profiles the determinism × method matrix
+and ``time_matrix`` times it in interleaved rounds (the only step times the notebook compares); ``labelled_table``
+profiles a model labelled by hooks and returns its per-module backward table; ``interleaved`` times steps in turns,
+each under its own deterministic setting, with the garbage collector paused (``shared_steps``: the matrix's steps on
+one model); ``equivalence`` compares the two methods' loss and gradients
+(``measure.compare.compare``) before any timing. On a CPU every step runs with one intra-op thread
+(``measure.timing.torch_threads``): on a shared 2-core machine two OpenMP threads wait for each other whenever one
+of them is descheduled, which stretches steps several-fold and at random. ``validate_config`` refuses a bad panel
+value with a message; ``run_config`` turns the same values into a failed row.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+import contextlib
+import gc
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 from torch import nn
@@ -29,6 +36,8 @@ from .markers import remove
 from .spans import backward_table
 
 SELECT_NODE = {"gather": "GatherBackward0", "indexing": "IndexBackward0"}   # the node that selects the kept patches
+MATRIX = [(det, method) for det in (True, False) for method in pdm.METHODS]   # deterministic rows first
+CPU_THREADS = 1   # intra-op threads for every step on a CPU (see the module docstring)
 PANEL_MAX_BATCH = 1024
 LOSS_TOL = {"rtol": 1e-6, "atol": 1e-7}    # the two selections must give the same loss...
 GRAD_TOL = {"rtol": 1e-5, "atol": 1e-6}    # ...and every parameter's gradient, within float32 rounding
@@ -53,6 +62,11 @@ def config_name(deterministic: Any, method: Any, batch_size: Any) -> str:
     return f"{mode} {method} bs={batch_size}"
 
 
+def matrix_name(deterministic: bool, method: str) -> str:
+    """A matrix configuration's name, the same at every scale (so a reference run's rows match): ``det gather``."""
+    return f"{'det' if deterministic else 'nondet'} {method}"
+
+
 def trace_metrics(doc: Mapping[str, Any], method: str) -> dict[str, Any]:
     """What one configuration's trace says about its backward, per profiled step.
 
@@ -73,6 +87,20 @@ def trace_metrics(doc: Mapping[str, Any], method: str) -> dict[str, Any]:
             "select_backward_device_ms": float(ops.loc[node, "device_ms"]) if node in ops.index else None}
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's garbage collector off for the block (after one collection), as ``timeit`` times: a collection of a
+    notebook's heap (its profiles hold hundreds of thousands of objects) would land in whichever step runs then."""
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def under_deterministic(deterministic: bool, fn: Callable[[], Any]) -> Callable[[], Any]:
     """``fn`` run inside ``env.deterministic(deterministic)`` (set for the call, restored after it)."""
     def run():
@@ -85,17 +113,19 @@ class Lab:
     """The lesson's experiments on one device, recorded in ``results`` (a ``notebook.results.Results``).
 
     ``params``: the sizes (``batch_size``, ``image_size``, ``patch_size``, ``depth``, ``width``, ``heads``; timed
-    ``steps`` and ``warmup``; the profiler schedule ``wait``, ``warmup_steps``, ``active``). Each configuration's
+    ``steps`` and ``warmup``; ``rounds`` of interleaved timing; the profiler schedule ``wait``, ``warmup_steps``,
+    ``active``). Each configuration's
     profile and trace are kept in ``profs`` / ``docs`` under its name.
     """
 
     def __init__(self, notebook: str, params: Mapping[str, Any], device, results, *, patch_drop_rate: float = 0.5,
-                 lr: float = 0.001, momentum: float = 0.9, seed: int = 0):
+                 lr: float = 0.001, momentum: float = 0.9, seed: int = 0, cpu_threads: int | None = CPU_THREADS):
         self.notebook, self.device, self.results = notebook, torch.device(device), results
+        self.threads = cpu_threads if self.device.type == "cpu" else None   # None: the device's own setting
         self.batch_size, self.image_size = params["batch_size"], params["image_size"]
         self.patch_size = params["patch_size"]
         self.depth, self.width, self.heads = params["depth"], params["width"], params["heads"]
-        self.steps, self.warmup = params["steps"], params["warmup"]
+        self.steps, self.warmup, self.rounds = params["steps"], params["warmup"], params["rounds"]
         self.wait, self.warmup_steps, self.active = params["wait"], params["warmup_steps"], params["active"]
         self.patch_drop_rate, self.lr, self.momentum, self.seed = patch_drop_rate, lr, momentum, seed
         self.acts = profiling.activities(self.device)
@@ -149,16 +179,18 @@ class Lab:
     def interleaved(self, steps: Mapping[Any, tuple[bool, Callable[[], Any]]], rounds: int | None = None,
                     warmup: int | None = None) -> dict[Any, timing.StepTimes]:
         """Time ``steps`` ({key: (deterministic, step_fn)}) in turns (``measure.timing.interleaved_times``), each
-        step under its own deterministic setting; ``2 × steps`` rounds by default."""
+        step under its own deterministic setting; ``self.rounds`` rounds by default, the garbage collector paused
+        (``gc_paused``)."""
         wrapped = {k: under_deterministic(d, fn) for k, (d, fn) in steps.items()}
-        return timing.interleaved_times(wrapped, 2 * self.steps if rounds is None else rounds, self.device,
-                                        warmup=self.warmup if warmup is None else warmup)
+        with timing.torch_threads(self.threads), gc_paused():
+            return timing.interleaved_times(wrapped, self.rounds if rounds is None else rounds, self.device,
+                                            warmup=self.warmup if warmup is None else warmup)
 
     def run_config(self, deterministic: Any = True, method: Any = "gather", batch_size: Any = None,
-                   name: str | None = None) -> dict[str, Any]:
-        """Time and profile one configuration; returns its results row (profile and trace kept in ``profs`` /
-        ``docs``). A bad value (``deterministic`` not a boolean, an unknown method, a batch size below 1) or any
-        failure becomes a failed row with a one-line message."""
+                   name: str | None = None, timed: bool = True) -> dict[str, Any]:
+        """Time (``timed``) and profile one configuration; returns its results row (profile and trace kept in
+        ``profs`` / ``docs``). A bad value (``deterministic`` not a boolean, an unknown method, a batch size below 1)
+        or any failure becomes a failed row with a one-line message."""
         batch_size = self.batch_size if batch_size is None else batch_size
         name = name or config_name(deterministic, method, batch_size)
         cfg = {"deterministic": deterministic, "method": method, "batch_size": batch_size}
@@ -168,20 +200,52 @@ class Lab:
             validate_choice(method, pdm.METHODS, "patch-dropout method")
             validate_batch_size(batch_size)
             _, _, step = self.build(method, batch_size)
-            with env.deterministic(det):
+            with env.deterministic(det), timing.torch_threads(self.threads):
                 dv.reset_peak_memory(self.device)
-                t = timing.time_steps(step, steps=self.steps, warmup=self.warmup, device=self.device)
+                t = timing.time_steps(step, steps=self.steps, warmup=self.warmup, device=self.device) if timed else None
                 p, tdir = self.profile_run(step, name.replace(" ", "_"), trace=True)
             doc = tr.load_trace(profiling.trace_files(tdir)[0])
             names = [e.name for e in p.events()]
             self.profs[name], self.docs[name] = p, doc
-            m = {**t.metrics(batch_size), "peak_mem_mb": dv.peak_memory_mb(self.device), **trace_metrics(doc, method),
-                 "gather_backward_calls": names.count("GatherBackward0"),
+            m = {**(t.metrics(batch_size) if t else {}), "peak_mem_mb": dv.peak_memory_mb(self.device),
+                 **trace_metrics(doc, method), "gather_backward_calls": names.count("GatherBackward0"),
                  "index_backward_calls": names.count("IndexBackward0"), "trace_dir": str(tdir)}
-            tb.log_experiment(self.notebook, name, cfg, m, step_times_ms=t.times_ms, batch_size=batch_size)
+            tb.log_experiment(self.notebook, name, cfg, m, step_times_ms=t.times_ms if t else None,
+                              batch_size=batch_size)
             return m
 
         return self.results.record(name, cfg, experiment)
+
+    def run_matrix(self) -> dict[tuple[bool, str], dict[str, Any]]:
+        """Profile the determinism × method matrix (``MATRIX``), one row each named by ``matrix_name``, untimed: the
+        step times the notebook compares come from ``time_matrix``. Returns ``{(deterministic, method): row}``."""
+        return {(d, m): self.run_config(d, m, name=matrix_name(d, m), timed=False) for d, m in MATRIX}
+
+    def shared_steps(self, configs=MATRIX) -> dict[tuple[bool, str], tuple[bool, Callable[[], Any]]]:
+        """Steps for ``configs`` ((deterministic, method) pairs) on one model, optimizer and batch: each step first
+        puts its method's patch dropout in place, so that the configurations differ by the selection method and the
+        deterministic setting only. (Two builds of the same model can differ by a few per cent in step time on a CPU,
+        a difference that interleaved rounds cannot tell from the configurations'.) For ``interleaved``."""
+        model, _, step = self.build()
+        drops = {m: pdm.set_patch_dropout(model, m).patch_drop for m in pdm.METHODS}
+
+        def with_method(method):
+            def run():
+                model.patch_drop = drops[method]
+                return step()
+            return run
+
+        return {(d, m): (d, with_method(m)) for d, m in configs}
+
+    def time_matrix(self, rounds: int | None = None) -> dict[tuple[bool, str], timing.StepTimes]:
+        """The matrix's four configurations timed in interleaved rounds (``interleaved`` over ``shared_steps``),
+        each recorded as a row ``interleaved <matrix_name>``. Returns ``{(deterministic, method): StepTimes}``."""
+        times = self.interleaved(self.shared_steps(MATRIX), rounds=rounds)
+        for (d, m), t in times.items():
+            self.results.record(f"interleaved {matrix_name(d, m)}", {"deterministic": d, "method": m,
+                                "batch_size": self.batch_size, "timing": "interleaved"},
+                                lambda t=t: t.metrics(self.batch_size))
+        return times
 
     def labelled_table(self, wrap: Callable[[nn.Module, nn.Module], Any], name: str):
         """Build a fresh deterministic model, let ``wrap(model, loss_fn)`` add hooks (it returns their handles),
@@ -189,7 +253,7 @@ class Lab:
         m, lf, step = self.build()
         handles = wrap(m, lf)
         try:
-            with env.deterministic(True):
+            with env.deterministic(True), timing.torch_threads(self.threads):
                 p, _ = self.profile_run(step, name)
         finally:
             remove(handles)   # global hooks especially: they would label every later model too

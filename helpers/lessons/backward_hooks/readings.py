@@ -3,27 +3,33 @@
 ``two_clocks`` (one row per backward node with its share of the backward's host time) and ``node_clocks`` (one node's
 two clocks, as results.json notes them); ``label_pair_check`` (every module that ran forward gets a before/after pair,
 in backward order) and ``top_modules`` (the longest child and leaf from the per-module table); ``matrix_frame`` and
-``interleaved_frame`` (the determinism × method matrix); ``describe_origin`` (a backward op's forward op and source
-line) and ``gather_from_timm`` (the lesson's claim about it); ``iqr_overlap``; ``results_table`` and
-``results_chart`` (the results section).
+``interleaved_frame`` (the determinism × method matrix) and ``compare_matrix`` (its comparisons, from interleaved
+rounds only); ``describe_origin`` (a backward op's forward op and source line) and ``gather_from_timm`` (the lesson's
+claim about it); ``results_table`` (one row per configuration, a reference run's figures beside this run's) and
+``results_chart`` (the results section); ``runs_table`` (the configurations timed one at a time: the baseline, the
+panel's runs); ``module_view`` and ``informative`` (tables as shown: without the columns that carry nothing).
 """
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 from ... import traces as tr
+from ...notebook import reference
+from .harness import MATRIX, matrix_name
 from .labels import label_modules
 from .markers import ROOT_NAME, remove
 from .spans import forward_completion_order, label_order, label_pairs
 
 DEVICE_ONLY_COLS = ["device_ms", "syncs", "gpu_idle_ms", "rank_by_device"]   # all 0 on a CPU: left out there
-MATRIX_COLS = ["step_ms_median", "step_ms_p25", "step_ms_p75", "syncs_per_step", "sync_gpu_idle_per_step_ms",
-               "select_backward_host_ms", "select_backward_device_ms", "gather_backward_calls", "index_backward_calls"]
-MATRIX_DEVICE_COLS = ["sync_gpu_idle_per_step_ms", "select_backward_device_ms"]
+MATRIX_COLS = ["syncs_per_step", "sync_gpu_idle_per_step_ms", "select_backward_host_ms", "select_backward_device_ms",
+               "gather_backward_calls", "index_backward_calls"]   # profiles only: the step times are interleaved
+MATRIX_DEVICE_COLS = ["syncs_per_step", "sync_gpu_idle_per_step_ms", "select_backward_device_ms"]   # 0 on a CPU
 KIND_COLS = [f"{k}_per_step" for k in tr.KINDS]
-RESULT_COLS = ["step_ms_median", "step_ms_p25", "step_ms_p75", "syncs_per_step", "gather_backward_calls",
-               "index_backward_calls", "loss_equal", "grads_close"]
-RESULT_ORDER = ("det ", "nondet ", "interleaved ", "baseline ")   # the matrix and its fair timing first
+FIX_PAIR = ((True, "gather"), (True, "indexing"))   # the fix in the article's setting, deterministic mode
+GPU_PAIRS = [((False, "gather"), (False, "indexing")),   # the fix without it: gather's backward an atomic scatter_add
+             ((False, "gather"), (True, "indexing"))]    # the article's other claim
+# On a CPU both methods run the same ops in either mode (memory fills aside), so the first GPU pair would repeat the
+# fix's comparison and the second would time deterministic mode's fills only: they are compared on a GPU.
 TIMM_PATCH_DROPOUT = "timm/layers/patch_dropout.py"   # the gather's file in every timm: in patch_dropout_forward
                                                       # (1.0.31) or, before that function existed, PatchDropout.forward
 
@@ -103,38 +109,90 @@ def gather_from_timm(origin: Mapping[str, Any] | None) -> bool:
             and str(origin.get("call_from")).startswith(TIMM_PATCH_DROPOUT + ":"))
 
 
+def module_view(table, hide=(), n: int | None = None):
+    """A per-module backward table (``spans.backward_table``) as shown: its first ``n`` rows, without the ``hide``
+    columns, ``share`` named ``backward_share`` (a fraction, which the display shows as a percentage)."""
+    out = table.drop(columns=list(hide), errors="ignore").rename(columns={"share": "backward_share"})
+    return out.head(n) if n else out
+
+
+def informative(df):
+    """``df`` without a ``status`` column whose rows are all ok and an ``error`` column that is all empty: columns
+    that carry nothing on this run."""
+    drop = []
+    if "status" in df.columns and (df["status"] == "ok").all():
+        drop.append("status")
+    if "error" in df.columns and not df["error"].fillna("").astype(str).str.strip().any():
+        drop.append("error")
+    return df.drop(columns=drop)
+
+
 def matrix_frame(rows: Mapping[tuple[bool, str], Mapping[str, Any]], cols: list[str]):
-    """The matrix's results rows ({(deterministic, method): row}) as a table of ``cols``, with status and error."""
+    """The matrix's results rows ({(deterministic, method): row}) as a table of ``cols``, with status and error
+    where a row failed (``informative``)."""
     import pandas as pd
 
-    return pd.DataFrame([{"deterministic": d, "method": m, **{k: r["metrics"].get(k) for k in cols},
-                          "status": r["status"], "error": r["error"] or ""} for (d, m), r in rows.items()])
+    return informative(pd.DataFrame([{"deterministic": d, "method": m, **{k: r["metrics"].get(k) for k in cols},
+                                      "status": r["status"], "error": r["error"] or ""}
+                                     for (d, m), r in rows.items()]))
 
 
 def interleaved_frame(times: Mapping[tuple[bool, str], Any]):
-    """Interleaved step times ({(deterministic, method): StepTimes}): median and interquartile range."""
+    """Interleaved step times ({(deterministic, method): StepTimes}): mean (what the comparisons compare), median
+    and interquartile range."""
     import pandas as pd
 
-    return pd.DataFrame([{"deterministic": d, "method": m, "step median (ms)": round(t.median, 3),
-                          "step p25 (ms)": round(t.p25, 3), "step p75 (ms)": round(t.p75, 3)}
-                         for (d, m), t in times.items()])
+    return pd.DataFrame([{"deterministic": d, "method": m, "step_ms_mean": t.mean, "step_ms_median": t.median,
+                          "step_ms_p25": t.p25, "step_ms_p75": t.p75} for (d, m), t in times.items()])
 
 
-def iqr_overlap(a, b) -> bool:
-    """Do two StepTimes' interquartile ranges overlap (a difference within the run-to-run noise)?"""
-    return a.p25 <= b.p75 and b.p25 <= a.p75
+def compare_matrix(results, times: Mapping[tuple[bool, str], Any], on_gpu: bool) -> list[dict[str, Any]]:
+    """The matrix's comparisons, from its interleaved step times, kept in results.json's ``comparisons``
+    (``results.compare``: ratio with a 95% interval and a verdict): the fix in deterministic mode (``FIX_PAIR``) and,
+    on a GPU, the fix without it and the article's other claim (``GPU_PAIRS``). Returns the entries (a pair with a
+    side missing is left out)."""
+    pairs = [FIX_PAIR] + (GPU_PAIRS if on_gpu else [])
+    return [results.compare(matrix_name(*a), matrix_name(*b), times[a].times_ms, times[b].times_ms)
+            for a, b in pairs if a in times and b in times]
 
 
-def results_table(results, on_gpu: bool):
-    """Every experiment of the run: the matrix and its interleaved timings first, then the baseline and the rest
-    (failed rows last once shown with ``display.readable``); the GPU idle column on a GPU only."""
-    res = results.table(RESULT_COLS + (["sync_gpu_idle_per_step_ms"] if on_gpu else []))
-    if "timing" in res.columns:
-        res["timing"] = res["timing"].fillna("")
-    names = list(res["experiment"])
-    order = sorted(range(len(res)), key=lambda i: next((k for k, p in enumerate(RESULT_ORDER)
-                                                        if names[i].startswith(p)), len(RESULT_ORDER)))
-    return res.iloc[order].reset_index(drop=True)
+def results_table(results, on_gpu: bool, ref=None):
+    """One row per matrix configuration: its interleaved step time (mean and interquartile range) beside what its
+    profile counted (syncs per step and their GPU idle time, on a GPU only: 0 on a CPU), with ``ref``'s (a
+    ``notebook.reference.Reference``) step mean and syncs per step beside them; status and error where a row failed."""
+    import pandas as pd
+
+    recs = []
+    for d, m in MATRIX:
+        name = matrix_name(d, m)
+        timed, prof = results.get(f"interleaved {name}"), results.get(name)
+        ok = [r for r in (timed, prof) if r is not None and r["status"] == "ok"]
+        tm, pm = (r["metrics"] if r in ok else {} for r in (timed, prof))
+        rec = {"experiment": f"interleaved {name}", "profile": name, "deterministic": d, "method": m,
+               **{k: tm.get(k) for k in ("step_ms_mean", "step_ms_p25", "step_ms_p75")}}
+        if on_gpu:
+            rec.update({k: pm.get(k) for k in ("syncs_per_step", "sync_gpu_idle_per_step_ms")})
+        rec["status"] = "ok" if len(ok) == 2 else "failed"
+        rec["error"] = "; ".join(r["error"] for r in (timed, prof) if r is not None and r["error"]) or (
+            "" if len(ok) == 2 else "not run")
+        recs.append(rec)
+    df = reference.add_column(pd.DataFrame(recs), ref, "step_ms_mean")
+    df = reference.add_column(df, ref, "syncs_per_step", on="profile")
+    return informative(df.drop(columns=["experiment", "profile"]))
+
+
+def runs_table(results, on_gpu: bool):
+    """The configurations timed one at a time (the baseline and the panel's runs; not the matrix, whose profiles are
+    untimed and whose step times are interleaved): step mean and interquartile range, the host time of the node that
+    selects the patches and, on a GPU, the syncs per step; status and error where a row failed."""
+    cols = ["step_ms_mean", "step_ms_p25", "step_ms_p75", "select_backward_host_ms"] + (
+        ["syncs_per_step", "sync_gpu_idle_per_step_ms"] if on_gpu else [])
+    df = results.table(cols)
+    if df.empty or "method" not in df.columns:
+        return df
+    matrix = {matrix_name(d, m) for d, m in MATRIX}
+    keep = df["method"].notna() & ~df["experiment"].isin(matrix) & ~df["experiment"].str.startswith("interleaved ")
+    return informative(df[keep].drop(columns=["timing"], errors="ignore").reset_index(drop=True))
 
 
 def results_chart(times: Mapping[tuple[bool, str], Any], rows: Mapping[tuple[bool, str], Mapping[str, Any]],
