@@ -25,11 +25,14 @@ DATA_PIPELINE = {
     # Timed rows cover at least `cycles` full worker cycles (steps rounded up); stand_in_ms: the fixed step of
     # the stand-in device used on a CPU (sleeps, no CPU), ignored where a GPU runs the real model; None sets it
     # once from a measurement: stand_in_ratio x the baseline's time per batch with num_workers workers (one process's
-    # time per batch / the workers: pipeline.stand_in_step_ms), so the baseline is input-bound on any core count.
-    "smoke": dict(crop=256, batch_size=8, dataset_size=128, num_workers=4, steps=12, warmup=1, cycles=3, rounds=3,
+    # fastest batch / the workers: loop.stand_in_step_ms), so the baseline is input-bound on any core count.
+    # num_workers: the article's 4, at most the cores but at least 2 (the notebook), so worker waves show on 2 cores.
+    # rounds: interleaved rounds (each one loader run of `cycles` worker cycles) of the sweep, the variants and the
+    # options; comparisons resample the rounds' cycle means (smoke: 5 rounds x 3 cycles = 15 per row).
+    "smoke": dict(crop=256, batch_size=8, dataset_size=128, num_workers=4, steps=12, warmup=1, cycles=3, rounds=5,
                   ceiling_steps=10, sweep_steps=12, pipe_steps=6, profile_steps=3, profile_cycles=2,
                   dilation_repeats=20, decode_repeats=10, mask_ratio=0.25, stand_in_ms=None, stand_in_ratio=0.35),
-    "full": dict(crop=256, batch_size=256, dataset_size=10_000, num_workers=4, steps=24, warmup=5, cycles=3, rounds=1,
+    "full": dict(crop=256, batch_size=256, dataset_size=10_000, num_workers=4, steps=24, warmup=5, cycles=3, rounds=2,
                  ceiling_steps=30, sweep_steps=12, pipe_steps=4, profile_steps=2, profile_cycles=2,
                  dilation_repeats=100, decode_repeats=50, mask_ratio=0.25, stand_in_ms=200, stand_in_ratio=0.35),
 }

@@ -304,20 +304,31 @@ def test_profile_window_covers_two_worker_cycles_after_the_first(tmp_path):
     assert profiling.trace_files(tmp_path)
 
 
-def test_profile_table_sorts_by_cpu_time_even_with_a_device(monkeypatch):
+def test_profile_table_sorts_by_cpu_time_even_with_a_device_and_fits_the_output(monkeypatch):
     from torch.profiler import ProfilerActivity
 
     from helpers.measure import profiling
 
     seen = {}
-    monkeypatch.setattr(profiling, "table", lambda prof, sort_by=None, row_limit=10, **k: seen.update(sort=sort_by) or "")
+
+    class Averages:
+        def table(self, **kw):
+            seen.update(kw)
+            return ""
+
+    monkeypatch.setattr(profiling, "host_averages", lambda prof, *a: Averages())
 
     class FakeGpuProf:
         activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
 
     pl.profile_table(FakeGpuProf())
-    assert seen["sort"] == "cpu_time_total"
-    assert profiling.sort_key(FakeGpuProf.activities) != seen["sort"]   # the default would sort by device time
+    assert seen["sort_by"] == "cpu_time_total" and seen["max_name_column_width"] == 32
+    assert profiling.sort_key(FakeGpuProf.activities) != seen["sort_by"]   # the default would sort by device time
+
+
+def test_the_cpu_profile_table_fits_a_notebook_output_area(tmp_path):
+    prof = pl.profile_loop("crop_first", 0, 2, crop=32, trace_dir=tmp_path, stand_in_ms=1, active=1)
+    assert max(len(line) for line in pl.profile_table(prof).splitlines()) <= 124
 
 
 def test_stage_ms_groups_labels_per_sample():
@@ -342,6 +353,8 @@ def test_interleaved_runs_rotate_and_pool(monkeypatch):
     assert order == ["baseline", "crop_first", "bool_dilation", "crop_first", "baseline", "baseline", "crop_first"]
     assert isinstance(out["c"], RuntimeError)
     assert out["a"]["steps_timed"] == 6 and out["a"]["rounds"] == 3 and len(out["a"]["round_means_ms"]) == 3
+    # each round is one loader run, kept apart for the sawtooth (never joined)
+    assert [len(t) for t in out["a"]["round_times_ms"]] == [2, 2, 2] and len(out["a"]["round_warmup_ms"]) == 3
     assert 0 <= out["b"]["data_wait_share"] <= 1 and out["b"]["step_ms_mean"] >= 1.0
 
 
@@ -527,3 +540,24 @@ def test_gpu_decode_waits_for_the_callers_stream_before_nvjpeg_writes(monkeypatc
     with pytest.raises(Stop):
         pl.to_device(batch, "gpu_decode", "cuda", crop=8)
     assert order == ["sync", "decode"]
+
+
+def test_the_ceiling_runs_in_the_same_rounds_as_the_variants(monkeypatch):
+    order = []
+    real_ceiling = loop.ceiling
+
+    def spy(*a, **kw):
+        order.append("ceiling")
+        return real_ceiling(*a, **kw)
+
+    monkeypatch.setattr(loop, "ceiling", spy)
+    out = pl.run_interleaved({"c": {"variant": "ceiling", "num_workers": 0}, "a": {"variant": "baseline"}}, 2,
+                             num_workers=0, batch_size=2, steps=2, warmup=1, crop=32, stand_in_ms=1)
+    assert order == ["ceiling", "ceiling"] and out["c"]["rounds"] == 2 and out["c"]["steps_timed"] == 4
+    assert "data_wait_share" not in out["c"] and out["c"]["step_ms_mean"] >= 1.0
+
+
+def test_cycle_means_average_whole_worker_cycles():
+    assert pl.cycle_means([90.0, 10.0, 80.0, 20.0, 70.0], 2) == [50.0, 50.0]   # the incomplete last cycle is left out
+    assert pl.cycle_means([5.0, 6.0], 0) == [5.0, 6.0]                          # 0 workers: a cycle is one step
+    assert pl.cycle_means([5.0, 6.0, 7.0], 3) == [6.0]

@@ -15,7 +15,7 @@ from .checks import (
     shm_free_mb, shm_advice, check_shm, compare_decodes, check_decode,
 )
 from .loop import (
-    toy_cnn, make_trainer, StandIn, stand_in_step_ms, make_step, COMPARE, summarize, comparison_ms, cycle_steps,
+    toy_cnn, make_trainer, StandIn, stand_in_step_ms, make_step, COMPARE, summarize, comparison_ms, cycle_steps, cycle_means,
     predicted_samples_per_s, bound_ms, timed_loop, run_variant, run_interleaved, ceiling, per_sample_ms,
     profile_loop, gpu_idle_share, PROFILE_SORT, STAGES, profile_table, stage_ms,
 )

@@ -159,7 +159,9 @@ class RandomMask:
         self.ratio, self.dilation = ratio, dilation
 
     def make_mask(self, h: int, w: int) -> np.ndarray:
-        # torch's generator is seeded per DataLoader worker (numpy's global one is not)
+        # drawn with torch so the masks follow torch.manual_seed in every process; either generator would differ
+        # per worker: each DataLoader worker seeds torch (base_seed + worker id), `random` and numpy's global RNG
+        # (np.random.seed of a state derived from base_seed and the worker id: torch/utils/data/_utils/worker.py)
         mask = (torch.rand(h, w) < self.ratio).numpy()
         return DILATIONS[self.dilation](mask)
 

@@ -69,7 +69,7 @@ class Lab(Report):
     def calibrate_stand_in(self) -> float | None:
         """Set the stand-in's step once, before anything is timed (where no ``stand_in_ms`` was given): a fixed
         fraction (``stand_in_ratio``) of what this machine's ``num_workers`` workers take per baseline batch (one
-        process's median time per batch / the workers), so the baseline is input-bound on any CPU, as in the
+        process's fastest time per batch / the workers), so the baseline is input-bound on any CPU, as in the
         article. Records the row ``stand-in calibration``; a failed calibration stops the notebook (every later row
         needs the step). Returns the stand-in's ms (None: no stand-in)."""
         if not self.stand_in or self.stand_in_ms is not None:
@@ -81,11 +81,13 @@ class Lab(Report):
             seed=self.seed, train=False))
         if calib["status"] != "ok":
             raise RuntimeError(f"the stand-in could not be calibrated: {calib['error']}")
-        # the median: one batch delayed by another program on the machine must not lengthen the stand-in
-        median = calib["metrics"]["step_ms_median"]
-        self.stand_in_ms = round(loop.stand_in_step_ms(median, self.num_workers, self.stand_in_ratio), 1)
+        # the fastest batch: other programs on a shared machine only ever lengthen a batch, and a stand-in set while
+        # they ran would leave the baseline barely input-bound once they stop
+        fastest = min(calib["metrics"]["times_ms"])
+        self.stand_in_ms = round(loop.stand_in_step_ms(fastest, self.num_workers, self.stand_in_ratio), 1)
         print(f"stand-in device step: {self.stand_in_ms:g} ms = {self.stand_in_ratio:g} x the baseline pipeline's "
-              f"{median:.1f} ms per batch on this machine (one process, median) / {self.num_workers} worker(s)")
+              f"{fastest:.1f} ms per batch on this machine (one process, fastest of {len(calib['metrics']['times_ms'])})"
+              f" / {self.num_workers} worker(s)")
         return self.stand_in_ms
 
     @property
@@ -178,6 +180,17 @@ class Lab(Report):
         for name in rows:
             self.results.record(name, {**plans[name][1], "rounds": rounds}, lambda name=name: result(name))
 
+    def compare(self, a: str, b: str) -> dict[str, Any] | None:
+        """Rows ``a`` and ``b`` (measured in the same interleaved rounds) compared by the mean step of each full worker
+        cycle of every round (``cycle_ms``, ``loop.cycle_means``; a row of one run: its steps): ``Results.compare``
+        (ratio of the means a/b, 95% BCa interval, verdict) into results.json's ``comparisons``. The cycles' mean is
+        the rows' mean step. None, and a line saying why, when either row has no timed steps (it failed)."""
+        ta, tb = (self.results.metric(n, "cycle_ms") or self.results.metric(n, "times_ms") for n in (a, b))
+        if not ta or not tb:
+            print(f"no comparison of {b} with {a}: {a if not ta else b} has no timed steps (its row failed)")
+            return None
+        return self.results.compare(a, b, ta, tb, metric=loop.COMPARE)
+
     def ms(self, name: str, key: str = loop.COMPARE) -> float:
         """A row's mean step time (the comparison statistic) or another metric; NaN when the row failed."""
         return self.results.metric(name, key, float("nan"))
@@ -219,6 +232,48 @@ class Lab(Report):
     def moved(self, before: str, after: str, stage: str) -> str:
         """One line: a stage's per-sample time before and after a fix (from the two re-profiles)."""
         return f"{stage}: {self.stages[before][stage]:.2f} → **{self.stages[after][stage]:.2f} ms** per sample"
+
+    def profile_total(self, variant: str) -> float:
+        """Per-sample ms of all the pipeline's stages in the variant's single-process profile."""
+        return sum(self.stages[variant].values())
+
+    def changed(self, before: str, after: str, stages: Iterable[str]) -> str:
+        """The fix from ``before`` to ``after`` in the two single-process profiles: each of ``stages`` per sample, then
+        the whole pipeline per sample with its change, so a stage that grew is read beside the total that fell (or
+        the other way round). Only the profiles; the loop's verdict comes from the interleaved rounds later."""
+        a, b = self.profile_total(before), self.profile_total(after)
+        parts = "; ".join(self.moved(before, after, st) for st in stages)
+        return (f"Single-process profiles ({self.profile_steps} batches each), per sample: {parts}; the whole "
+                f"pipeline {a:.2f} → **{b:.2f} ms** ({b / a - 1:+.0%}).")
+
+    def fix_lines(self, planned: Iterable[str], t_batch_rows: Mapping[str, str], against: str = "baseline") -> str:
+        """One bullet per fix (each planned variant against the one before it): the single-process profile's total per
+        sample, ``T_batch`` (the pipeline alone, measured in the same rounds as the loop) and, in the loop, the
+        comparison with ``against`` (``describe``; ms saved per step only when it is resolved). Where the profile and
+        ``T_batch`` move in opposite directions the line says so: the profile is a few batches of one run."""
+        from ...measure import compare as cmp
+
+        planned, lines = list(planned), []
+        for prev, v in zip(planned, planned[1:]):
+            if prev not in self.stages or v not in self.stages:
+                continue
+            p0, p1 = self.profile_total(prev), self.profile_total(v)
+            t0, t1 = self.ms(t_batch_rows[prev]), self.ms(t_batch_rows[v])
+            text = (f"- **{v}** (after {prev}): profile {p0:.2f} → {p1:.2f} ms per sample ({p1 / p0 - 1:+.0%}); "
+                    f"T_batch {t0:.0f} → {t1:.0f} ms per batch ({t1 / t0 - 1:+.0%})")
+            if (p1 - p0) * (t1 - t0) < 0:
+                text += (" — the two disagree in direction: this fix's effect on the pipeline is within this "
+                         "machine's noise (the profile is one run of a few batches; T_batch is pooled over the rounds)")
+            c = self.results.comparison(against, v)
+            if c is not None:
+                text += f". In the loop: {cmp.describe(c)}"
+                if cmp.resolved(c):
+                    d = self.ms(against) - self.ms(v)
+                    text += f", {abs(d):.1f} ms per step {'saved' if d > 0 else 'lost'}"
+                else:
+                    text += "; this machine does not resolve a difference, so no ms saved is given"
+            lines.append(text + ".")
+        return "\n".join(lines)
 
     def gpu_decode(self) -> list[str]:
         """GPU only: the nvJPEG decode checked against the CPU decode (``check_decode``) before any timing, then
@@ -307,16 +362,27 @@ class Lab(Report):
         """The panel's values, refused with a message (``helpers.measure.validate``) before anything runs."""
         v["num_workers"] = vd.validate_num_workers(v["num_workers"], self.cores)
         v["batch_size"] = vd.validate_batch_size(v["batch_size"], maximum=1024)
+        v["persistent_workers"] = vd.validate_bool(v.get("persistent_workers", False), "persistent_workers")
         vd.validate_choice(v["variant"], VARIANTS, "pipeline variant")
         if v["variant"] == "gpu_decode" and not self.on_gpu:
             raise vd.InvalidValue("gpu_decode needs a CUDA device; this run is on the CPU.")
         return v
 
-    def panel_row(self, variant: str = "crop_first", num_workers: int | None = None, batch_size: int | None = None):
-        """What the panel runs: the same ``measure`` with the reader's values; returns the panel rows' table."""
+    def panel_row(self, variant: str = "crop_first", num_workers: int | None = None, batch_size: int | None = None,
+                  persistent_workers: bool = False):
+        """What the panel runs: the same ``measure`` with the reader's values; returns the panel rows' table. Called
+        directly with a bad value, it adds a failed row with the refusal's message (nothing is raised)."""
         nw = self.num_workers if num_workers is None else num_workers
         bs = self.batch_size if batch_size is None else batch_size
-        self.measure(f"panel {variant} nw={nw} bs={bs}", variant, num_workers=nw, batch_size=bs)
+        name = f"panel {variant} nw={nw} bs={bs}" + (" persistent" if persistent_workers is True else "")
+        try:
+            self.validate_panel({"variant": variant, "num_workers": nw, "batch_size": bs,
+                                 "persistent_workers": persistent_workers})
+        except ValueError as exc:
+            self.results.record(name, {"variant": str(variant), "num_workers": str(nw), "batch_size": str(bs),
+                                       "model": True}, _failed(exc))
+            return self.panel_table()
+        self.measure(name, variant, num_workers=nw, batch_size=bs, persistent_workers=persistent_workers)
         return self.panel_table()
 
     def panel(self):
@@ -329,5 +395,6 @@ class Lab(Report):
             self.panel_row,
             {"num_workers": w.BoundedIntText(value=self.num_workers, min=-1, max=64, description="num_workers"),
              "variant": w.Dropdown(options=list(VARIANTS), value="crop_first", description="variant"),
-             "batch_size": w.BoundedIntText(value=self.batch_size, min=0, max=4096, description="batch size")},
+             "batch_size": w.BoundedIntText(value=self.batch_size, min=0, max=4096, description="batch size"),
+             "persistent_workers": w.Checkbox(value=False, description="persistent_workers")},
             validate=self.validate_panel, title="Time a pipeline with your settings")

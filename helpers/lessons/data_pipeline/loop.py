@@ -118,6 +118,15 @@ def cycle_steps(num_workers: int, cycles: int, at_least: int = 1) -> int:
     return -(-k // n) * n
 
 
+def cycle_means(times_ms: Sequence[float], num_workers: Any) -> list[float]:
+    """The mean step of each full worker cycle (``num_workers`` consecutive steps; one step with 0 workers), in order;
+    an incomplete last cycle is left out. These are the samples comparisons resample: a cycle holds one long step and
+    N-1 short ones, and its mean has none of the sawtooth's step-to-step swing, so the interval reflects the
+    machine's noise, not the waves."""
+    n = num_workers if isinstance(num_workers, int) and not isinstance(num_workers, bool) and num_workers > 0 else 1
+    return [round(float(np.mean(times_ms[i:i + n])), 3) for i in range(0, len(times_ms) - n + 1, n)]
+
+
 def predicted_samples_per_s(num_workers: int, batch_ms: float, step_ms: float, batch_size: int) -> float:
     """Throughput the per-batch pipeline cost predicts: ``batch × min(N ÷ T_batch, 1 ÷ T_step)``.
 
@@ -257,7 +266,8 @@ def run_variant(variant: str = "baseline", num_workers: int = 0, batch_size: int
 
 def run_interleaved(configs: Mapping[str, Mapping[str, Any]], rounds: int, **common) -> dict[str, Any]:
     """Run each configuration (``run_variant`` keyword arguments, over ``common``) ``rounds`` times, in
-    rotating order (A B C, B C A, C A B, ...), and pool each one's timed steps.
+    rotating order (A B C, B C A, C A B, ...), and pool each one's timed steps. A configuration with
+    ``variant="ceiling"`` is the ceiling (``ceiling``: a batch already on the device), timed in the same rounds.
 
     On a shared machine the load drifts; run one after the other, a variant is judged by the load of its
     moment. Interleaved, a burst of someone else's work hits every variant alike. Returns
@@ -273,7 +283,8 @@ def run_interleaved(configs: Mapping[str, Mapping[str, Any]], rounds: int, **com
         if name in failed:
             continue
         try:
-            runs[name].append(run_variant(**{**common, **configs[name]}))
+            kw = {**common, **configs[name]}
+            runs[name].append(_ceiling_of(kw) if kw.get("variant") == "ceiling" else run_variant(**kw))
         except Exception as exc:  # noqa: BLE001 - reported as this configuration's failure
             failed[name] = exc
     out: dict[str, Any] = {}
@@ -285,16 +296,28 @@ def run_interleaved(configs: Mapping[str, Mapping[str, Any]], rounds: int, **com
         times = [t for m in ms for t in m["times_ms"]]
         batch = (common | dict(configs[name])).get("batch_size", 16)
         m = summarize(times, batch, ms[0]["warmup_ms"])
-        m["data_wait_share"] = round(sum(x["data_wait_share"] * sum(x["times_ms"]) for x in ms) / sum(times), 4)
+        if all("data_wait_share" in x for x in ms):
+            m["data_wait_share"] = round(sum(x["data_wait_share"] * sum(x["times_ms"]) for x in ms) / sum(times), 4)
         mems = [x["peak_mem_mb"] for x in ms if x.get("peak_mem_mb") is not None]
         m["peak_mem_mb"] = max(mems) if mems else None
         m["rounds"] = len(ms)
         m["round_means_ms"] = [x["step_ms_mean"] for x in ms]
+        # each round is one loader run: its steps, warm-up first, make one sawtooth (rounds are never joined)
+        m["round_times_ms"] = [x["times_ms"] for x in ms]
+        m["round_warmup_ms"] = [x["warmup_ms"] for x in ms]
+        nw = (common | dict(configs[name])).get("num_workers", 0)
+        m["cycle_ms"] = [c for x in ms for c in cycle_means(x["times_ms"], nw)]
         for k in ("x_shape", "x_dtype", "decode_vs_cpu_mean_abs"):
             if k in ms[-1]:
                 m[k] = ms[-1][k]
         out[name] = m
     return out
+
+
+def _ceiling_of(kw: Mapping[str, Any]) -> dict[str, Any]:
+    """``ceiling`` with the arguments of a ``run_variant`` configuration (those it has no use for are dropped)."""
+    return ceiling(kw.get("batch_size", 16), kw.get("crop", 64), steps=kw.get("steps", 10), warmup=kw.get("warmup", 2),
+                   device=kw.get("device"), seed=kw.get("seed", 0), stand_in_ms=kw.get("stand_in_ms"))
 
 
 def ceiling(batch_size: int, crop: int, steps: int = 10, warmup: int = 2, device=None, seed: int = 0,
@@ -388,11 +411,13 @@ STAGES = {"load_image": "decode JPEG", "read_bytes": "read file", "PILToTensor":
           "to_device": "to device"}
 
 
-def profile_table(prof, row_limit: int = 12) -> str:
-    """The pipeline profile's table, sorted by CPU time (``PROFILE_SORT``) whatever the device."""
+def profile_table(prof, row_limit: int = 12, name_width: int = 32) -> str:
+    """The pipeline profile's table (``key_averages().table``), sorted by CPU time (``PROFILE_SORT``) whatever the
+    device, its names cut at ``name_width`` characters so that on a CPU its lines fit a notebook's output area."""
     from ...measure import profiling
 
-    return profiling.table(prof, sort_by=PROFILE_SORT, row_limit=row_limit)
+    return profiling.host_averages(prof).table(sort_by=PROFILE_SORT, row_limit=row_limit,
+                                               max_name_column_width=name_width)
 
 
 def stage_ms(label_ms: Mapping[str, float], n_samples: int) -> dict[str, float]:

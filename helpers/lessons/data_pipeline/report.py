@@ -21,9 +21,9 @@ ARTICLE_STEP_S = {"baseline (4 workers)": 1.3, "8 workers": 1.17, "boolean dilat
 ARTICLE_ROWS = {"baseline (4 workers)": "baseline", "boolean dilation": "bool_dilation", "crop first": "crop_first",
                 "batch transforms in collate": "batch_collate"}   # "8 workers": the sweep's point at 2 x num_workers
 
-TRAIN_COLS = ["step_ms_mean", "samples_per_s", "x_ceiling", "step_ms_median", "step_ms_p25", "step_ms_p75",
+TRAIN_COLS = ["step_ms_mean", "samples_per_s", "step_ms_median", "step_ms_p25", "step_ms_p75",
               "first_step_ms", "data_wait_share", "peak_mem_mb"]
-PANEL_COLS = ["step_ms_mean", "samples_per_s", "x_ceiling", "step_ms_median"]
+PANEL_COLS = ["step_ms_mean", "samples_per_s", "step_ms_median"]
 
 
 def _show(fig, results, name: str) -> None:
@@ -65,45 +65,120 @@ class Report:
         plt.close(fig)
 
     # -- the sweep ---------------------------------------------------------------------------------
-    def sweep_table(self, rows: Mapping[int, str], t_batch_ms: float):
-        """``{num_workers: row}`` -> measured samples/s beside ``batch x min(N / T_batch, 1 / T_step)``."""
+    def sweep_table(self, rows: Mapping[int, str], t_batch_ms: float, t_batch_rounds: Iterable[float] = ()):
+        """``{num_workers: row}`` -> measured samples/s beside ``batch x min(N / T_batch, 1 / T_step)``, and
+        ``measured_over_predicted``. With ``t_batch_rounds`` (T_batch's round means, measured in the same rounds as
+        the points) also the prediction's range over them (``predicted_low`` from the slowest round, ``_high`` from
+        the fastest): how far the prediction itself moved while the points were measured."""
         import pandas as pd
 
         ceiling, ns = self.ceiling_ms(), list(rows)
-        return pd.DataFrame({"num_workers": ns,
-                             "samples_per_s": [self.ms(rows[n], "samples_per_s") for n in ns],
-                             "predicted_samples_per_s": [loop.predicted_samples_per_s(n, t_batch_ms, ceiling,
-                                                                                      self.batch_size) for n in ns]})
+        pred = lambda n, t: loop.predicted_samples_per_s(n, t, ceiling, self.batch_size)  # noqa: E731
+        df = pd.DataFrame({"num_workers": ns, "samples_per_s": [self.ms(rows[n], "samples_per_s") for n in ns],
+                           "predicted_samples_per_s": [pred(n, t_batch_ms) for n in ns]})
+        rounds = [float(t) for t in t_batch_rounds]
+        if rounds:
+            df["predicted_low"] = [pred(n, max(rounds)) for n in ns]
+            df["predicted_high"] = [pred(n, min(rounds)) for n in ns]
+        df["measured_over_predicted"] = df["samples_per_s"] / df["predicted_samples_per_s"]
+        return df
+
+    @staticmethod
+    def bound_sentence(sweep) -> str:
+        """Whether each measured point respects its prediction (an upper bound: workers have overheads the pipeline
+        alone has not, a batch through shared memory, and share the cores), computed from ``sweep_table``."""
+        has_range = "predicted_high" in sweep
+        over = sweep[sweep["samples_per_s"] > (sweep["predicted_high"] if has_range else sweep["predicted_samples_per_s"])]
+        ratios = ", ".join(f"{int(n)} worker(s) {r:.2f}" for n, r in
+                           zip(sweep["num_workers"], sweep["measured_over_predicted"]))
+        head = f"Measured ÷ predicted: {ratios}. "
+        if over.empty:
+            within = " (or within the range T_batch's rounds give it)" if has_range else ""
+            return head + ("Every point is at or below its prediction" + within + ": the prediction is a bound this "
+                           "run respects; where a point falls well below it, the workers lose time the pipeline "
+                           "alone does not (sharing the cores, shipping each batch through shared memory).")
+        names = ", ".join(str(int(n)) for n in over["num_workers"])
+        return head + (f"The point(s) with {names} worker(s) beat the prediction even at T_batch's fastest round, so "
+                       "in this run the prediction is not a bound there. T_batch was measured in the same rounds, so "
+                       "this is not drift between the two; the pipeline alone runs in the main process and the points "
+                       "in worker processes, and on a machine shared with other programs the two need not get the same "
+                       "share of the cores. Read the prediction as a guide here, not a bound.")
+
+    @staticmethod
+    def _typical_round(m: Mapping[str, Any]) -> int:
+        """The round whose mean is the median of the round means (one loader run, drawn alone)."""
+        means = m.get("round_means_ms") or [0.0]
+        order = sorted(range(len(means)), key=means.__getitem__)
+        return order[len(order) // 2]
+
+    def one_run(self, name: str) -> tuple[list[float], list[float]]:
+        """``(warm-up ms, timed ms)`` of ONE loader run of row ``name`` (the typical round of an interleaved row)."""
+        row = self.results.get(name)
+        m = row["metrics"] if row and row["status"] == "ok" else {}
+        if "round_times_ms" in m:
+            k = self._typical_round(m)
+            return m["round_warmup_ms"][k], m["round_times_ms"][k]
+        return m.get("warmup_ms", []), m.get("times_ms", [])
+
+    def waves_sentence(self, name: str, num_workers: int) -> str:
+        """The sawtooth of one loader run in numbers: how many of its timed steps are long (above the midpoint of the
+        shortest and longest), the mean and the median, and why they differ or not with this many workers."""
+        import statistics
+
+        _, t = self.one_run(name)
+        if not t:
+            return f"No timed steps for {name} (its row failed)."
+        mid = (min(t) + max(t)) / 2
+        long = sum(x > mid for x in t)
+        mean, median = statistics.fmean(t), statistics.median(t)
+        text = (f"One loader run of `{name}` ({len(t)} timed steps): **{long} long** step(s) (above {mid:.0f} ms), "
+                f"{len(t) - long} short; mean **{mean:.1f} ms**, median **{median:.1f} ms**. ")
+        if long * 2 < len(t):
+            return text + ("Fewer than half the steps wait for a wave, so the median is a short step: it hides the "
+                           f"stall that the mean ({mean / median:.2f}× the median) counts.")
+        if num_workers == 2:
+            return text + ("With 2 workers a wave is one long step and one short: half the steps are long, so the "
+                           "median falls between the two kinds and lands near the mean. With 3 or more workers "
+                           "fewer than half the steps are long and the median becomes a short step that hides the "
+                           "stall; the mean counts it whatever the worker count.")
+        return text + ("Half or more of the steps are long here, so the median does not hide the stall in this run; "
+                       "the mean still counts every step.")
 
     def plot_sweep(self, sweep, rows: Mapping[int, str]) -> None:
-        """Left: each sweep point's per-step times (warm-up shaded), the sawtooth. Right: measured and predicted
-        samples/s against the workers, the ceiling and the core count."""
+        """Left: ONE loader run per sweep point (its warm-up shaded), the sawtooth. Right: measured samples/s (error
+        bars: the fastest and slowest round) and the prediction against the workers, the ceiling, the core count."""
         import matplotlib.pyplot as plt
 
         ceiling = self.ceiling_ms()
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 3.6))
         for n, name in rows.items():
-            row = self.results.get(name)
-            m = row["metrics"] if row else {}
-            if n == 0 or "times_ms" not in m:
+            warm, t = self.one_run(name)
+            if n == 0 or not t:
                 continue
-            t = m["warmup_ms"] + m["times_ms"]
-            ax1.plot(range(len(t)), t, marker=".", label=f"{n} worker(s)")
-            ax1.axvspan(-0.5, len(m["warmup_ms"]) - 0.5, color="#eee", zorder=0)
+            ax1.plot(range(len(warm) + len(t)), warm + t, marker=".", label=f"{n} worker(s), one run")
+            ax1.axvspan(-0.5, len(warm) - 0.5, color="#eee", zorder=0)
         ax1.axhline(ceiling, color="k", ls="--", label=f"ceiling {ceiling:.0f} ms")
         ax1.set_yscale("log")
         ax1.set_xlabel("step (grey: warm-up, reported apart)")
         ax1.set_ylabel("step time (ms)")
         ax1.set_title("Baseline per-step times: the sawtooth")
         ax1.legend(fontsize=8)
-        ax2.plot(sweep["num_workers"], sweep["samples_per_s"], "o-", label="measured")
+        y = sweep["samples_per_s"].to_numpy(dtype=float)
+        means = [self.results.metric(rows[n], "round_means_ms") or [self.ms(rows[n])] for n in sweep["num_workers"]]
+        lo = [min(y0, self.batch_size * 1000 / max(m)) for y0, m in zip(y, means)]
+        hi = [max(y0, self.batch_size * 1000 / min(m)) for y0, m in zip(y, means)]
+        ax2.errorbar(sweep["num_workers"], y, yerr=[y - lo, hi - y], fmt="o-", capsize=3,
+                     label="measured (bars: slowest–fastest round)")
         ax2.plot(sweep["num_workers"], sweep["predicted_samples_per_s"], "s--", label="predicted min(N/T_batch, 1/T_step)")
+        if "predicted_low" in sweep:
+            ax2.fill_between(sweep["num_workers"], sweep["predicted_low"], sweep["predicted_high"], color="C1",
+                             alpha=0.15, label="prediction over T_batch's rounds")
         ax2.axhline(self.batch_size * 1000 / ceiling, color="k", ls="--", label="ceiling")
         ax2.axvline(self.cores, color="#c44", ls=":", label=f"{self.cores} CPU cores")
         ax2.set_xlabel("num_workers")
         ax2.set_ylabel("samples/s")
         ax2.set_title(f"Worker sweep ({'stand-in device' if self.stand_in else self.device.type})")
-        ax2.legend(fontsize=8)
+        ax2.legend(fontsize=7)
         _show(fig, self.results, "sawtooth_and_sweep")
 
     # -- the re-profiles ---------------------------------------------------------------------------
@@ -139,7 +214,8 @@ class Report:
 
     # -- the variants ------------------------------------------------------------------------------
     def fixes_table(self, variants: Iterable[str], t_batch: Mapping[str, float]):
-        """Each variant's ``T_batch`` (its pipeline alone), mean step, samples/s measured and predicted, x ceiling.
+        """Each variant's ``T_batch`` (its pipeline alone, measured in the same rounds), mean step, samples/s measured
+        and predicted, and measured ÷ predicted.
         ``gpu_decode`` gets no prediction: its decode runs in the main process, not in the workers."""
         import pandas as pd
 
@@ -148,53 +224,71 @@ class Report:
                 return float("nan")
             return loop.predicted_samples_per_s(self.num_workers, t_batch[v], self.ceiling_ms(), self.batch_size)
 
-        return pd.DataFrame([{"variant": v, "T_batch_ms": t_batch[v], "step_ms_mean": self.ms(v),
-                              "samples_per_s": self.ms(v, "samples_per_s"), "predicted_samples_per_s": predicted(v),
-                              "x_ceiling": self.ms(v, "x_ceiling")} for v in variants]).set_index("variant")
+        df = pd.DataFrame([{"variant": v, "T_batch_ms": t_batch[v], "step_ms_mean": self.ms(v),
+                            "samples_per_s": self.ms(v, "samples_per_s"), "predicted_samples_per_s": predicted(v)}
+                           for v in variants]).set_index("variant")
+        df["measured_over_predicted"] = df["samples_per_s"] / df["predicted_samples_per_s"]
+        return df
 
     def options_table(self, variant: str):
-        """The variant's row beside its rows with DataLoader options (``<variant> <option>``, those that ran)."""
+        """The rows ``<variant> ...`` that ran (the variant measured beside its DataLoader options, in the same
+        rounds): mean step, first step (start-up) and samples/s."""
         import pandas as pd
 
-        names = [variant] + [r["name"] for r in self.results.experiments
-                             if r["name"].startswith(f"{variant} ") and r["status"] == "ok"]
+        names = [r["name"] for r in self.results.experiments if r["name"].startswith(f"{variant} ") and r["status"] == "ok"]
         return pd.DataFrame([{"experiment": n, "step_ms_mean": self.ms(n), "first_step_ms": self.ms(n, "first_step_ms"),
                               "samples_per_s": self.ms(n, "samples_per_s")} for n in names]).set_index("experiment")
 
     def idle_table(self, idle: Mapping[str, Mapping[str, Any]]):
-        """The trace's wait share beside the timed loop's, and HTA's GPU idle share (NaN without a GPU)."""
+        """The trace's wait share beside the timed loop's, in %, and HTA's GPU idle share where there is a GPU
+        (the column is left out on a CPU: there is no GPU to be idle)."""
         import pandas as pd
 
-        return pd.DataFrame({v: {"trace_wait_share": d["share"], "timed_wait_share": self.ms(v, "data_wait_share"),
-                                 "gpu_idle_share (HTA)": d.get("gpu_idle_share", float("nan"))}
-                             for v, d in idle.items()}).T
+        df = pd.DataFrame([{"variant": v, "trace_wait_pct": 100 * d["share"],
+                            "timed_wait_pct": 100 * self.ms(v, "data_wait_share"),
+                            "gpu_idle_hta_pct": 100 * d.get("gpu_idle_share", float("nan"))} for v, d in idle.items()],
+                          columns=["variant", "trace_wait_pct", "timed_wait_pct", "gpu_idle_hta_pct"])
+        return df if df["gpu_idle_hta_pct"].notna().any() else df.drop(columns="gpu_idle_hta_pct")
 
     def summary(self, planned: Iterable[str]):
         """Every training-loop row that ran (the re-measured ceiling aside): the ceiling and ``planned`` first, in
-        that order, then the others; ``TRAIN_COLS`` with the workers and which device step."""
+        that order, then the others; ``TRAIN_COLS`` with the workers, the columns with no value here left out (which
+        device step every row used is said once, beside the table, not in a column)."""
         import pandas as pd
 
         tab = self.results.table(TRAIN_COLS)
         if tab.empty or "model" not in tab:
-            return pd.DataFrame(columns=["num_workers", "stand_in", *TRAIN_COLS]).rename_axis("experiment")
+            return pd.DataFrame(columns=["num_workers", *TRAIN_COLS]).rename_axis("experiment")
         tab = tab[tab["model"].eq(True) & tab["status"].eq("ok") & tab["experiment"].ne("ceiling (re-measured)")]
         order = ["ceiling", *planned]
         tab = pd.concat([tab.set_index("experiment").loc[[e for e in order if e in set(tab["experiment"])]].reset_index(),
                          tab[~tab["experiment"].isin(order)]])
-        return tab[["experiment", "num_workers", "stand_in", *[c for c in TRAIN_COLS if c in tab]]].set_index("experiment")
+        tab = tab[["experiment", "num_workers", *[c for c in TRAIN_COLS if c in tab]]].set_index("experiment")
+        return tab.loc[:, tab.notna().any()]   # only columns with a value on this machine (no peak memory on a CPU)
 
-    def plot_variants(self, summary, planned: Iterable[str]) -> None:
-        """samples/s of the ceiling and each planned variant, each labelled with its x ceiling."""
+    def plot_variants(self, planned: Iterable[str], against: str = "baseline") -> None:
+        """Each planned variant's speed-up over ``against`` in samples/s (= the ratio of mean step times, from the
+        comparison of their interleaved rounds), with its 95% interval as error bars and its verdict as the label."""
         import matplotlib.pyplot as plt
 
-        chart = summary.loc[[e for e in ["ceiling", *planned] if e in summary.index]]
-        fig, ax = plt.subplots(figsize=(7, 3.2))
-        ax.barh(chart.index, chart["samples_per_s"], color=["#999" if e == "ceiling" else "#4c72b0" for e in chart.index])
-        for y, (v, x) in enumerate(zip(chart["samples_per_s"], chart["x_ceiling"])):
-            ax.text(v, y, f" {x:.2f}× ceiling", va="center", fontsize=8)
+        comps = [(v, self.results.comparison(against, v)) for v in planned if v != against]
+        comps = [(v, c) for v, c in comps if c is not None]
+        fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * max(len(comps), 1)))
+        if comps:
+            names = [v for v, _ in comps]
+            r = [c["ratio"] for _, c in comps]
+            err = [[c["ratio"] - c["low"] for _, c in comps], [c["high"] - c["ratio"] for _, c in comps]]
+            colours = ["#4c72b0" if c["verdict"] == "faster" else "#c44" if c["verdict"] == "slower" else "#999"
+                       for _, c in comps]
+            ax.barh(names, r, xerr=err, color=colours, capsize=3)
+            for y, (_, c) in enumerate(comps):
+                ax.text(c["high"], y, f"  {c['ratio']:.2f}× ({c['verdict']})", va="center", fontsize=8)
+            ax.set_xlim(0, max(c["high"] for _, c in comps) * 1.35)
+        ax.axvline(1.0, color="k", lw=0.8)
         ax.invert_yaxis()
-        ax.set_xlabel(f"samples/s (mean over whole worker cycles), {self.num_workers} workers, batch {self.batch_size}")
-        ax.set_title(f"Pipeline variants vs the ceiling ({self._device_words()})")
+        ax.set_xlabel(f"samples/s ÷ {against}'s (interleaved rounds; bars: 95% interval), "
+                      f"{self.num_workers} workers, batch {self.batch_size}")
+        ax.set_title(f"Each variant's speed-up over the {against} ({self._device_words()})")
         _show(fig, self.results, "variants")
 
     def article_table(self, sweep_rows: Mapping[int, str]):
