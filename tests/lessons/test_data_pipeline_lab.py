@@ -362,7 +362,8 @@ def test_the_summary_puts_the_ceiling_and_the_plan_first(tmp_path):
     assert "ceiling (re-measured)" not in s.index and "failed one" not in s.index
     assert {"num_workers", "step_ms_mean", "samples_per_s"} <= set(s.columns)
     # no ratio to the ceiling without an interval, no constant stand-in column, no column without a value here
-    assert not {"x_ceiling", "stand_in", "peak_mem_mb", "step_ms_p25"} & set(s.columns)
+    assert not {"x_ceiling", "stand_in", "peak_mem_mb", "step_ms_p25", "data_wait_share"} & set(s.columns)
+    assert s.loc["baseline", "data_wait_pct"] == 50.0   # a share as a percentage
     lab.plot_variants(["baseline", "crop_first"])   # no comparison yet: an empty chart, no error
     lab.results.compare("baseline", "crop_first", [40.0, 41.0, 39.0], [20.0, 21.0, 19.0])
     lab.plot_variants(["baseline", "crop_first", "bool_dilation"])

@@ -378,7 +378,8 @@ class Lab(Report):
         try:
             self.validate_panel({"variant": variant, "num_workers": nw, "batch_size": bs,
                                  "persistent_workers": persistent_workers})
-        except ValueError as exc:
+        except ValueError as exc:   # named by the values as given (repr), so each refusal is a row of its own
+            name = f"panel {variant!r} nw={nw!r} bs={bs!r} persistent_workers={persistent_workers!r}"
             self.results.record(name, {"variant": str(variant), "num_workers": str(nw), "batch_size": str(bs),
                                        "model": True}, _failed(exc))
             return self.panel_table()

@@ -175,6 +175,7 @@ class Report:
                              alpha=0.15, label="prediction over T_batch's rounds")
         ax2.axhline(self.batch_size * 1000 / ceiling, color="k", ls="--", label="ceiling")
         ax2.axvline(self.cores, color="#c44", ls=":", label=f"{self.cores} CPU cores")
+        ax2.set_xticks(list(sweep["num_workers"]))
         ax2.set_xlabel("num_workers")
         ax2.set_ylabel("samples/s")
         ax2.set_title(f"Worker sweep ({'stand-in device' if self.stand_in else self.device.type})")
@@ -264,6 +265,8 @@ class Report:
         tab = pd.concat([tab.set_index("experiment").loc[[e for e in order if e in set(tab["experiment"])]].reset_index(),
                          tab[~tab["experiment"].isin(order)]])
         tab = tab[["experiment", "num_workers", *[c for c in TRAIN_COLS if c in tab]]].set_index("experiment")
+        if "data_wait_share" in tab:   # a share reads as a percentage
+            tab.insert(list(tab.columns).index("data_wait_share"), "data_wait_pct", 100 * tab.pop("data_wait_share"))
         return tab.loc[:, tab.notna().any()]   # only columns with a value on this machine (no peak memory on a CPU)
 
     def plot_variants(self, planned: Iterable[str], against: str = "baseline") -> None:
