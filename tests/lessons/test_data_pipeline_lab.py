@@ -389,6 +389,8 @@ def test_compare_rows_and_the_fix_lines(tmp_path, capsys):
     assert len(lines) == 2 and "T_batch 30 → 10 ms" in lines[0] and "ms per step saved" in lines[0]
     assert "disagree in direction" in lines[1]          # profile 1.70 -> 1.40 while T_batch 10 -> 12
     assert "does not resolve a difference, so no ms saved" in lines[1]
+    lab.stages["gpu_decode"] = {"mask": 0.1}   # a variant with no T_batch row (its decode is in the main process)
+    assert len(lab.fix_lines(["v0", "v1", "gpu_decode"], {"v0": "pipe v0", "v1": "pipe v1"}).splitlines()) == 1
 
 
 def test_the_article_table_compares_each_column_with_its_own_baseline(tmp_path):
@@ -398,6 +400,9 @@ def test_the_article_table_compares_each_column_with_its_own_baseline(tmp_path):
     assert t.loc["crop first", "article_ratio"] == pytest.approx(0.72 / 1.3)
     assert t.loc["crop first", "this_run_ratio"] == pytest.approx(20.0 / 40.0)
     assert t.loc["8 workers", "this_run_ratio"] == pytest.approx(25.0 / 50.0)   # sweep nw=2 against sweep nw=1
+    assert t["this_run_verdict"].isna().all()      # no comparison made yet: no verdict, shown as "–"
+    lab.results.compare("baseline", "crop_first", [40.0, 41.0, 39.0], [20.0, 21.0, 19.0])
+    assert lab.article_table({1: "sweep nw=1"}).loc["crop first", "this_run_verdict"] == "faster"
     no_2x = lab.article_table({1: "sweep nw=1"})   # no point at twice the workers: no figure, not a wrong one
     assert math.isnan(no_2x.loc["8 workers", "this_run_step_ms"])
 

@@ -95,10 +95,11 @@ def test_checks_that_claim_a_gain_follow_their_verdicts(doc):
     gain = [k for k in checks if k.startswith("the best pipeline is faster than the baseline")]
     assert len(gain) == 1
     assert not checks[gain[0]] or comparison(doc, "baseline", best)["verdict"] == "faster"
-    sweep = [k for k in checks if k.startswith("the sweep:")]
-    assert len(sweep) == 1
-    n = int(sweep[0].split("the sweep: ")[1].split(" worker")[0])
-    assert checks[sweep[0]] == (comparison(doc, "sweep nw=0", f"sweep nw={n}")["verdict"] == "faster")
+    # the sweep's gain is a comparison (0 workers against the best count), not a claim a loaded machine can break;
+    # the claim is that the prediction is a bound this run respects
+    assert sum(c["a"] == "sweep nw=0" for c in doc["comparisons"]) == 1
+    assert not [k for k in checks if k.startswith("the sweep:")]
+    assert any(k.startswith("the sweep respects its prediction") for k in checks)
     bound = "the baseline is input-bound: slower than the ceiling measured in the same rounds"
     assert checks[bound] == (comparison(doc, "ceiling (rounds)", "baseline")["verdict"] == "slower")
 

@@ -255,7 +255,7 @@ class Lab(Report):
 
         planned, lines = list(planned), []
         for prev, v in zip(planned, planned[1:]):
-            if prev not in self.stages or v not in self.stages:
+            if not {prev, v} <= set(self.stages) & set(t_batch_rows):   # gpu_decode has no T_batch (main process)
                 continue
             p0, p1 = self.profile_total(prev), self.profile_total(v)
             t0, t1 = self.ms(t_batch_rows[prev]), self.ms(t_batch_rows[v])

@@ -307,6 +307,13 @@ class Report:
                             "article_ratio": {k: v / base for k, v in ARTICLE_STEP_S.items()},
                             "this_run_step_ms": {k: self.ms(ours[k]) for k in ARTICLE_STEP_S}})
         src["this_run_ratio"] = [src.loc[k, "this_run_step_ms"] / self.ms(base_of[k]) for k in src.index]
+        # the verdict of the same pair's comparison (interleaved rounds), where this run made one: a ratio is a finding
+        # only with it; None (shown as "–") where there is no such comparison
+        verdicts = {}
+        for k in src.index:
+            c = self.results.comparison(base_of[k], ours[k]) if ours[k] and base_of[k] and k != "baseline (4 workers)" else None
+            verdicts[k] = c["verdict"] if c else None
+        src["this_run_verdict"] = pd.Series(verdicts)
         src.index.name = "step"
         return src
 
