@@ -23,6 +23,10 @@ def rows(doc):
     return {e["name"]: e for e in doc["experiments"]}
 
 
+def rows_of(doc):
+    return {e["name"]: e for e in doc["experiments"]}
+
+
 def comparison(doc, a, b):
     found = [c for c in doc["comparisons"] if (c["a"], c["b"]) == (a, b)]
     assert len(found) == 1, f"no single comparison of {b} with {a}: {[(c['a'], c['b']) for c in doc['comparisons']]}"
@@ -85,9 +89,12 @@ def test_variants_are_compared_with_an_interval_and_a_verdict(doc):
     for v in PLANNED[1:]:
         comparison(doc, "baseline", v)
     comparison(doc, "ceiling (rounds)", "baseline")
-    best = doc["notes"]["best_variant"]
-    comparison(doc, "ceiling (rounds)", best)
+    best, final = doc["notes"]["best_variant"], doc["notes"]["final_variant"]
+    comparison(doc, "ceiling (rounds)", final)    # fixed pairs: the same comparisons in every run
+    comparison(doc, "sweep nw=0", f"sweep nw={rows_of(doc)['baseline']['config']['num_workers']}")
     assert doc["notes"]["speedup_best_vs_baseline"] == comparison(doc, "baseline", best)["ratio"]
+    options = [c for c in doc["comparisons"] if c["a"].endswith(" (options)")]
+    assert {c["a"] for c in options} == {"uint8_device (options)"} and len(options) >= 2   # a fixed choice
 
 
 def test_checks_that_claim_a_gain_follow_their_verdicts(doc):
