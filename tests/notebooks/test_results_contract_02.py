@@ -74,11 +74,12 @@ def test_the_rows_use_at_least_two_workers_and_each_round_is_one_loader_run(rows
     assert all("round_times_ms" in r["metrics"] for r in sweep)
 
 
-def test_t_batch_is_measured_in_the_same_rounds_as_what_it_predicts(rows):
-    for name in ("pipeline only baseline nw=0", *(f"pipeline only {v} nw=0" for v in PLANNED[1:])):
+def test_t_batch_is_measured_in_the_same_rounds_as_what_it_predicts(doc, rows):
+    for name in ("pipeline only baseline nw=0 (sweep)", *(f"pipeline only {v} nw=0" for v in PLANNED)):
         r = rows[name]
         assert r["status"] == "ok" and r["config"]["model"] is False and r["config"]["rounds"] >= 2, name
     assert rows["ceiling (rounds)"]["config"]["rounds"] == rows["baseline"]["config"]["rounds"]
+    assert sum(e["name"] == "pipeline only baseline nw=0" for e in doc["experiments"]) == 1   # one row per name
 
 
 def test_variants_are_compared_with_an_interval_and_a_verdict(doc):

@@ -138,9 +138,9 @@ class Report:
                            f"stall that the mean ({mean / median:.2f}× the median) counts.")
         if num_workers == 2:
             return text + ("With 2 workers a wave is one long step and one short: half the steps are long, so the "
-                           "median falls between the two kinds and lands near the mean. With 3 or more workers "
-                           "fewer than half the steps are long and the median becomes a short step that hides the "
-                           "stall; the mean counts it whatever the worker count.")
+                           f"median falls between the two kinds (the mean is {mean / median:.2f}× it). With 3 or more "
+                           "workers fewer than half the steps are long and the median becomes a short step that hides "
+                           "the stall; the mean counts it whatever the worker count.")
         return text + ("Half or more of the steps are long here, so the median does not hide the stall in this run; "
                        "the mean still counts every step.")
 
