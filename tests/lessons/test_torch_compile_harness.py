@@ -84,6 +84,10 @@ def test_interleave_stores_each_rows_window_and_the_eager_median_beside_the_comp
     assert "3 rounds; graphs compiled during the interleaved timing: 0" in capsys.readouterr().out
     cl.interleave(res, steps, 3, pairs=[(names[1], names[2]), (names[1], "not a row")])
     assert res.comparison(names[1], names[2]) is not None and len(res.comparisons) == 2
+    cl.interleave(res, steps, 3, statistic="median")  # medians: a metric of their own
+    assert res.comparison(names[0], names[1], "step_ms_median") is not None and len(res.comparisons) == 3
+    with pytest.raises(ValueError, match="statistic"):
+        cl.interleave(res, steps, 3, statistic="mode")
     assert cl.interleave(res, steps, 0) == (0, None) and cl.interleave(res, {names[0]: steps[names[0]]}, 3) == (0, None)
 
 

@@ -59,20 +59,26 @@ def progress_line(row: Mapping[str, Any], wall_s: float) -> str:
 
 
 def interleave(results, step_fns: Mapping[str, Callable[[], None]], rounds: int, device=None,
-               pairs: Sequence[tuple[str, str]] = ()):
+               pairs: Sequence[tuple[str, str]] = (), statistic: str = "mean"):
     """Re-time the kept steps in alternation (``timing.interleaved_times``, ``rounds`` rounds) and store each row's
     interleaved mean, median and quartiles, with the same window's eager mean and median beside each compiled cell's
     (``interleaved_eager_ms_*``: same model, precision and batch size).
 
     Each compiled cell is compared with its eager cell (``results.compare``: ratio of mean step times, 95% interval,
     verdict; into results.json's ``comparisons``), and so is each ``(a, b)`` of ``pairs`` (row names) that ran.
+    ``statistic``: ``"mean"`` (metric ``step_ms_mean``) or ``"median"`` (``step_ms_median``: robust to the bursts of
+    a loaded shared machine, for steps whose difference is small against them).
     Returns ``(recompiles, table)``: the graphs Dynamo compiled during the re-timing (a kept compiled step should
     compile none), and a DataFrame of sequential against interleaved medians and IQRs per cell; ``(0, None)`` when
     off (``rounds`` 0, or fewer than two steps kept).
     """
+    import numpy as np
     import pandas as pd
     from torch._dynamo.utils import counters
 
+    if statistic not in ("mean", "median"):
+        raise ValueError(f"statistic must be 'mean' or 'median', not {statistic!r}")
+    cmp_kw = {"metric": f"step_ms_{statistic}", "statistic": np.median if statistic == "median" else None}
     if not rounds or len(step_fns) < 2:
         print("interleaved timing: off")
         return 0, None
@@ -90,13 +96,13 @@ def interleave(results, step_fns: Mapping[str, Callable[[], None]], rounds: int,
         if c["mode"] != "eager" and eager:
             m["interleaved_eager_ms_median"] = round(times[eager[0]].median, 3)
             m["interleaved_eager_ms_mean"] = round(times[eager[0]].mean, 3)
-            results.compare(eager[0], name, times[eager[0]].times_ms, t.times_ms, metric="step_ms_mean")
+            results.compare(eager[0], name, times[eager[0]].times_ms, t.times_ms, **cmp_kw)
         rows.append({"cell": name, "sequential_ms_median": m["step_ms_median"],
                      "sequential_iqr_ms": round(m["step_ms_p75"] - m["step_ms_p25"], 2),
                      "interleaved_ms_median": round(t.median, 2), "interleaved_iqr_ms": round(t.p75 - t.p25, 2)})
     for a, b in pairs:
         if a in times and b in times:
-            results.compare(a, b, times[a].times_ms, times[b].times_ms, metric="step_ms_mean")
+            results.compare(a, b, times[a].times_ms, times[b].times_ms, **cmp_kw)
     results.save()
     print(f"{rounds} rounds; graphs compiled during the interleaved timing: {recompiles}")
     return recompiles, pd.DataFrame(rows)

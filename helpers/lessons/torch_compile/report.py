@@ -34,7 +34,7 @@ def speedup_comparison(results, name: str) -> dict[str, Any] | None:
     r = results.get(name)
     if r is None or r["status"] != "ok" or r["config"]["mode"] == "eager" or (e := _eager_of(results, r)) is None:
         return None
-    c = results.comparison(e["name"], name, "step_ms_mean")
+    c = results.comparison(e["name"], name, "step_ms_mean") or results.comparison(e["name"], name, "step_ms_median")
     if c is None:
         c = results.comparison(e["name"], name, "step_ms_mean_sequential")
     if c is None and e["metrics"].get("step_times_ms") and r["metrics"].get("step_times_ms"):
@@ -203,7 +203,7 @@ def graph_break_frame(results, names: Sequence[str], rtol: Mapping[str, float], 
     t = t if t in s.columns and s[t].notna().all() else "step_ms"
     cols = ["model", "mode", "status", t, "speedup", "speedup_low", "speedup_high", "verdict", "compile_s", "graphs",
             "graph_breaks", "logged_recompiles"]
-    return s[[c for c in cols if c in s.columns]].rename(columns={t: "step_ms_median", "speedup": "vs eager (means)",
+    return s[[c for c in cols if c in s.columns]].rename(columns={t: "step_ms_median", "speedup": "vs eager",
                                                                    "speedup_low": "95% low", "speedup_high": "95% high"})
 
 
@@ -224,7 +224,9 @@ def graph_break_lines(results, batch_size: int) -> list[str] | None:
             lines.append(f"{b} vs {a}: not compared (no interleaved rounds ran)")
             continue
         ra, rb = results.get(a)["metrics"], results.get(b)["metrics"]
-        ka = "interleaved_ms_mean" if "interleaved_ms_mean" in ra and "interleaved_ms_mean" in rb else "step_ms_mean"
+        stat = "median" if c["metric"].endswith("median") else "mean"
+        ka = (f"interleaved_ms_{stat}" if f"interleaved_ms_{stat}" in ra and f"interleaved_ms_{stat}" in rb
+              else f"step_ms_{stat}")
         tail = (f"; {ra[ka] - rb[ka]:+.2f} ms per step" if resolved(c) else
                 "; this machine does not resolve the difference, so no per-step figure")
         lines.append(describe(c) + tail)
