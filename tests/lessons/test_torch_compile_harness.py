@@ -77,15 +77,15 @@ def test_interleave_stores_each_rows_window_and_the_eager_median_beside_the_comp
     assert "interleaved_eager_ms_median" not in eager and "interleaved_eager_ms_median" not in other
     assert comp["interleaved_eager_ms_mean"] == eager["interleaved_ms_mean"]
     # each compiled cell against its eager cell, in results.json's comparisons (ratio of means, interval, verdict)
-    c = res.comparison(names[0], names[1], "step_ms_mean")
+    c = res.comparison(names[0], names[1], "step_ms_median")  # medians by default
     assert c is not None and c["n_a"] == c["n_b"] == 3 and c["verdict"] in ("faster", "slower", "no difference")
-    assert c["ratio"] == round(eager["interleaved_ms_mean"] / comp["interleaved_ms_mean"], 4)
+    assert c["ratio"] == round(eager["interleaved_ms_median"] / comp["interleaved_ms_median"], 4)
     assert len(res.comparisons) == 1  # mlp_fixed eager has no compiled cell
     assert "3 rounds; graphs compiled during the interleaved timing: 0" in capsys.readouterr().out
     cl.interleave(res, steps, 3, pairs=[(names[1], names[2]), (names[1], "not a row")])
     assert res.comparison(names[1], names[2]) is not None and len(res.comparisons) == 2
-    cl.interleave(res, steps, 3, statistic="median")  # medians: a metric of their own
-    assert res.comparison(names[0], names[1], "step_ms_median") is not None and len(res.comparisons) == 3
+    cl.interleave(res, steps, 3, statistic="mean")  # means: a metric of their own
+    assert res.comparison(names[0], names[1], "step_ms_mean") is not None and len(res.comparisons) == 3
     with pytest.raises(ValueError, match="statistic"):
         cl.interleave(res, steps, 3, statistic="mode")
     assert cl.interleave(res, steps, 0) == (0, None) and cl.interleave(res, {names[0]: steps[names[0]]}, 3) == (0, None)
@@ -161,7 +161,7 @@ def test_summary_frame_stores_the_derived_numbers_and_judges_parity_per_precisio
     assert res.get(names[4])["metrics"] == {} and s.loc[names[4], "error"] == "boom"
     assert cl.timing_basis(s) == ("step_ms", "iqr_ms", "sequential")
     view = cl.matrix_view(s.reset_index(), "step_ms", "iqr_ms")
-    assert {"step_ms_median", "step_iqr_ms", "speedup (means)", "loss_match"} <= set(view) and "step_ms" not in view
+    assert {"step_ms_median", "step_iqr_ms", "speedup (medians)", "loss_match"} <= set(view) and "step_ms" not in view
     assert cl.best_cell_line(s.reset_index(), "step_ms", "sequential").startswith(
         f"best compiled cell: {names[1]}: 80.0 ms vs eager 100.0 ms (sequential medians); 1.25x (no interval")
     assert len(cl.compiled_cells(s.reset_index(), ["mlp"])) == 2 and not len(cl.compiled_cells(s.reset_index(), ["x"]))
@@ -190,7 +190,7 @@ def test_compile_time_frame_and_the_article_length_run(res):
     assert r.article_length_run_steps == 1000 and r.steady_speedup == 2.0
     assert r.whole_run_speedup == round((1.0 + 999 * 0.1) / (5.1 + 999 * 0.05), 3)
     assert res.get(names[1])["metrics"]["whole_run_speedup_article_length"] == r.whole_run_speedup
-    assert r.verdict == "faster" and res.comparison(names[0], names[1])["metric"] == "step_ms_mean_sequential"
+    assert r.verdict == "faster" and res.comparison(names[0], names[1])["metric"] == "step_ms_median_sequential"
 
 
 def test_derived_figures_only_where_the_comparison_resolves(res):
@@ -233,9 +233,9 @@ def test_graph_break_frame_and_comparisons(res):
     lines = cl.graph_break_lines(res, 64)
     assert len(lines) == 3 and all(line.endswith("(no interleaved rounds ran)") for line in lines)
     for m, ms in zip(("mlp_break", "mlp_fixed"), (20.0, 10.0)):
-        res.get(cl.cell_name(m, "fp32", "default", 64))["metrics"].update(interleaved_ms_mean=ms)
-    res.compare(names[1], names[3], [20.0, 20.5, 19.5], [10.0, 10.5, 9.5])          # resolved: a figure
-    res.compare(names[0], names[1], [30.0, 10.0, 50.0], [29.0, 11.0, 49.0])         # not resolved: none
+        res.get(cl.cell_name(m, "fp32", "default", 64))["metrics"].update(interleaved_ms_median=ms)
+    res.compare(names[1], names[3], [20.0, 20.5, 19.5], [10.0, 10.5, 9.5], metric="step_ms_median")  # a figure
+    res.compare(names[0], names[1], [30.0, 10.0, 50.0], [29.0, 11.0, 49.0], metric="step_ms_median")  # none
     lines = cl.graph_break_lines(res, 64)
     assert lines[2].startswith("mlp_fixed fp32 default bs=64 is faster than mlp_break fp32 default bs=64")
     assert lines[2].endswith("; +10.00 ms per step")
@@ -274,7 +274,7 @@ def test_article_side_table_and_chart(res):
 
 def test_profiled_line_puts_the_profiled_ratio_beside_the_comparison(res):
     _cell(res, "gated_mlp", "eager", _timed(10.0))
-    _cell(res, "gated_mlp", "default", _timed(5.0, interleaved_ms_mean=5.0, interleaved_eager_ms_mean=10.0))
+    _cell(res, "gated_mlp", "default", _timed(5.0, interleaved_ms_median=5.0, interleaved_eager_ms_median=10.0))
     names = [e["name"] for e in res.experiments]
     prof = {"eager": {"trace_step_ms_mean": 30.0, "op_calls_per_step": 400.0},
             "default": {"trace_step_ms_mean": 6.0, "op_calls_per_step": 20.0}}
@@ -282,7 +282,7 @@ def test_profiled_line_puts_the_profiled_ratio_beside_the_comparison(res):
     res.compare(names[0], names[1], [9.9, 10.0, 10.1], [4.9, 5.0, 5.1])
     line = cl.profiled_line(prof, res, names[1])
     assert "a ratio of 5.00x" in line and "is not a speed-up" in line and "400 calls against 20" in line
-    assert "3.0x (eager) and 1.2x (compiled) their unprofiled means" in line
+    assert "3.0x (eager) and 1.2x (compiled) their unprofiled medians" in line
 
 
 def test_final_view_and_matrix_chart(res):

@@ -27,7 +27,7 @@ def matrix_chart(final, results, models: Sequence[str], t_word: str, compile_ste
     axes[0].set_xticks(range(len(okf)), labels, rotation=60, ha="right", fontsize=7)
     for i, v in enumerate(speedups):
         axes[0].text(i, v, f"{v:.2f}", ha="center", va="bottom", fontsize=7)
-    axes[0].set_title(f"speed-up over eager ({t_word} means, 95% interval)")
+    axes[0].set_title(f"speed-up over eager ({t_word} medians, 95% interval)")
     comp = okf[okf.compile_s.notna()] if "compile_s" in okf.columns else okf.iloc[:0]
     ypos = range(len(comp))
     axes[1].barh([y + 0.2 for y in ypos], comp.first_steps_s, height=0.4, color="#dd8452",

@@ -59,15 +59,15 @@ def progress_line(row: Mapping[str, Any], wall_s: float) -> str:
 
 
 def interleave(results, step_fns: Mapping[str, Callable[[], None]], rounds: int, device=None,
-               pairs: Sequence[tuple[str, str]] = (), statistic: str = "mean"):
+               pairs: Sequence[tuple[str, str]] = (), statistic: str = "median"):
     """Re-time the kept steps in alternation (``timing.interleaved_times``, ``rounds`` rounds) and store each row's
     interleaved mean, median and quartiles, with the same window's eager mean and median beside each compiled cell's
     (``interleaved_eager_ms_*``: same model, precision and batch size).
 
-    Each compiled cell is compared with its eager cell (``results.compare``: ratio of mean step times, 95% interval,
+    Each compiled cell is compared with its eager cell (``results.compare``: ratio of median step times, 95% interval,
     verdict; into results.json's ``comparisons``), and so is each ``(a, b)`` of ``pairs`` (row names) that ran.
-    ``statistic``: ``"mean"`` (metric ``step_ms_mean``) or ``"median"`` (``step_ms_median``: robust to the bursts of
-    a loaded shared machine, for steps whose difference is small against them).
+    ``statistic``: ``"median"`` (metric ``step_ms_median``; the default: robust to the bursts of a loaded shared
+    machine, where one step held up by other work moves a mean by tens of per cent) or ``"mean"`` (``step_ms_mean``).
     Returns ``(recompiles, table)``: the graphs Dynamo compiled during the re-timing (a kept compiled step should
     compile none), and a DataFrame of sequential against interleaved medians and IQRs per cell; ``(0, None)`` when
     off (``rounds`` 0, or fewer than two steps kept).

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 from ...measure.compare import describe, resolved
 from .cells import cell_name
 from .tables import speedup_table, whole_run_s
@@ -29,24 +31,24 @@ ARTICLE = {
 def speedup_comparison(results, name: str) -> dict[str, Any] | None:
     """The comparison of the compiled row ``name`` with its eager cell: the interleaved one (``harness.interleave``)
     when it ran, else one recorded now from the two rows' sequential step times (metric
-    ``step_ms_mean_sequential``: a GPU at full scale times each cell in its own stretch). None for an eager or failed
+    ``step_ms_median_sequential``: a GPU at full scale times each cell in its own stretch). None for an eager or failed
     row, or one without an eager cell."""
     r = results.get(name)
     if r is None or r["status"] != "ok" or r["config"]["mode"] == "eager" or (e := _eager_of(results, r)) is None:
         return None
-    c = results.comparison(e["name"], name, "step_ms_mean") or results.comparison(e["name"], name, "step_ms_median")
+    c = results.comparison(e["name"], name, "step_ms_median") or results.comparison(e["name"], name, "step_ms_mean")
     if c is None:
-        c = results.comparison(e["name"], name, "step_ms_mean_sequential")
+        c = results.comparison(e["name"], name, "step_ms_median_sequential")
     if c is None and e["metrics"].get("step_times_ms") and r["metrics"].get("step_times_ms"):
         c = results.compare(e["name"], name, e["metrics"]["step_times_ms"], r["metrics"]["step_times_ms"],
-                            metric="step_ms_mean_sequential")
+                            metric="step_ms_median_sequential", statistic=np.median)
     return c
 
 
 def summary_frame(results, names: Sequence[str], rtol: Mapping[str, float]):
     """``tables.speedup_table`` of the rows ``names``, with ``loss_match``: the largest relative loss difference
     against eager within ``rtol[precision]``; each compiled row's speed-up is its comparison with eager
-    (``speedup_comparison``: ratio of mean step times, ``speedup_low``/``speedup_high`` its 95% interval,
+    (``speedup_comparison``: ratio of median step times, ``speedup_low``/``speedup_high`` its 95% interval,
     ``verdict``), and its break-even is computed only when the comparison resolves a difference ("not resolved"
     otherwise). The derived numbers (``DERIVED``) are stored in the rows and saved."""
     import pandas as pd
@@ -82,7 +84,7 @@ def matrix_view(summary, t: str, tiqr: str):
             "loss_match", "max_rel_loss_diff", "scaler_skipped_steps", "compile_s", "first_steps_s", "break_even_steps",
             "error"]
     view = summary[[c for c in cols if c in summary.columns and (c != "error" or summary[c].astype(bool).any())]]
-    return view.rename(columns={t: "step_ms_median", tiqr: "step_iqr_ms", "speedup": "speedup (means)",
+    return view.rename(columns={t: "step_ms_median", tiqr: "step_iqr_ms", "speedup": "speedup (medians)",
                                 "speedup_low": "95% low", "speedup_high": "95% high"})
 
 
@@ -103,7 +105,7 @@ def _break_even_words(v) -> str:
 
 
 def best_cell_line(summary, t: str, t_word: str) -> str | None:
-    """The fastest compiled cell against its eager cell: its comparison (ratio of means, 95% interval, verdict), its
+    """The fastest compiled cell against its eager cell: its comparison (ratio of medians, 95% interval, verdict), its
     break-even only when the comparison resolves a difference, and parity, in one sentence (None when no compiled
     cell ran)."""
     ok = summary[summary.status == "ok"]
@@ -116,7 +118,7 @@ def best_cell_line(summary, t: str, t_word: str) -> str | None:
     if "verdict" in best and isinstance(best.verdict, str):
         c = {"a": "eager", "b": "compiled", "ratio": best.speedup, "low": best.speedup_low,
              "high": best.speedup_high, "verdict": best.verdict}
-        head += f"{describe(c)} (ratio of mean step times); "
+        head += f"{describe(c)} (ratio of median step times); "
     else:
         head += f"{best.speedup:.2f}x (no interval: no comparison recorded); "
     return (head + f"break-even {_break_even_words(best.break_even_steps)}; loss parity "
@@ -143,10 +145,10 @@ def compile_time_frame(results, names: Sequence[str], compile_steps: int, articl
         if r["status"] != "ok" or r["config"]["mode"] == "eager" or (e := _eager_of(results, r)) is None:
             continue
         m, em = r["metrics"], e["metrics"]
-        if "interleaved_eager_ms_mean" in m:
-            e_ms, c_ms = m["interleaved_eager_ms_mean"], m["interleaved_ms_mean"]
+        if "interleaved_eager_ms_median" in m:
+            e_ms, c_ms = m["interleaved_eager_ms_median"], m["interleaved_ms_median"]
         else:
-            e_ms, c_ms = em.get("step_ms_mean", em["step_ms_median"]), m.get("step_ms_mean", m["step_ms_median"])
+            e_ms, c_ms = em["step_ms_median"], m["step_ms_median"]
         n_run = max(compile_steps, round(article_eager_run_s * 1000 / e_ms))  # steps in an article-length eager run
         c = speedup_comparison(results, n)
         # derived figures only where the steady comparison resolves a difference
@@ -279,29 +281,29 @@ def profiled_frame(profiled: Mapping[str, Mapping[str, Any]]):
 def profiled_line(profiled: Mapping[str, Mapping[str, Any]], results, compiled_name: str) -> str:
     """The profiled eager/compiled ratio beside the unprofiled comparison of the same cells, and why the profiled
     one is not a speed-up (the profiler's cost per recorded call; eager records more calls; profiled steps are not
-    interleaved), with each profiled step's multiple of its unprofiled mean."""
+    interleaved), with each profiled step's multiple of its unprofiled median."""
     e, c = profiled["eager"], profiled["default"]
     pe, pc = e["trace_step_ms_mean"], c["trace_step_ms_mean"]
     text = f"Profiled steps: eager {pe:.1f} ms, compiled {pc:.1f} ms, a ratio of {pe / pc:.2f}x. "
     cmp_ = speedup_comparison(results, compiled_name)
     m = results.get(compiled_name)["metrics"] if results.get(compiled_name) else {}
-    if cmp_ is None or "interleaved_ms_mean" not in m:
+    if cmp_ is None or "interleaved_ms_median" not in m:
         return text + "No unprofiled comparison of these cells ran, so the ratio is not put beside one."
-    ue, uc = m["interleaved_eager_ms_mean"], m["interleaved_ms_mean"]
+    ue, uc = m["interleaved_eager_ms_median"], m["interleaved_ms_median"]
     return text + (f"Unprofiled, in interleaved rounds: eager {ue:.1f} ms, compiled {uc:.1f} ms: {describe(cmp_)}. "
                    f"The profiled ratio is not a speed-up: the profiler adds a cost to every operator call it records, "
                    f"and the eager step records {e['op_calls_per_step']:.0f} calls against "
                    f"{c['op_calls_per_step']:.0f} compiled (the fused forward and backward are one call each; the "
                    f"eager optimizer's calls remain); and the profiled steps ran once each, at another moment than the "
                    f"interleaved rounds, on a machine shared with other work. Here they took {pe / ue:.1f}x (eager) and "
-                   f"{pc / uc:.1f}x (compiled) their unprofiled means. Read speed-ups from the comparison, and the "
+                   f"{pc / uc:.1f}x (compiled) their unprofiled medians. Read speed-ups from the comparison, and the "
                    f"profile for what runs.")
 
 
 def article_side_table(results, names: Sequence[str], article: Mapping = ARTICLE, ref=None, device: str = "cpu"):
     """The article's figures (a named source) and this run's compiled cells among ``names`` (and a reference run's,
     when ``ref`` is given), each as a speed-up over its own eager baseline: the article's whole runs, this run's
-    comparison of steady steps (ratio of means, 95% interval, verdict). Never empty: the article's rows are there at
+    comparison of steady steps (ratio of medians, 95% interval, verdict). Never empty: the article's rows are there at
     any scale."""
     import pandas as pd
 
@@ -315,7 +317,7 @@ def article_side_table(results, names: Sequence[str], article: Mapping = ARTICLE
         rows.append({"source": f"this run ({device})", "cell": f"{cfg['model']} {cfg['precision']} {cfg['mode']}",
                      "speedup": c["ratio"], "95% interval": f"{c['low']:.2f}–{c['high']:.2f}",
                      "verdict or words": c["verdict"] + (f"; an article-length run {whole:.2f}x" if whole else ""),
-                     "basis": "steady steps" + (", interleaved" if c["metric"] == "step_ms_mean" else "")})
+                     "basis": "steady steps" + ("" if c["metric"].endswith("sequential") else ", interleaved")})
     if ref is not None:
         for e in ref.doc.get("experiments", []):
             cfg, m = e.get("config", {}), e.get("metrics", {})
@@ -343,5 +345,5 @@ def final_view(final):
         drop = {"step_ms", "iqr_ms"}
     cols = [c for c in FINAL_COLUMNS if c in final.columns and c not in drop
             and (c == "error" or final[c].notna().any())]
-    return final[cols].rename(columns={"speedup": "speedup (means)", "speedup_low": "95% low",
+    return final[cols].rename(columns={"speedup": "speedup (medians)", "speedup_low": "95% low",
                                        "speedup_high": "95% high"})
