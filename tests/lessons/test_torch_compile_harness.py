@@ -202,6 +202,9 @@ def test_derived_figures_only_where_the_comparison_resolves(res):
     assert s.loc[names[1], "verdict"] == "no difference" and s.loc[names[1], "break_even_steps"] == "not resolved"
     assert s.loc[names[1], "speedup_low"] < 1 < s.loc[names[1], "speedup_high"]
     assert "does not resolve" in cl.best_cell_line(s.reset_index(), "step_ms", "sequential")
+    view = cl.matrix_view(s.reset_index(), "step_ms", "iqr_ms")  # the interval as one narrow column
+    lo, hi = s.loc[names[1], "speedup_low"], s.loc[names[1], "speedup_high"]
+    assert list(view["95% interval"]) == [None, f"{lo:.2f}–{hi:.2f}"] and "speedup_low" not in view
     f = cl.compile_time_frame(res, names, 1, article_eager_run_s=100.0)
     assert f.iloc[0].whole_run_speedup is None and f.iloc[0].verdict == "no difference"
 

@@ -68,6 +68,18 @@ def summary_frame(results, names: Sequence[str], rtol: Mapping[str, float]):
     return pd.DataFrame(out)
 
 
+def _with_interval(df):
+    """``speedup_low`` and ``speedup_high`` as one narrow text column, "95% interval" ("1.27–1.58"; None where
+    there is no comparison), in ``speedup_low``'s place: tables that fit the output area."""
+    if "speedup_low" not in df.columns:
+        return df
+    df = df.copy()
+    iv = [f"{lo:.2f}–{hi:.2f}" if lo == lo and hi == hi and lo is not None else None
+          for lo, hi in zip(df.speedup_low, df.speedup_high)]
+    df.insert(list(df.columns).index("speedup_low"), "95% interval", iv)
+    return df.drop(columns=["speedup_low", "speedup_high"])
+
+
 def timing_basis(summary) -> tuple[str, str, str]:
     """The timing the speed-ups used: ``("interleaved_ms", "interleaved_iqr_ms", "interleaved")`` when every
     successful cell has an interleaved median, else ``("step_ms", "iqr_ms", "sequential")``."""
@@ -81,11 +93,10 @@ def matrix_view(summary, t: str, tiqr: str):
     """The matrix for a person: the median and IQR of timing ``t`` (``timing_basis``), speed-up, parity, GradScaler's
     skipped steps (fp16), compile and first steps, break-even, the reason of a failed cell."""
     cols = ["model", "precision", "mode", "status", t, tiqr, "speedup", "speedup_low", "speedup_high", "verdict",
-            "loss_match", "max_rel_loss_diff", "scaler_skipped_steps", "compile_s", "first_steps_s", "break_even_steps",
-            "error"]
+            "loss_match", "max_rel_loss_diff", "scaler_skipped_steps", "compile_s", "break_even_steps", "error"]
     view = summary[[c for c in cols if c in summary.columns and (c != "error" or summary[c].astype(bool).any())]]
-    return view.rename(columns={t: "step_ms_median", tiqr: "step_iqr_ms", "speedup": "speedup (medians)",
-                                "speedup_low": "95% low", "speedup_high": "95% high"})
+    return _with_interval(view).rename(columns={t: "step_ms_median", tiqr: "step_iqr_ms",
+                                                "speedup": "speedup (medians)"})
 
 
 def compiled_cells(summary, models: Sequence[str] | None = None):
@@ -205,8 +216,8 @@ def graph_break_frame(results, names: Sequence[str], rtol: Mapping[str, float], 
     t = t if t in s.columns and s[t].notna().all() else "step_ms"
     cols = ["model", "mode", "status", t, "speedup", "speedup_low", "speedup_high", "verdict", "compile_s", "graphs",
             "graph_breaks", "logged_recompiles"]
-    return s[[c for c in cols if c in s.columns]].rename(columns={t: "step_ms_median", "speedup": "vs eager",
-                                                                   "speedup_low": "95% low", "speedup_high": "95% high"})
+    return _with_interval(s[[c for c in cols if c in s.columns]]).rename(columns={t: "step_ms_median",
+                                                                                  "speedup": "vs eager"})
 
 
 def graph_break_lines(results, batch_size: int) -> list[str] | None:
@@ -345,5 +356,4 @@ def final_view(final):
         drop = {"step_ms", "iqr_ms"}
     cols = [c for c in FINAL_COLUMNS if c in final.columns and c not in drop
             and (c == "error" or final[c].notna().any())]
-    return final[cols].rename(columns={"speedup": "speedup (medians)", "speedup_low": "95% low",
-                                       "speedup_high": "95% high"})
+    return _with_interval(final[cols]).rename(columns={"speedup": "speedup (medians)"})
