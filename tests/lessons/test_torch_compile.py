@@ -450,3 +450,19 @@ def test_fresh_processes_do_not_inherit_this_processs_triton_cache(tmp_path, mon
     import os
 
     assert "TRITON_CACHE_DIR" not in os.environ
+
+
+def test_gated_mlp_is_elementwise_heavy_with_few_parameters():
+    m = cl.build_model("gated_mlp", image_size=8, hidden=64)
+    assert isinstance(m, cl.GatedMLP) and m(torch.randn(4, 3, 8, 8)).shape == (4, 10)
+    # few parameter tensors: the eager optimizer (outside the compiled graph) stays a small share of a step
+    assert len(list(m.parameters())) == 12
+
+
+def test_smoke_matrix_is_the_gated_mlp_on_one_thread():
+    from helpers.notebook import sizes
+
+    smoke = sizes.TORCH_COMPILE["smoke"]
+    assert {c[0] for c in smoke["cells"]} == {"gated_mlp"} and smoke["profile"][0] == "gated_mlp"
+    assert smoke["cpu_threads"] == 1 and smoke["interleave_rounds"] >= 20
+    assert {"hidden", "explain_image_size", "cpu_threads"} <= set(sizes.TORCH_COMPILE["full"])

@@ -75,7 +75,19 @@ def test_interleave_stores_each_rows_window_and_the_eager_median_beside_the_comp
         assert m["interleaved_ms_p25"] <= m["interleaved_ms_median"] <= m["interleaved_ms_p75"]
     assert comp["interleaved_eager_ms_median"] == eager["interleaved_ms_median"]  # same model, precision, batch
     assert "interleaved_eager_ms_median" not in eager and "interleaved_eager_ms_median" not in other
+    assert comp["interleaved_eager_ms_mean"] == eager["interleaved_ms_mean"]
+    # each compiled cell against its eager cell, in results.json's comparisons (ratio of means, interval, verdict)
+    c = res.comparison(names[0], names[1], "step_ms_median")  # medians by default
+    assert c is not None and c["n_a"] == c["n_b"] == 3 and c["verdict"] in ("faster", "slower", "no difference")
+    assert c["ratio"] == round(eager["interleaved_ms_median"] / comp["interleaved_ms_median"], 4)
+    assert len(res.comparisons) == 1  # mlp_fixed eager has no compiled cell
     assert "3 rounds; graphs compiled during the interleaved timing: 0" in capsys.readouterr().out
+    cl.interleave(res, steps, 3, pairs=[(names[1], names[2]), (names[1], "not a row")])
+    assert res.comparison(names[1], names[2]) is not None and len(res.comparisons) == 2
+    cl.interleave(res, steps, 3, statistic="mean")  # means: a metric of their own
+    assert res.comparison(names[0], names[1], "step_ms_mean") is not None and len(res.comparisons) == 3
+    with pytest.raises(ValueError, match="statistic"):
+        cl.interleave(res, steps, 3, statistic="mode")
     assert cl.interleave(res, steps, 0) == (0, None) and cl.interleave(res, {names[0]: steps[names[0]]}, 3) == (0, None)
 
 
@@ -149,9 +161,9 @@ def test_summary_frame_stores_the_derived_numbers_and_judges_parity_per_precisio
     assert res.get(names[4])["metrics"] == {} and s.loc[names[4], "error"] == "boom"
     assert cl.timing_basis(s) == ("step_ms", "iqr_ms", "sequential")
     view = cl.matrix_view(s.reset_index(), "step_ms", "iqr_ms")
-    assert {"step_ms_median", "step_iqr_ms", "speedup", "loss_match"} <= set(view) and "step_ms" not in view
+    assert {"step_ms_median", "step_iqr_ms", "speedup (medians)", "loss_match"} <= set(view) and "step_ms" not in view
     assert cl.best_cell_line(s.reset_index(), "step_ms", "sequential").startswith(
-        f"best compiled cell: {names[1]}: 80.0 ms vs eager 100.0 ms (sequential medians) = 1.25x")
+        f"best compiled cell: {names[1]}: 80.0 ms vs eager 100.0 ms (sequential medians); 1.25x (no interval")
     assert len(cl.compiled_cells(s.reset_index(), ["mlp"])) == 2 and not len(cl.compiled_cells(s.reset_index(), ["x"]))
 
 
@@ -166,9 +178,9 @@ def test_summary_frame_uses_interleaved_medians_when_every_cell_has_them(res):
 
 
 def test_compile_time_frame_and_the_article_length_run(res):
-    _cell(res, "mlp", "eager", _timed(100.0))
+    _cell(res, "mlp", "eager", _timed(100.0, step_times_ms=[99.0, 100.0, 101.0]))
     _cell(res, "mlp", "default", _timed(50.0, compile_s=0.2, first_steps_ms=[5100.0], first_steps_s=5.1,
-                                        break_even_steps=101))
+                                        break_even_steps=101, step_times_ms=[49.0, 50.0, 51.0]))
     _cell(res, "mlp_fixed", "default", _timed(50.0, compile_s=0.2))  # no eager cell: no row
     names = [e["name"] for e in res.experiments]
     f = cl.compile_time_frame(res, names, 1, article_eager_run_s=100.0)
@@ -178,6 +190,23 @@ def test_compile_time_frame_and_the_article_length_run(res):
     assert r.article_length_run_steps == 1000 and r.steady_speedup == 2.0
     assert r.whole_run_speedup == round((1.0 + 999 * 0.1) / (5.1 + 999 * 0.05), 3)
     assert res.get(names[1])["metrics"]["whole_run_speedup_article_length"] == r.whole_run_speedup
+    assert r.verdict == "faster" and res.comparison(names[0], names[1])["metric"] == "step_ms_median_sequential"
+
+
+def test_derived_figures_only_where_the_comparison_resolves(res):
+    _cell(res, "mlp", "eager", _timed(100.0, step_ms_mean=100.0, step_times_ms=[60.0, 100.0, 140.0]))
+    _cell(res, "mlp", "default", _timed(99.0, step_ms_mean=99.0, compile_s=0.2, first_steps_ms=[500.0],
+                                        step_times_ms=[59.0, 99.0, 139.0]))
+    names = [e["name"] for e in res.experiments]
+    s = cl.summary_frame(res, names, RTOL).set_index("cell")
+    assert s.loc[names[1], "verdict"] == "no difference" and s.loc[names[1], "break_even_steps"] == "not resolved"
+    assert s.loc[names[1], "speedup_low"] < 1 < s.loc[names[1], "speedup_high"]
+    assert "does not resolve" in cl.best_cell_line(s.reset_index(), "step_ms", "sequential")
+    view = cl.matrix_view(s.reset_index(), "step_ms", "iqr_ms")  # the interval as one narrow column
+    lo, hi = s.loc[names[1], "speedup_low"], s.loc[names[1], "speedup_high"]
+    assert list(view["95% interval"]) == [None, f"{lo:.2f}–{hi:.2f}"] and "speedup_low" not in view
+    f = cl.compile_time_frame(res, names, 1, article_eager_run_s=100.0)
+    assert f.iloc[0].whole_run_speedup is None and f.iloc[0].verdict == "no difference"
 
 
 def test_memory_frame_is_empty_on_a_cpu_and_compares_steady_peaks_on_a_gpu(res):
@@ -196,31 +225,67 @@ def test_memory_frame_is_empty_on_a_cpu_and_compares_steady_peaks_on_a_gpu(res):
     assert cl.memory_line(mem).endswith("swin_t fp32 reduce-overhead -10.0%")
 
 
-def test_graph_break_frame_and_gap(res):
+def test_graph_break_frame_and_comparisons(res):
     for model, graphs, breaks, ms in (("mlp_break", 3, 1, 20.0), ("mlp_fixed", 1, 0, 10.0)):
         _cell(res, model, "eager", _timed(30.0), batch_size=64)
         _cell(res, model, "default", _timed(ms, compile_s=0.1, graphs=graphs, graph_breaks=breaks,
                                             logged_recompiles=0), batch_size=64)
-    f = cl.graph_break_frame(res, [e["name"] for e in res.experiments], RTOL, "interleaved_ms")
+    names = [e["name"] for e in res.experiments]
+    f = cl.graph_break_frame(res, names, RTOL, "interleaved_ms")
     assert list(f.graph_breaks.fillna(-1)) == [-1, 1, -1, 0] and "step_ms_median" in f  # sequential: no interleaving
-    assert cl.graph_break_gap_line(res, 64) == ("broken - fixed: +10.00 ms/step; largest IQR 2.00 ms -> "
-                                                "the fixed variant is faster")
-    assert cl.graph_break_gap_line(res, 16) is None
+    lines = cl.graph_break_lines(res, 64)
+    assert len(lines) == 3 and all(line.endswith("(no interleaved rounds ran)") for line in lines)
+    for m, ms in zip(("mlp_break", "mlp_fixed"), (20.0, 10.0)):
+        res.get(cl.cell_name(m, "fp32", "default", 64))["metrics"].update(interleaved_ms_median=ms)
+    res.compare(names[1], names[3], [20.0, 20.5, 19.5], [10.0, 10.5, 9.5], metric="step_ms_median")  # a figure
+    res.compare(names[0], names[1], [30.0, 10.0, 50.0], [29.0, 11.0, 49.0], metric="step_ms_median")  # none
+    lines = cl.graph_break_lines(res, 64)
+    assert lines[2].startswith("mlp_fixed fp32 default bs=64 is faster than mlp_break fp32 default bs=64")
+    assert lines[2].endswith("; +10.00 ms per step")
+    assert lines[0].startswith("no difference") and lines[0].endswith("so no per-step figure")
+    assert cl.graph_break_lines(res, 16) is None
 
 
 def test_article_side_table_and_chart(res):
-    side = cl.article_side_table(res, 4)
-    assert list(side.this_run) == ["not in this run's matrix"] * 3 and cl.article_chart(side) is None
-    _cell(res, "swin_b", "default", _timed(1.0, speedup=1.3, whole_run_speedup_article_length=1.2), precision="fp16")
+    side = cl.article_side_table(res, [])
+    assert list(side.source) == [report.ARTICLE_SOURCE] * 3  # never empty: the article's figures, named
+    assert side.set_index("cell").loc["swin_b fp16", "speedup"] == 1.41
+    assert "memory unchanged" in side.set_index("cell").loc["convnext_large fp16", "verdict or words"]
+    _cell(res, "gated_mlp", "eager", _timed(10.0, step_times_ms=[9.9, 10.0, 10.1]))
+    _cell(res, "gated_mlp", "default", _timed(5.0, step_times_ms=[4.9, 5.0, 5.1], compile_s=0.1))
     _cell(res, "swin_t", "default", {}, precision="fp16", status="failed")
-    side = cl.article_side_table(res, 4).set_index("model")
-    assert side.loc["swin_b", "article_speedup"] == 1.41 and side.loc["swin_b", "this_run_steady_speedup"] == 1.3
-    assert side.loc["swin_t", "this_run"] == "failed: boom"
-    fig = cl.article_chart(side.reset_index())
-    assert len(fig.axes[0].patches) == 3  # one cell with an article figure and this run's: three bars
+    names = [e["name"] for e in res.experiments]
+    side = cl.article_side_table(res, names, device="cpu")
+    mine = side[side.source == "this run (cpu)"].iloc[0]
+    assert len(side) == 4 and mine.cell == "gated_mlp fp32 default" and mine["verdict or words"] == "faster"
+    assert mine.speedup == res.comparison(names[0], names[1])["ratio"] and "–" in mine["95% interval"]
+
+    class Ref:  # a reference run's rows, as notebook.reference.Reference holds them
+        label = "reference (h100)"
+        doc = {"experiments": [{"status": "ok", "config": {"model": "swin_b", "precision": "fp16", "mode": "default"},
+                                "metrics": {"speedup": 1.5, "speedup_low": 1.4, "speedup_high": 1.6,
+                                            "verdict": "faster"}}]}
+
+    side = cl.article_side_table(res, names, ref=Ref(), device="cpu")
+    assert list(side.source)[-1] == "reference (h100)" and list(side["95% interval"])[-1] == "1.40–1.60"
+    fig = cl.article_chart(side)
+    assert len(fig.axes[0].patches) == 4  # swin_t's article row has only words: no bar
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+
+
+def test_profiled_line_puts_the_profiled_ratio_beside_the_comparison(res):
+    _cell(res, "gated_mlp", "eager", _timed(10.0))
+    _cell(res, "gated_mlp", "default", _timed(5.0, interleaved_ms_median=5.0, interleaved_eager_ms_median=10.0))
+    names = [e["name"] for e in res.experiments]
+    prof = {"eager": {"trace_step_ms_mean": 30.0, "op_calls_per_step": 400.0},
+            "default": {"trace_step_ms_mean": 6.0, "op_calls_per_step": 20.0}}
+    assert cl.profiled_line(prof, res, names[1]).endswith("so the ratio is not put beside one.")
+    res.compare(names[0], names[1], [9.9, 10.0, 10.1], [4.9, 5.0, 5.1])
+    line = cl.profiled_line(prof, res, names[1])
+    assert "a ratio of 5.00x" in line and "is not a speed-up" in line and "400 calls against 20" in line
+    assert "3.0x (eager) and 1.2x (compiled) their unprofiled medians" in line
 
 
 def test_final_view_and_matrix_chart(res):

@@ -4,7 +4,7 @@ time, counters, logs, caches), ``tables`` (speed-ups, parity, break-even), ``sta
 ``report`` (the notebook's tables from its rows), ``charts`` (its figures)."""
 
 from .models import (
-    MODELS, MINI, ClampMLP, validate_model, build_model, build_small, synthetic_batches,
+    MODELS, MINI, ClampMLP, GatedMLP, validate_model, build_model, build_small, synthetic_batches,
 )
 from .dynamo import (
     COMPILE_TIMERS, dynamo_times, compile_seconds, graph_counters, use_inductor_cache, tf32_settings,
@@ -25,7 +25,7 @@ from .harness import (
 )
 from .report import (
     ARTICLE, summary_frame, timing_basis, matrix_view, compiled_cells, best_cell_line, compile_time_frame,
-    memory_frame, memory_line, graph_break_frame, graph_break_gap_line, explain_frame, explain_reasons, starts_frame,
+    memory_frame, memory_line, graph_break_frame, graph_break_lines, speedup_comparison, profiled_line, ARTICLE_SOURCE, explain_frame, explain_reasons, starts_frame,
     starts_line, profiled_frame, article_side_table, final_view,
 )
 from .charts import (

@@ -15,12 +15,19 @@ def matrix_chart(final, results, models: Sequence[str], t_word: str, compile_ste
     okf = final[(final.status == "ok") & final.model.isin(set(models))]
     labels = [f"{r.model}\n{r.precision} {r['mode']}" for _, r in okf.iterrows()]
     speedups = okf.speedup.fillna(0) if "speedup" in okf.columns else [0.0] * len(okf)
-    axes[0].bar(range(len(okf)), speedups, color=["#999" if m == "eager" else "#4c72b0" for m in okf["mode"]])
+    err = None
+    if "speedup_low" in okf.columns:  # the comparisons' 95% intervals (none for eager: it is the baseline)
+        low = okf.speedup_low.fillna(okf.speedup).fillna(0).to_numpy(float)
+        high = okf.speedup_high.fillna(okf.speedup).fillna(0).to_numpy(float)
+        sp = okf.speedup.fillna(0).to_numpy(float)
+        err = [sp - low, high - sp]
+    axes[0].bar(range(len(okf)), speedups, color=["#999" if m == "eager" else "#4c72b0" for m in okf["mode"]],
+                yerr=err, capsize=3)
     axes[0].axhline(1.0, color="k", lw=0.8)
     axes[0].set_xticks(range(len(okf)), labels, rotation=60, ha="right", fontsize=7)
     for i, v in enumerate(speedups):
         axes[0].text(i, v, f"{v:.2f}", ha="center", va="bottom", fontsize=7)
-    axes[0].set_title(f"steady-state speed-up over eager ({t_word} medians)")
+    axes[0].set_title(f"speed-up over eager ({t_word} medians, 95% interval)")
     comp = okf[okf.compile_s.notna()] if "compile_s" in okf.columns else okf.iloc[:0]
     ypos = range(len(comp))
     axes[1].barh([y + 0.2 for y in ypos], comp.first_steps_s, height=0.4, color="#dd8452",
@@ -43,23 +50,28 @@ def matrix_chart(final, results, models: Sequence[str], t_word: str, compile_ste
 
 
 def article_chart(side):
-    """The article's whole-run speed-ups beside this run's steady and article-length ones, for the article's cells
-    that this run has (``report.article_side_table``); None when it has none of them."""
+    """Speed-ups over each one's own eager baseline (``report.article_side_table``): the article's whole runs, this
+    run's (and a reference's) steady steps with their 95% intervals as error bars; None when no row has a number."""
     import matplotlib.pyplot as plt
+    import numpy as np
 
-    both = side[side.article_speedup.notna() & side.this_run_steady_speedup.notna()]
-    if not len(both):
+    rows = side[side.speedup.notna()].reset_index(drop=True)
+    if not len(rows):
         return None
-    fig, ax = plt.subplots(figsize=(6.5, 3))
-    xs = range(len(both))
-    ax.bar([x - 0.27 for x in xs], both.article_speedup, width=0.27, label="article (V100, whole run)", color="#999")
-    ax.bar(list(xs), both.this_run_steady_speedup.astype(float), width=0.27, label="this run, steady state",
-           color="#4c72b0")
-    ax.bar([x + 0.27 for x in xs], both.this_run_whole_run_speedup.astype(float), width=0.27,
-           label="this run, article-length run", color="#55a868")
-    ax.axhline(1.0, color="k", lw=0.8)
-    ax.set_xticks(list(xs), [f"{r.model} {r.precision}" for _, r in both.iterrows()])
-    ax.set_ylabel("speed-up over own eager")
-    ax.legend(fontsize=7)
+    ratio = rows.speedup.astype(float).to_numpy()
+    lo, hi = ratio.copy(), ratio.copy()
+    for i, iv in enumerate(rows["95% interval"]):
+        if isinstance(iv, str) and "–" in iv:
+            lo[i], hi[i] = (float(v) for v in iv.split("–"))
+    colors = ["#999" if s.startswith("article") else "#4c72b0" if s.startswith("this run") else "#55a868"
+              for s in rows.source]
+    fig, ax = plt.subplots(figsize=(7.5, 0.5 + 0.45 * len(rows)))
+    y = np.arange(len(rows))
+    ax.barh(y, ratio, color=colors, xerr=np.vstack([ratio - lo, hi - ratio]), capsize=3)
+    ax.axvline(1.0, color="k", lw=0.8)
+    ax.set_yticks(y, [f"{c}\n({s.split(' (')[0]})" for c, s in zip(rows.cell, rows.source)], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("speed-up over its own eager run (article: whole run; this run: steady steps, 95% interval)")
+    ax.set_title("the article's figures beside this run's", fontsize=9)
     fig.tight_layout()
     return fig

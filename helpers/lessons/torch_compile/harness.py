@@ -58,18 +58,27 @@ def progress_line(row: Mapping[str, Any], wall_s: float) -> str:
             + (f"; step median {m['step_ms_median']:.1f} ms{extra}" if row["status"] == "ok" else f"; {row['error']}"))
 
 
-def interleave(results, step_fns: Mapping[str, Callable[[], None]], rounds: int, device=None):
+def interleave(results, step_fns: Mapping[str, Callable[[], None]], rounds: int, device=None,
+               pairs: Sequence[tuple[str, str]] = (), statistic: str = "median"):
     """Re-time the kept steps in alternation (``timing.interleaved_times``, ``rounds`` rounds) and store each row's
-    interleaved median and quartiles, with the same window's eager median beside each compiled cell's
-    (``interleaved_eager_ms_median``: same model, precision and batch size).
+    interleaved mean, median and quartiles, with the same window's eager mean and median beside each compiled cell's
+    (``interleaved_eager_ms_*``: same model, precision and batch size).
 
+    Each compiled cell is compared with its eager cell (``results.compare``: ratio of median step times, 95% interval,
+    verdict; into results.json's ``comparisons``), and so is each ``(a, b)`` of ``pairs`` (row names) that ran.
+    ``statistic``: ``"median"`` (metric ``step_ms_median``; the default: robust to the bursts of a loaded shared
+    machine, where one step held up by other work moves a mean by tens of per cent) or ``"mean"`` (``step_ms_mean``).
     Returns ``(recompiles, table)``: the graphs Dynamo compiled during the re-timing (a kept compiled step should
     compile none), and a DataFrame of sequential against interleaved medians and IQRs per cell; ``(0, None)`` when
     off (``rounds`` 0, or fewer than two steps kept).
     """
+    import numpy as np
     import pandas as pd
     from torch._dynamo.utils import counters
 
+    if statistic not in ("mean", "median"):
+        raise ValueError(f"statistic must be 'mean' or 'median', not {statistic!r}")
+    cmp_kw = {"metric": f"step_ms_{statistic}", "statistic": np.median if statistic == "median" else None}
     if not rounds or len(step_fns) < 2:
         print("interleaved timing: off")
         return 0, None
@@ -80,15 +89,20 @@ def interleave(results, step_fns: Mapping[str, Callable[[], None]], rounds: int,
     for name, t in times.items():
         row = results.get(name)
         m, c = row["metrics"], row["config"]
-        m.update(interleaved_ms_median=round(t.median, 3), interleaved_ms_p25=round(t.p25, 3),
-                 interleaved_ms_p75=round(t.p75, 3))
+        m.update(interleaved_ms_mean=round(t.mean, 3), interleaved_ms_median=round(t.median, 3),
+                 interleaved_ms_p25=round(t.p25, 3), interleaved_ms_p75=round(t.p75, 3))
         eager = [n for n in times if results.get(n)["config"]["mode"] == "eager" and all(
                  results.get(n)["config"][k] == c[k] for k in ("model", "precision", "batch_size"))]
         if c["mode"] != "eager" and eager:
             m["interleaved_eager_ms_median"] = round(times[eager[0]].median, 3)
+            m["interleaved_eager_ms_mean"] = round(times[eager[0]].mean, 3)
+            results.compare(eager[0], name, times[eager[0]].times_ms, t.times_ms, **cmp_kw)
         rows.append({"cell": name, "sequential_ms_median": m["step_ms_median"],
                      "sequential_iqr_ms": round(m["step_ms_p75"] - m["step_ms_p25"], 2),
                      "interleaved_ms_median": round(t.median, 2), "interleaved_iqr_ms": round(t.p75 - t.p25, 2)})
+    for a, b in pairs:
+        if a in times and b in times:
+            results.compare(a, b, times[a].times_ms, times[b].times_ms, **cmp_kw)
     results.save()
     print(f"{rounds} rounds; graphs compiled during the interleaved timing: {recompiles}")
     return recompiles, pd.DataFrame(rows)
