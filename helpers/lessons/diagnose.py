@@ -16,7 +16,8 @@ from typing import Any, Callable, Mapping
 from ..measure.device import synchronize
 from ..measure.diagnose import diagnose_step, training_step
 from ..measure.profiling import activities, export_chrome_trace, trace_files
-from ..measure.timing import torch_threads
+from ..measure.compare import describe, resolved
+from ..measure.timing import interleaved_times, torch_threads
 from ..measure.training import labelled_step
 from ..measure.validate import InvalidValue, validate_choice, validate_positive
 from ..traces import diagnosis as dg
@@ -247,6 +248,8 @@ def verdicts_chart(verdicts, xlabel: str):
     for cause in dg.CAUSES:
         if cause in verdicts:
             vals = pd.to_numeric(verdicts[cause], errors="coerce").fillna(0.0)   # None (cannot judge) -> 0
+            if not (vals > 0).any():     # no bar of this cause: not in the legend either (host sync on a CPU)
+                continue
             ax.barh(verdicts.index, vals, left=left, color=CAUSE_COLORS[cause], label=cause)
             left += vals
     ax.invert_yaxis()
@@ -256,30 +259,147 @@ def verdicts_chart(verdicts, xlabel: str):
     return fig
 
 
-SAVED_COLUMNS = ["doctor: could save (ms)", "measured: planted − fixed (ms)", "ratio measured / claimed"]
+# --- fix and measure again: the planted step against its fix, in interleaved rounds -------------------------------
+FIXED = "nothing planted"
 
 
-def saved_vs_claimed(planted: Mapping[str, Any], fixed: Mapping[str, Any]):
-    """Per planted case: the ms the doctor said fixing it could save, the ms removing it did save (planted step −
-    fixed step) and their ratio (NaN when the claim is 0). Cases whose planted or fixed run failed are left out."""
+def fix_name(kind: str, size: Any) -> str:
+    """What a planted case is timed against: the step without the plant (``FIXED``); for the host sync, the same
+    step without its ``.item()``."""
+    return case_name(kind, size, item=False) if kind == "host sync" else FIXED
+
+
+def measure_fixes(results, kinds, *, sizes: Mapping[str, Any], rounds: int, untimed: int, device, batch_size: int,
+                  features: int, hidden: int, overlap: int, **_ignored) -> dict[str, dict[str, Any]]:
+    """Time each planted step and its fix (``fix_name``) without the profiler, in ``rounds`` interleaved rounds
+    (every step once per round, each first called ``untimed`` times), keep each as a row ``timed: <name>`` and compare
+    each plant with its fix (``results.compare``: ratio planted / fixed, 95% interval, verdict). Returns the
+    comparisons by kind; the samples are in ``times`` of each (ms per call, keyed by name)."""
+    model = dict(device=device, batch_size=batch_size, features=features, hidden=hidden)
+    steps = {}
+    for kind in kinds:
+        size = validate_size(kind, sizes[kind])
+        plant = {"overlap": overlap} if kind == "host sync" else {}
+        steps[case_name(kind, size)] = planted_step(kind, size, **model, **plant)
+        if kind == "host sync":
+            steps[fix_name(kind, size)] = planted_step(kind, size, item=False, **model, **plant)
+        else:
+            steps.setdefault(FIXED, planted_step("none", 1, **model))
+    timed = interleaved_times(steps, rounds, device=device, warmup=untimed)
+    for name, t in timed.items():
+        results.add(f"timed: {name}", {"rounds": rounds, "profiled": False},
+                    {"step_ms_mean": t.mean, "step_ms_median": t.median, "steps_timed": len(t.times_ms)})
+    out = {}
+    for kind in kinds:
+        a, b = case_name(kind, sizes[kind]), fix_name(kind, sizes[kind])
+        c = results.compare(a, b, timed[a].times_ms, timed[b].times_ms)
+        out[kind] = {**c, "times": {a: timed[a].times_ms, b: timed[b].times_ms}}
+    return out
+
+
+def saved_interval(a_ms, b_ms, confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+    """``mean(a) - mean(b)`` (ms saved per step) and its ``confidence`` interval (``scipy.stats.bootstrap``, BCa,
+    the two samples resampled independently; percentile where BCa is undefined)."""
+    import warnings
+
+    import numpy as np
+    from scipy import stats
+
+    x, y = np.asarray(list(a_ms), dtype=float), np.asarray(list(b_ms), dtype=float)
+    d = float(x.mean() - y.mean())
+    if len(x) < 2 or len(y) < 2 or not (np.ptp(x) > 0 or np.ptp(y) > 0):
+        return d, d, d
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ci = stats.bootstrap((x, y), lambda u, v, axis=-1: u.mean(axis=axis) - v.mean(axis=axis), paired=False,
+                                 vectorized=True, n_resamples=2000, confidence_level=confidence, method=method,
+                                 random_state=seed).confidence_interval
+        if np.isfinite(ci.low) and np.isfinite(ci.high):
+            return d, float(ci.low), float(ci.high)
+    return d, d, d
+
+
+AGREE = 0.10   # a claim agrees with the saving when its share of the step is within 10 points of the saved share's interval
+
+
+def saved_vs_claimed(planted: Mapping[str, Any], fixes: Mapping[str, Mapping[str, Any]]):
+    """Per planted case whose diagnosis and timing both ran: what the doctor said fixing it could save (ms, and share
+    of the profiled step) and, only where the comparison resolves a difference, what removing it saved without the
+    profiler: ms with a 95% interval (``saved_interval``) and share of the planted step (1 − fixed / planted, its
+    interval from the comparison's). The profiled and the timed steps ran at different moments of a shared machine,
+    so their milliseconds may differ; the shares are compared: ``agrees`` when the claimed share is within ``AGREE``
+    of the saved share's interval."""
     import pandas as pd
 
     rows = []
     for kind, d in planted.items():
-        f = fixed.get(kind)
-        if d is None or f is None:
+        c = fixes.get(kind)
+        if d is None or c is None:
             continue
-        claim, measured = d.ms(kind), d.step_ms - f.step_ms
-        rows.append({"planted": kind, SAVED_COLUMNS[0]: claim, SAVED_COLUMNS[1]: measured,
-                     SAVED_COLUMNS[2]: measured / claim if claim else float("nan")})
-    return pd.DataFrame(rows, columns=["planted", *SAVED_COLUMNS]).set_index("planted")
+        claim = d.ms(kind) or 0.0
+        share = claim / d.step_ms if d.step_ms else 0.0
+        row = {"planted": kind, "claimed (ms)": claim, "claimed share": share, "verdict": c["verdict"],
+               "saved (ms)": None, "saved 95% (ms)": None, "saved share": None, "saved share 95%": None,
+               "agrees": None}
+        if resolved(c):
+            saved, low, high = saved_interval(*c["times"].values())
+            lo_s, hi_s = (1 - 1 / c["low"], 1 - 1 / c["high"]) if c["low"] > 0 else (float("nan"),) * 2
+            row.update({"saved (ms)": saved, "saved 95% (ms)": f"{low:.2f}–{high:.2f}", "saved share": 1 - 1 / c["ratio"],
+                        "saved share 95%": f"{lo_s:.1%}–{hi_s:.1%}", "agrees": lo_s - AGREE <= share <= hi_s + AGREE})
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["planted", "claimed (ms)", "claimed share", "verdict", "saved (ms)",
+                                       "saved 95% (ms)", "saved share", "saved share 95%", "agrees"])
+
+
+def fix_sentences(fixes: Mapping[str, Mapping[str, Any]], saved) -> list[str]:
+    """One line per case, from this run: the comparison in words and, only where it is resolved, the ms saved with
+    its interval and its share of the step beside the doctor's claim; otherwise that this machine does not resolve
+    the difference."""
+    lines = []
+    for _, r in saved.iterrows():
+        c = fixes[r["planted"]]
+        line = f"{r['planted']}: {describe(c)}."
+        if resolved(c):
+            line += (f" Removing it saved {r['saved (ms)']:.2f} ms per step (95% interval {r['saved 95% (ms)']}), "
+                     f"{r['saved share']:.0%} of the planted step ({r['saved share 95%']}); the doctor claimed "
+                     f"{r['claimed (ms)']:.2f} ms, {r['claimed share']:.0%} of the profiled step"
+                     f"{'' if r['agrees'] else ', which does not match'}.")
+        else:
+            line += " This machine does not resolve the difference, so no saving is given."
+        lines.append(line)
+    return lines
+
+
+def advice_named_for_device(d) -> bool:
+    """Does the launch/overhead advice of diagnosis ``d`` fit its trace: CUDA graphs named on a GPU trace only, and
+    on a CPU-only trace what helps there (torch.compile's CPU fusion)?"""
+    see = next((c["see"] for c in d.causes if c["cause"] == "launch/overhead"), "")
+    if d.on_gpu:
+        return "CUDA graph" in see
+    return "CUDA graph" not in see and "torch.compile" in see and "CPU" in see
+
+
+RESULT_METRICS = ["step_ms_mean", "top_cause", *[f"{c}_ms" for c in dg.CAUSES], "causes_ms_sum"]
+
+
+def results_view(results):
+    """The results table with only informative columns: each row's name, mean step, top cause, ms per cause and
+    status; configs (in the names) and errors (in the appendix's tables) are left out, and so is a column no row
+    fills (host sync and memory on a CPU)."""
+    t = results.table(RESULT_METRICS)
+    t = t[[c for c in ["experiment", *RESULT_METRICS, "status"] if c in t.columns]]
+    return t.dropna(axis="columns", how="all")
 
 
 # --- reference GPU traces -------------------------------------------------------------------------------------
 def reference_traces(root: Path | str) -> list[Path]:
-    """The project's reference traces of this notebook: ``<root>/<gpu>/05_diagnose/*.json.gz``, sorted (none when the
-    folder is missing)."""
-    return sorted(Path(root).glob("*/05_diagnose/*.json.gz"))
+    """The project's reference traces of this notebook: ``<root>/<gpu>/05_diagnose/*.json.gz`` and those of a packed
+    run (``<root>/<gpu>/05_diagnose/traces/**``), sorted (none when the folder is missing). The GPU is the first
+    part of the path under ``root``."""
+    root = Path(root)
+    packed = (p for p in root.glob("*/05_diagnose/traces/**/*") if p.name.endswith((".pt.trace.json", ".json.gz")))
+    return sorted({*root.glob("*/05_diagnose/*.json.gz"), *packed})
 
 
 def sync_found(d) -> bool:

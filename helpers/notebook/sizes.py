@@ -92,9 +92,11 @@ TORCH_COMPILE = {
 DIAGNOSE = {
     # planted bottlenecks (helpers.lessons.diagnose.planted_step): input_ms per sample, tiny_ops per forward, one
     # matmul x matmul product, sync_ms of host work after a per-step .item(); the MLP: batch_size x features
-    # -> hidden -> 10; profiler schedule wait / warmup_steps / active
+    # -> hidden -> 10; profiler schedule wait / warmup_steps / active; "measure again": each plant and its fix timed
+    # without the profiler in `rounds` interleaved rounds after `timing_warmup` untimed calls (smoke: the plants cost
+    # ~18, ~43 and ~58 ms against a 1.2 ms step here, so 15 rounds give intervals far from 1 in ~5 s)
     "smoke": dict(batch_size=8, features=64, hidden=64, input_ms=2.0, tiny_ops=2000, matmul=768, sync_ms=20.0,
-                  wait=1, warmup_steps=1, active=3),
+                  wait=1, warmup_steps=1, active=3, rounds=15, timing_warmup=2),
     "full": dict(batch_size=64, features=1024, hidden=4096, input_ms=1.0, tiny_ops=3000, matmul=8192,
-                 sync_ms=20.0, wait=2, warmup_steps=3, active=5),
+                 sync_ms=20.0, wait=2, warmup_steps=3, active=5, rounds=20, timing_warmup=3),
 }

@@ -62,15 +62,15 @@ NEAR_CAPACITY = 0.90
 # TINY_OP_US (CPU: an operator whose median call is shorter is overhead) and SHORT_KERNEL_US (GPU: a kernel this
 # short is comparable to its launch) live with the splitting code, in ``split``; they are shown from here.
 __all__ = ["CAUSES", "Diagnosis", "DiagnosisError", "MALLOC_APIS", "MIN_FINDING_SHARE", "NEAR_CAPACITY", "SEE",
-           "SHORT_KERNEL_US", "TINY_OP_US", "diagnose"]
+           "SEE_CPU", "SHORT_KERNEL_US", "TINY_OP_US", "advice", "diagnose"]
 
 CAUSES = ("input", "host sync", "launch/overhead", "compute", "memory", "communication")
 SEE = {
     "input": "02_data_pipeline: How many workers? A sweep from 0 to the core count (then Fix 1-3, DataLoader options)",
     "host sync": "03_backward_hooks: Measure again: determinism × method (syncs counted from the trace); "
                  "CUDA only: torch.cuda.set_sync_debug_mode",
-    "launch/overhead": "04_torch_compile: compile mode 'reduce-overhead' (CUDA graphs) and fusion; "
-                       "larger batches per step",
+    "launch/overhead": "04_torch_compile: compile mode 'reduce-overhead' (CUDA graphs: the step's kernels "
+                       "replayed with one launch) and fusion; larger batches per step",
     "compute": "04_torch_compile: the model × precision × mode matrix (bf16 autocast, compile)",
     "memory": "04_torch_compile: peak GPU memory per cell; 01_profiler_basics: Memory and input shapes",
     "communication": "overlap the collectives with the backward (DDP launches a bucket's all-reduce as soon as its "
@@ -79,6 +79,22 @@ SEE = {
                      "the last one communicates; if one rank is the straggler, the others wait for it: fix its own "
                      "top cause first (the doctor's per-rank table)",
 }
+# On a CPU-only trace the host runs the ops itself: there are no launches to batch into a CUDA graph, so the advice
+# is what shrinks host time (notebook 04: Inductor's CPU backend fuses ops into C++/OpenMP loops).
+SEE_CPU = {
+    **SEE,
+    "launch/overhead": "04_torch_compile: on a CPU, fewer and larger ops: torch.compile (Inductor's CPU backend "
+                       "fuses elementwise ops into C++/OpenMP loops and removes the per-op dispatch), larger batches "
+                       "per step, less Python per op (vectorise loops over small tensors)",
+    "compute": "04_torch_compile: the model × mode matrix (compile's CPU fusion); fewer FLOPs: a smaller model or "
+               "input, or lower precision where the CPU has bf16 units",
+}
+
+
+def advice(cause: str, on_gpu: bool) -> str:
+    """Where the fix for ``cause`` is taught, for the kind of trace: ``SEE`` for a GPU trace, ``SEE_CPU`` for a
+    CPU-only one (whose launch/overhead advice names what helps on a CPU, not CUDA graphs)."""
+    return (SEE if on_gpu else SEE_CPU)[cause]
 
 
 class DiagnosisError(ValueError):
@@ -108,6 +124,11 @@ class Diagnosis:
         return judged[0]["cause"] if judged else None
 
     @property
+    def whole_trace(self) -> bool:
+        """The trace had no ``ProfilerStep`` marks, so its one "step" is the whole trace (see ``notes``)."""
+        return any(n.startswith("no ProfilerStep") for n in self.notes)
+
+    @property
     def findings(self) -> list[dict[str, Any]]:
         return [c for c in self.causes if c["finding"]]
 
@@ -122,8 +143,13 @@ class Diagnosis:
 
     def summary(self) -> str:
         """A few lines: the verdict, then one line per cause."""
-        head = (f"{self.steps} step(s), {self.step_ms:.2f} ms per step ({'GPU' if self.on_gpu else 'CPU-only'} "
-                f"trace). Top cause: {self.top or 'none'}.")
+        kind = "GPU" if self.on_gpu else "CPU-only"
+        if self.whole_trace:
+            head = (f"no ProfilerStep marks: the whole trace ({self.step_ms:.2f} ms, {kind}) is one window, not a "
+                    f"training step. Top cause: {self.top or 'none'}.")
+        else:
+            head = (f"{self.steps} step(s), {self.step_ms:.2f} ms per step ({kind} trace). "
+                    f"Top cause: {self.top or 'none'}.")
         lines = [head]
         for c in self.causes:
             if c["ms"] is None:
@@ -149,24 +175,26 @@ def _steps(trace, events: list, name: str) -> tuple[list[tuple[float, float]], A
     if not spans:
         raise DiagnosisError(f"{name}: the trace holds no timed events; profile at least one step "
                              f"(torch.profiler with a schedule and prof.step()).")
-    notes = ["no ProfilerStep in this trace: the whole trace was analysed as one step "
-             "(call prof.step() after each step to get per-step figures)"]
+    notes = ["no ProfilerStep in this trace: the whole trace, from its first event to its last, was analysed as "
+             "one step, so its 'step time' is the trace's length (start-up, data loading and idle gaps included), "
+             "not a training step's (profile with a schedule and call prof.step() after each step to get "
+             "per-step figures)"]
     host = [e for e in events if ev.is_host(e)]
     tid = max(host, key=lambda e: float(e.get("dur", 0) or 0)).get("tid") if host else None
     return [(min(a for a, _ in spans), max(b for _, b in spans))], tid, notes
 
 
-def _cause(part: Part, n: int, step_ms: float, steps) -> tuple[dict[str, Any], list[float]]:
+def _cause(part: Part, n: int, step_ms: float, steps, on_gpu: bool) -> tuple[dict[str, Any], list[float]]:
     ms = iv.length(part.ivs) / n / 1000.0
     share = ms / step_ms if step_ms else 0.0
     c = {"cause": part.cause, "ms": round(ms, 3), "share": round(share, 4),
          "finding": bool(share >= MIN_FINDING_SHARE if part.finding is None else part.finding),
-         "evidence": part.evidence, "see": SEE[part.cause], **part.extra}
+         "evidence": part.evidence, "see": advice(part.cause, on_gpu), **part.extra}
     return c, [round(iv.length(iv.clip(part.ivs, a, b)) / 1000.0, 4) for a, b in steps]
 
 
 def _cannot(name, why):
-    return {"cause": name, "ms": None, "share": None, "finding": False, "evidence": why, "see": SEE[name]}
+    return {"cause": name, "ms": None, "share": None, "finding": False, "evidence": why, "see": advice(name, False)}
 
 
 def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | None = None,
@@ -207,7 +235,7 @@ def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | N
         parts = split_cpu(events, steps, main_tid, per)
     causes, per_step = [], {}
     for part in parts:
-        c, each = _cause(part, n, step_ms, steps)
+        c, each = _cause(part, n, step_ms, steps, on_gpu)
         causes.append(c)
         per_step[part.cause] = each
     if not on_gpu:

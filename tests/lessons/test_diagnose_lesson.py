@@ -7,6 +7,7 @@ import math
 import warnings
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -133,7 +134,8 @@ def test_verdicts_table_and_chart(recwarn):
         warnings.simplefilter("error")   # no pandas FutureWarning from an all-None (cannot judge) column
         fig = dx.verdicts_chart(v, "ms per step (cpu)")
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["input", "host sync", "launch/overhead", "compute"]
+    # the legend lists only what is drawn: host sync (cannot judge on a CPU) has no bar, so no entry
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["input", "launch/overhead", "compute"]
     assert sum(b.get_width() for c in ax.containers for b in c) == pytest.approx(15.5)
     import matplotlib.pyplot as plt
     plt.close(fig)
@@ -141,15 +143,99 @@ def test_verdicts_table_and_chart(recwarn):
     assert len(empty) == 0 and bool((empty["causes sum (ms)"] <= empty["step (ms)"]).all())
 
 
-def test_saved_vs_claimed():
-    base = _diagnosis(2.0, {"compute": 2.0})
-    planted = {"compute": _diagnosis(7.0, {"compute": 6.0}), "input": _diagnosis(5.0, {"input": 0.0}),
-               "launch/overhead": None}
-    s = dx.saved_vs_claimed(planted, {k: base for k in planted})
+def _fix(verdict, ratio, low, high, a, b):
+    return {"verdict": verdict, "ratio": ratio, "low": low, "high": high, "a": "planted", "b": "fixed",
+            "confidence": 0.95, "times": {"planted": a, "fixed": b}}
+
+
+def test_saved_vs_claimed_only_where_resolved():
+    planted = {"compute": _diagnosis(10.0, {"compute": 9.0}), "input": _diagnosis(5.0, {"input": 1.0}),
+               "launch/overhead": None}   # a failed case is left out
+    fixes = {"compute": _fix("faster", 10.0, 8.0, 12.0, [10.0, 10.5, 9.5, 10.0], [1.0, 1.1, 0.9, 1.0]),
+             "input": _fix("no difference", 1.02, 0.95, 1.1, [5.0, 5.2], [5.1, 4.9])}
+    s = dx.saved_vs_claimed(planted, fixes).set_index("planted")
     assert list(s.index) == ["compute", "input"]
-    assert s.loc["compute"].tolist() == [6.0, 5.0, pytest.approx(5 / 6)]
-    assert math.isnan(s.loc["input", "ratio measured / claimed"])   # nothing claimed: no ratio
-    assert len(dx.saved_vs_claimed({"compute": planted["compute"]}, {"compute": None})) == 0
+    c = s.loc["compute"]
+    assert c["claimed (ms)"] == 9.0 and c["claimed share"] == pytest.approx(0.9)
+    assert c["saved (ms)"] == pytest.approx(9.0) and c["saved share"] == pytest.approx(0.9)
+    assert c["saved share 95%"] == "87.5%–91.7%" and bool(c["agrees"])
+    low, high = map(float, c["saved 95% (ms)"].split("–"))
+    assert low <= 9.0 <= high
+    i = s.loc["input"]   # not resolved: no saving, no ratio, no verdict on the claim
+    assert i["verdict"] == "no difference" and pd.isna(i["saved (ms)"]) and pd.isna(i["agrees"])
+    lines = dx.fix_sentences(fixes, s.reset_index())
+    assert "saved 9.00 ms per step" in lines[0] and "does not match" not in lines[0]
+    assert "does not resolve the difference" in lines[1] and "saved" not in lines[1].split(".", 1)[1]
+    # a claim far from the saving's share does not agree, and the sentence says so
+    wrong = dx.saved_vs_claimed({"compute": _diagnosis(10.0, {"compute": 2.0})}, fixes)
+    assert not wrong["agrees"].iloc[0] and "does not match" in dx.fix_sentences(fixes, wrong)[0]
+
+
+def test_saved_interval():
+    d, low, high = dx.saved_interval([10.0, 11.0, 9.0, 10.0, 10.5], [1.0, 1.2, 0.8, 1.0, 1.1])
+    assert d == pytest.approx(9.08) and low < d < high
+    assert dx.saved_interval([2.0], [1.0]) == (1.0, 1.0, 1.0)   # too few samples: the difference alone
+
+
+def test_measure_fixes_interleaved_rows_and_comparisons(tmp_path):
+    res = Results("05_diagnose", "smoke", root=tmp_path)
+    kw = _case_kw() | {"sizes": {"none": 1, "compute": 64, "launch/overhead": 50}}
+    fixes = dx.measure_fixes(res, ["compute", "launch/overhead"], rounds=3, untimed=1, **kw)
+    assert set(fixes) == {"compute", "launch/overhead"}
+    for kind, size in (("compute", 64), ("launch/overhead", 50)):
+        c = res.comparison(f"planted {kind} (size {size})", dx.FIXED)
+        assert c is not None and c["verdict"] in ("faster", "slower", "no difference") and c["n_a"] == c["n_b"] == 3
+        assert fixes[kind]["verdict"] == c["verdict"] and len(fixes[kind]["times"][dx.FIXED]) == 3
+    rows = {e["name"]: e for e in res.experiments}
+    assert set(rows) == {"timed: planted compute (size 64)", "timed: planted launch/overhead (size 50)",
+                         f"timed: {dx.FIXED}"}   # the fix is timed once, shared by the plants
+    assert all(r["metrics"]["steps_timed"] == 3 and r["config"]["profiled"] is False for r in rows.values())
+    assert dx.fix_name("host sync", 20.0) == "planted host sync (size 20) without .item()"
+
+
+def test_results_view_only_informative_columns(tmp_path):
+    res = Results("05_diagnose", "smoke", root=tmp_path)
+    res.add("planted compute (size 64)", {"planted": "compute", "size": 64, "device": "cpu"},
+            {"step_ms_mean": 2.0, "top_cause": "compute", "compute_ms": 1.5, "launch/overhead_ms": 0.5,
+             "input_ms": 0.0, "causes_ms_sum": 2.0, "trace_dir": "/x"})
+    res.add("expected failure: empty", {"path": "empty"}, status="failed", error="DoctorError: a long message")
+    v = dx.results_view(res)
+    assert list(v.columns) == ["experiment", "step_ms_mean", "top_cause", "input_ms", "launch/overhead_ms",
+                               "compute_ms", "causes_ms_sum", "status"]   # no config, error, host sync, memory
+
+
+def test_advice_depends_on_the_trace():
+    """Launch/overhead: CUDA graphs only for a GPU trace; on a CPU-only trace what helps on a CPU."""
+    cpu, gpu = dg.advice("launch/overhead", False), dg.advice("launch/overhead", True)
+    assert "CUDA graph" in gpu and "CUDA graph" not in cpu
+    assert "torch.compile" in cpu and "C++/OpenMP" in cpu and "fewer and larger ops" in cpu and "Python" in cpu
+    assert all(dg.advice(c, True) == dg.SEE[c] for c in dg.CAUSES)
+
+
+def test_advice_in_the_doctor_on_cpu_and_gpu_traces(tmp_path):
+    """The doctor (and the lesson's check) on a CPU-only trace of a planted launch/overhead step, and on a GPU trace."""
+    from helpers.measure.diagnose import diagnose_step
+
+    d = diagnose_step(dx.planted_step("launch/overhead", 300), trace_root=tmp_path, **SCHEDULE)
+    see = next(c["see"] for c in d.causes if c["cause"] == "launch/overhead")
+    assert not d.on_gpu and see == dg.SEE_CPU["launch/overhead"] and dx.advice_named_for_device(d)
+    rep = doctor.report(d.trace_dir, views=False)
+    lo = next(c for c in rep["diagnosis"] if c["cause"] == "launch/overhead")
+    assert "CUDA graph" not in lo["see"] and "torch.compile" in lo["see"]
+    path = tmp_path / "gpu.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(_gpu_trace(sync=False)).encode()))
+    g = dg.diagnose(path)
+    assert g.on_gpu and "CUDA graph" in g.causes[[c["cause"] for c in g.causes].index("launch/overhead")]["see"]
+    assert dx.advice_named_for_device(g)
+    rep = doctor.report(path, views=False)
+    assert "CUDA graph" in next(c["see"] for c in rep["diagnosis"] if c["cause"] == "launch/overhead")
+
+
+def test_advice_on_a_real_a100_trace():
+    from tests.shared_data import gpu_trace
+
+    d = dg.diagnose(gpu_trace("hta_control.json.gz"))
+    assert d.on_gpu and dx.advice_named_for_device(d)
 
 
 def _ev(name, cat, ts, dur, tid=1, **args):
@@ -187,6 +273,13 @@ def test_reference_traces_and_the_sync_case(tmp_path):
     assert not dx.sync_found(cpu)   # a CPU-only trace cannot judge syncs
     m = dx.causes_metrics(dg.diagnose(refs[0]))
     assert m["host sync_ms"] > 0 and "trace_dir" not in m
+    # a packed reference run (helpers.notebook.pack) keeps its traces under traces/: found too, results.json is not
+    packed = tmp_path / "h200" / "05_diagnose" / "traces" / "05_diagnose_host sync" / "w.pt.trace.json.gz"
+    packed.parent.mkdir(parents=True)
+    packed.write_bytes(gzip.compress(json.dumps(_gpu_trace(True)).encode()))
+    (tmp_path / "h200" / "05_diagnose" / "results.json").write_text("{}")
+    assert dx.reference_traces(tmp_path)[-1] == packed and len(dx.reference_traces(tmp_path)) == 4
+    assert packed.relative_to(tmp_path).parts[0] == "h200"   # the GPU, as the notebook names it
 
 
 def test_gpu_idle_vs_hta(monkeypatch):
@@ -238,4 +331,23 @@ def test_trace_without_steps_is_analysed_whole(tmp_path):
     path = dx.trace_without_steps(tmp_path / "no_steps.json", dx.planted_step("none", 1), "cpu")
     rep = doctor.report(path, views=False)
     assert rep["steps"] == 1 and any("no ProfilerStep" in n for n in rep["notes"])
+    d = dg.diagnose(path)   # the summary says what its one "step" is: the whole trace, not a training step
+    assert d.whole_trace and d.summary().startswith("no ProfilerStep marks: the whole trace (")
+    assert "not a training step" in d.summary().splitlines()[0] and "start-up" in d.notes[0]
     assert not any(e.get("name", "").startswith("ProfilerStep") for e in json.loads(path.read_text())["traceEvents"])
+
+
+@pytest.mark.parametrize("kind,size", [("compute", "abc"), ("compute", float("inf")), ("disk", 1.0),
+                                       ("host sync", 20.0)])
+def test_the_panel_refuses_bad_values_before_running(kind, size):
+    """Issue 20: the notebook's panel (run_panel with dx.validate_panel) refuses a text size, infinity, an unknown
+    plant and, on a CPU, the host sync: one line, and the experiment never runs (no row marked Done)."""
+    import ipywidgets as W
+
+    from helpers.notebook import panels
+
+    ran = []   # the size as the reader's code could pass it (a FloatText cannot hold "abc"): given to the validator
+    panel = panels.run_panel(lambda **kw: ran.append(kw), {"kind": W.Text(value=kind), "size": W.FloatText()},
+                             validate=lambda values: dx.validate_panel(values | {"size": size}, False))
+    assert panel.click() is None and not ran
+    assert panel.status.value.startswith("<b style='color:#b00'>Refused:</b>") and "\n" not in panel.status.value

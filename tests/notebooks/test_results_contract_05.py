@@ -1,0 +1,70 @@
+"""Notebook 05's results after nbmake executed it (``make test`` runs the notebooks first): the fix of each plant
+compared in interleaved rounds (one ``comparisons`` entry per plant, a verdict), the checks that claim a gain agreeing
+with their comparisons, savings given only where resolved, and the advice that depends on the trace."""
+import os
+
+import pytest
+
+from helpers.lessons import diagnose as dx
+from helpers.measure.compare import VERDICTS
+from helpers.notebook import results
+
+GAIN = ("removing each planted bottleneck made the step faster (interleaved rounds without the profiler: verdict "
+        "'faster' for every case)")
+ADVICE = ("the launch/overhead advice fits the trace: CUDA graphs only on a GPU trace, on a CPU-only trace "
+          "torch.compile's CPU fusion")
+
+
+@pytest.fixture(scope="module")
+def doc():
+    if "PERF_RESULTS_DIR" not in os.environ:
+        pytest.fail("run through `make test`, which executes the notebooks first and sets PERF_RESULTS_DIR")
+    return results.load("05_diagnose")
+
+
+def _planted(doc):
+    return {e["config"]["planted"]: e for e in doc["experiments"]
+            if e["name"].startswith("planted ") and e["config"].get("planted") not in (None, "none")
+            and e["config"].get("item", True) and e["status"] == "ok"}
+
+
+def test_each_plant_is_compared_with_its_fix_in_interleaved_rounds(doc):
+    planted = _planted(doc)
+    on_gpu = str(doc["env"]["device"]).startswith("cuda")
+    assert {"input", "launch/overhead", "compute"} <= set(planted) and ("host sync" in planted) == on_gpu
+    rows = {e["name"]: e for e in doc["experiments"]}
+    assert len(doc["comparisons"]) == len(planted)
+    for kind, e in planted.items():
+        c = next(c for c in doc["comparisons"] if c["a"] == e["name"])
+        assert c["b"] == dx.fix_name(kind, e["config"]["size"]) and c["metric"] == "step_ms_mean"
+        assert c["verdict"] in VERDICTS and c["low"] <= c["ratio"] <= c["high"]
+        for side in ("a", "b"):   # the samples are the timed rows': interleaved, without the profiler
+            timed = rows[f"timed: {c[side]}"]
+            assert timed["config"]["profiled"] is False and timed["metrics"]["steps_timed"] == c[f"n_{side}"]
+            assert timed["config"]["rounds"] == c[f"n_{side}"] >= 10
+
+
+def test_a_gain_is_claimed_only_where_the_comparisons_say_so(doc):
+    assert doc["checks"][GAIN] == all(c["verdict"] == "faster" for c in doc["comparisons"])
+    saved = doc["notes"]["claimed_vs_measured_saving"]
+    by_kind = {c["a"]: c for c in doc["comparisons"]}
+    planted = _planted(doc)
+    assert {r["planted"] for r in saved} == set(planted)
+    for r in saved:
+        c = by_kind[planted[r["planted"]]["name"]]
+        assert r["verdict"] == c["verdict"]
+        if c["verdict"] == "no difference":   # nothing derived from an unresolved comparison
+            assert r["saved (ms)"] is None and r["agrees"] is None
+        else:
+            assert isinstance(r["saved (ms)"], float) and isinstance(r["agrees"], bool)
+            assert r["saved share"] == pytest.approx(1 - 1 / c["ratio"], abs=1e-3)
+
+
+def test_the_advice_and_the_gpu_only_lesson_follow_the_machine(doc):
+    assert doc["checks"][ADVICE]
+    on_gpu = str(doc["env"]["device"]).startswith("cuda")
+    cpu_claim = "on a CPU-only trace the doctor says it cannot judge host syncs"
+    assert (cpu_claim in doc["checks"]) != on_gpu
+    for e in _planted(doc).values():   # on a CPU the host-sync and memory causes are not judged: no figures
+        assert on_gpu or ("host sync_ms" not in e["metrics"] and "memory_ms" not in e["metrics"])
+    assert "a trace without ProfilerStep is analysed whole, and the doctor says so" in doc["checks"]
