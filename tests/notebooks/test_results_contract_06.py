@@ -67,8 +67,13 @@ def test_running_finds_a_live_training_process(tmp_path):
     import subprocess
     import sys
 
+    import time
+
     p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", launch.MODULE])
     try:
+        t0 = time.monotonic()
+        while not _running(p.pid) and time.monotonic() - t0 < 10:   # until its command line is readable
+            time.sleep(0.05)
         assert _running(p.pid)
     finally:
         p.kill()
