@@ -122,3 +122,23 @@ def try_config(results, base: dict, out: Path | str, *, ranks: int, bucket_cap_m
         results.add("panel", cfg, status="failed", error=next(r["error"] for r in job["rows"] if r["error"]))
     t = results.table()
     return t[t["experiment"] == "panel"].dropna(axis=1, how="all")
+
+
+def comparisons_chart(cmps: dict[str, dict], title: str):
+    """The comparisons as bars: ratio of mean steps a/b with its 95% interval as error bars, 1 marked."""
+    import matplotlib.pyplot as plt
+
+    cs = list(cmps.values())
+    fig, ax = plt.subplots(figsize=(8, 0.6 + 0.7 * len(cs)))
+    y = range(len(cs))
+    ax.barh(y, [c["ratio"] for c in cs], color=["#4c72b0" if c["verdict"] == "faster" else "#c44e52" if
+                                                  c["verdict"] == "slower" else "#999999" for c in cs])
+    ax.errorbar([c["ratio"] for c in cs], y, xerr=[[c["ratio"] - c["low"] for c in cs],
+                                                   [c["high"] - c["ratio"] for c in cs]], fmt="none", color="k",
+                capsize=4)
+    ax.axvline(1.0, color="k", lw=0.8, ls="--")
+    ax.set_yticks(list(y), [f"{c['b']}\nvs {c['a']} ({c['verdict']})" for c in cs], fontsize=8)
+    ax.set_xlabel("ratio of mean step times a / b (above 1: b is faster), 95% interval")
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig

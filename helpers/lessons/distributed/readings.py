@@ -111,3 +111,30 @@ def hta_overlap(folder: Path | str) -> tuple[Any, str]:
                     "kernels, and a gloo job on a CPU has neither")
     mean = statistics.fmean(float(x) for x in df["comp_comm_overlap_pctg"].dropna())
     return df, f"HTA: {mean:.0f}% of communication kernel time overlaps compute kernels (mean over ranks)"
+
+
+def waits_table(before: dict[str, Any], after: dict[str, Any]):
+    """Per rank, two jobs read by the doctor side by side (``diagnose_job`` reports, e.g. without and with a
+    straggler): step ms, top cause and ms per step waiting in collectives for later ranks."""
+    import pandas as pd
+
+    rows = []
+    for label, job in (("no straggler", before), ("straggler", after)):
+        for r in job.get("ranks") or []:
+            if "error" not in r:
+                rows.append({"rank": r["rank"], "job": label, "step ms": r["step_ms"], "top cause": r["top_cause"],
+                             "waits ms": r["waits_ms"]})
+    return pd.DataFrame(rows).sort_values(["rank", "job"], ascending=[True, False])
+
+
+def timelines(folder: Path | str, steps: int = 1) -> list[tuple[int, Any]]:
+    """``[(rank, figure)]``: each rank's first ``steps`` profiled steps drawn as a timeline (``Trace.timeline``)."""
+    from ...traces.views import open_trace
+
+    out = []
+    for i, (rank, _, f) in enumerate(find_workers(folder)[0]):
+        r = rank if rank is not None else i
+        fig = open_trace(f).timeline(steps=steps)
+        fig.axes[0].set_title(f"rank {r}: timeline of {steps} profiled step(s)")
+        out.append((r, fig))
+    return out
