@@ -181,3 +181,35 @@ def test_comparisons_and_the_ms_saved_only_when_resolved():
     assert len(res.comparisons) == 3
     assert "does not resolve" in harness.saved_ms(cmps["no_sync"], t, "accum sync", "accum no_sync")
     assert harness.saved_ms(cmps["ddp"], t, "single", "ddp").startswith("4.2 ms")
+
+
+def test_waits_table_puts_the_two_jobs_side_by_side():
+    rank = lambda r, w, top: {"rank": r, "step_ms": 10.0, "top_cause": top, "waits_ms": w}   # noqa: E731
+    before = {"ranks": [rank(0, 0.5, "compute"), rank(1, 0.1, "compute")]}
+    after = {"ranks": [rank(0, 80.0, "communication"), rank(1, 0.0, "input"),
+                       {"rank": 2, "error": "unreadable"}]}
+    t = readings.waits_table(before, after)
+    assert list(zip(t["rank"], t["job"], t["waits ms"])) == [
+        (0, "straggler", 80.0), (0, "no straggler", 0.5), (1, "straggler", 0.0), (1, "no straggler", 0.1)]
+
+
+def test_timelines_one_figure_per_rank(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    _trace(tmp_path / "rank0.1.pt.trace.json", 0, [10, 110])
+    _trace(tmp_path / "rank1.1.pt.trace.json", 1, [10, 110])
+    figs = readings.timelines(tmp_path)
+    assert [r for r, _ in figs] == [0, 1] and figs[1][1].axes[0].get_title().startswith("rank 1")
+
+
+def test_the_comparisons_chart_has_a_bar_and_an_interval_per_comparison():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    res = Results("06_distributed", "smoke", autosave=False)
+    t = {"single": [10, 11, 10, 12], "ddp": [6, 7, 6, 7], "straggler": [20, 21, 22, 20],
+         "accum sync": [9, 10, 9, 10], "accum no_sync": [5, 6, 5, 6]}
+    fig = harness.comparisons_chart(harness.compare_variants(res, t, 2), "test")
+    ax = fig.axes[0]
+    assert len(ax.patches) == 3 and len(ax.get_yticklabels()) == 3
