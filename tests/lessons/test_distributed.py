@@ -213,3 +213,30 @@ def test_the_comparisons_chart_has_a_bar_and_an_interval_per_comparison():
     fig = harness.comparisons_chart(harness.compare_variants(res, t, 2), "test")
     ax = fig.axes[0]
     assert len(ax.patches) == 3 and len(ax.get_yticklabels()) == 3
+
+
+def test_a_port_taken_after_the_check_is_read_from_the_logs(tmp_path):
+    (tmp_path / "rank0.log").write_text("RuntimeError: The server socket has failed to listen on any local network "
+                                        "address. port: 29500, code: -98, name: EADDRINUSE, message: address "
+                                        "already in use\n")
+    (tmp_path / "rank1.log").write_text("")
+    assert launch.port_taken(tmp_path, 2)
+    (tmp_path / "rank0.log").write_text("rank 0: planted failure, exiting\n")
+    assert not launch.port_taken(tmp_path, 2)
+
+
+def test_a_port_taken_between_the_check_and_the_rendezvous_starts_the_job_again(tmp_path, monkeypatch):
+    """The race: the port was free when checked, then someone bound it before rank 0 did. The job is started once
+    more on a fresh port, and the note says so (tiny plan, no profiles: two torch ranks start twice)."""
+    res = Results("06_distributed", "smoke", root=tmp_path / "results")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        monkeypatch.setattr(launch, "pick_port", lambda port: (taken, f"port {taken} is free: the ranks meet there"))
+        plan = dict(train.PLAN, batch_size=8, features=8, hidden=8, layers=1, micro_batch=2, accum=2, rounds=1,
+                    warmup=0, straggler_ms=0.0, n_batches=1, profile=False)
+        job = harness.run_job("race", plan, 2, tmp_path / "job", res, timeout_s=120)
+    assert f"port {taken} was taken before rank 0 could bind it: started again on port" in job["port_note"]
+    assert job["ok"], [r["error"] for r in job["rows"]]
+    assert len(res.notes[harness.PIDS_NOTE]) == 4 and not any(_alive(p) for p in res.notes[harness.PIDS_NOTE])

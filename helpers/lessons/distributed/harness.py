@@ -24,12 +24,18 @@ def run_job(name: str, plan: dict, world: int, out: Path | str, results, *, time
     """Launch ``world`` ranks with ``plan`` into ``out`` and wait; ``{"ok", "rows", "port_note", "out", "times"}``.
     Every rank's pid is added to the results' ``rank_pids`` note (a test checks none is left running)."""
     out = Path(out)
-    if out.exists():   # a folder of ranks holds this job's traces only
-        shutil.rmtree(out)
     port, note = launch.pick_port(port)
-    procs = launch.start(out, world, plan, port)
-    results.note(PIDS_NOTE, (results.notes.get(PIDS_NOTE) or []) + [p.pid for p in procs])
-    rows = launch.wait(procs, out, timeout_s)
+    for attempt in (1, 2):
+        if out.exists():   # a folder of ranks holds this job's traces only
+            shutil.rmtree(out)
+        procs = launch.start(out, world, plan, port)
+        results.note(PIDS_NOTE, (results.notes.get(PIDS_NOTE) or []) + [p.pid for p in procs])
+        rows = launch.wait(procs, out, timeout_s)
+        if attempt == 2 or not launch.port_taken(out, world):
+            break
+        # another program bound the port between our check and rank 0's rendezvous: once more on a fresh one
+        old, port = port, launch.free_port()
+        note += f"; port {old} was taken before rank 0 could bind it: started again on port {port}"
     for r in rows:
         results.add(f"{name}: rank {r['rank']}", {"world": world, "rank": r["rank"], "port": port},
                     {"returncode": r["returncode"]}, status=r["status"], error=r["error"])

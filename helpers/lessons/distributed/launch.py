@@ -70,10 +70,15 @@ def pick_port(preferred: int = DEFAULT_PORT, host: str = "127.0.0.1") -> tuple[i
     """``(port, note)``: the preferred port when it is free, else one the system hands out, and a note saying so."""
     if port_free(preferred, host):
         return preferred, f"port {preferred} is free: the ranks meet there"
+    port = free_port(host)
+    return port, f"port {preferred} is in use (another job?): took port {port} instead"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the system hands out as free now."""
     with socket.socket() as s:
         s.bind((host, 0))
-        port = s.getsockname()[1]
-    return port, f"port {preferred} is in use (another job?): took port {port} instead"
+        return s.getsockname()[1]
 
 
 def rank_env(rank: int, world: int, port: int, marker: str) -> dict[str, str]:
@@ -123,6 +128,18 @@ def last_line(path: Path) -> str:
     except OSError:
         return ""
     return lines[-1][:300] if lines else ""
+
+
+def port_taken(out: Path | str, world: int) -> bool:
+    """Whether a rank's log says the rendezvous port was in use (rank 0 could not bind it)."""
+    for r in range(world):
+        try:
+            text = (Path(out) / f"rank{r}.log").read_text(errors="replace")
+        except OSError:
+            continue
+        if "address already in use" in text.lower() or "EADDRINUSE" in text:
+            return True
+    return False
 
 
 def wait(procs: list[subprocess.Popen], out: Path | str, timeout_s: float) -> list[dict[str, Any]]:
