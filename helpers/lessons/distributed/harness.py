@@ -122,7 +122,7 @@ def try_config(results, base: dict, out: Path | str, *, ranks: int, bucket_cap_m
     if job["ok"]:
         t = job["times"]
         acc = "accum no_sync" if no_sync else "accum sync"
-        results.add("panel", cfg, {"ddp_ms": statistics.fmean(t["ddp"]), "straggler_ms_step": statistics.fmean(
+        results.add("panel", cfg, {"ddp_step_ms": statistics.fmean(t["ddp"]), "straggler_step_ms": statistics.fmean(
             t["straggler"]), "accum_step_ms": statistics.fmean(t[acc])})
     else:
         results.add("panel", cfg, status="failed", error=next(r["error"] for r in job["rows"] if r["error"]))
