@@ -240,3 +240,23 @@ def test_a_port_taken_between_the_check_and_the_rendezvous_starts_the_job_again(
     assert f"port {taken} was taken before rank 0 could bind it: started again on port" in job["port_note"]
     assert job["ok"], [r["error"] for r in job["rows"]]
     assert len(res.notes[harness.PIDS_NOTE]) == 4 and not any(_alive(p) for p in res.notes[harness.PIDS_NOTE])
+
+
+def test_the_panel_run_adds_a_row_or_a_failed_row(tmp_path, monkeypatch):
+    res = Results("06_distributed", "smoke", root=tmp_path)
+    t = {"ddp": [10.0, 12.0], "straggler": [30.0, 32.0], "accum sync": [40.0, 42.0], "accum no_sync": [20.0, 22.0]}
+    seen = {}
+
+    def fake(name, plan, world, out, results, **kw):
+        seen.update(plan=plan, world=world)
+        return {"ok": True, "rows": [], "times": t}
+
+    monkeypatch.setattr(harness, "run_job", fake)
+    kw = dict(ranks=2, bucket_cap_mb=1.0, accum=4, no_sync=True, straggler_ms=30.0)
+    table = harness.try_config(res, dict(train.PLAN), tmp_path, **kw)
+    assert seen["world"] == 2 and seen["plan"]["profile"] is False and seen["plan"]["bucket_cap_mb"] == 1.0
+    assert table.iloc[-1]["accum_step_ms"] == 21.0 and table.iloc[-1]["ddp_step_ms"] == 11.0
+    monkeypatch.setattr(harness, "run_job", lambda *a, **k: {"ok": False, "times": {}, "rows": [
+        {"error": None}, {"error": "rank 1 died (exit code 1): boom"}]})
+    table = harness.try_config(res, dict(train.PLAN), tmp_path, **kw)
+    assert table.iloc[-1]["status"] == "failed" and table.iloc[-1]["error"] == "rank 1 died (exit code 1): boom"
