@@ -95,8 +95,8 @@ DISTRIBUTED = {
     # noise); rounds: interleaved timed rounds of the five variants; bucket_caps: the bucket_cap_mb sweep (the model
     # holds 2.6 MB of gradients at smoke: 0.25 MB gives one bucket per large weight, 25 MB one bucket: a bucket_cap_mb given explicitly caps the first bucket too).
     # Smoke: one launch of 2 ranks ~25-40 s on a 2-core machine (~10 s of it importing torch in each rank); the
-    # notebook 45-75 s under nbmake here (a machine shared with other jobs). 16 rounds: in 6 runs here every verdict
-    # was the same, the nearest interval bound 1.08 (DDP against the single process).
+    # notebook 45-80 s under nbmake here (a machine shared with other jobs). 24 rounds: with 16, DDP against the
+    # single process said "no difference" once in 7 runs (load average 17-24 on 2 cores), "faster" 6 times.
     "smoke": dict(ranks=2, threads=1, batch_size=2048, features=256, hidden=512, layers=3, classes=10, micro_batch=8,
                   accum=8, rounds=24, warmup=2, bucket_caps=[0.25, 25.0], bucket_cap_mb=25.0, straggler_rank=1,
                   straggler_ms=120.0, wait=1, warmup_steps=1, active=3, n_batches=4, timeout_s=240),
