@@ -9,6 +9,9 @@
                        patch dropout by indexing; the ViT step's harness (run, profile, read the trace) and readings
 - ``torch_compile``    (04) the models, one matrix cell, Dynamo's bookkeeping, break-even arithmetic, fresh-process
                        starts; the matrix's harness (time budget, interleaved re-timing), its tables and charts
+- ``distributed``      (06) one rank's training under DDP (the same module under ``torchrun``), the ranks' launcher
+                       (cores, port, timeout, dead rank), the readings of their traces (all-reduces per step, the
+                       doctor's communication split, bucket sweep, HTA) and the job's comparisons
 - ``diagnose``         (05) the planted bottlenecks and run_case; the verdicts and saved-vs-claimed tables and chart;
                        the panel's validator; reference GPU traces; the appendix's bad inputs
 """

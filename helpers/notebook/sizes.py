@@ -100,3 +100,21 @@ DIAGNOSE = {
     "full": dict(batch_size=64, features=1024, hidden=4096, input_ms=1.0, tiny_ops=3000, matmul=8192,
                  sync_ms=20.0, wait=2, warmup_steps=3, active=5, rounds=20, timing_warmup=3),
 }
+
+DISTRIBUTED = {
+    # ranks: processes (gloo on a CPU, one intra-op thread each; NCCL with one GPU each, None: every GPU). batch_size:
+    # the global batch (single process: all of it; DDP: batch_size / ranks per rank); micro_batch x accum: the
+    # accumulation experiment's optimizer step (small micro-batches, so the all-reduce it saves stands out);
+    # straggler_ms: the planted data-loader delay per batch on rank straggler_rank (several steps long, far beyond
+    # noise); rounds: interleaved timed rounds of the five variants; bucket_caps: the bucket_cap_mb sweep (the model
+    # holds 2.6 MB of gradients at smoke: 0.25 MB gives one bucket per large weight, 25 MB one bucket: a bucket_cap_mb given explicitly caps the first bucket too).
+    # Smoke: one launch of 2 ranks ~25-40 s on a 2-core machine (~10 s of it importing torch in each rank); the
+    # notebook 45-80 s under nbmake here (a machine shared with other jobs). 24 rounds: with 16, DDP against the
+    # single process said "no difference" once in 7 runs (load average 17-24 on 2 cores), "faster" 6 times.
+    "smoke": dict(ranks=2, threads=1, batch_size=2048, features=256, hidden=512, layers=3, classes=10, micro_batch=8,
+                  accum=8, rounds=24, warmup=2, bucket_caps=[0.25, 25.0], bucket_cap_mb=25.0, straggler_rank=1,
+                  straggler_ms=120.0, wait=1, warmup_steps=1, active=3, n_batches=4, timeout_s=240),
+    "full": dict(ranks=None, threads=None, batch_size=512, features=4096, hidden=4096, layers=4, classes=1000,
+                 micro_batch=32, accum=4, rounds=20, warmup=5, bucket_caps=[1.0, 25.0, 100.0], bucket_cap_mb=25.0,
+                 straggler_rank=1, straggler_ms=100.0, wait=1, warmup_steps=2, active=3, n_batches=4, timeout_s=420),
+}
