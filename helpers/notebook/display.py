@@ -59,8 +59,8 @@ def _frame():
         class Frame(pd.DataFrame):
             """A DataFrame made for a person (``readable``, ``Results.checks_table``): still a DataFrame for code
             (what is computed from it is a plain DataFrame), shown in a notebook as ``show`` shows a table (text
-            wrapped in its cell, missing values as '–', shares as %), even by a plain ``display(...)``. Its index is
-            shown only when it is not the default 0, 1, 2 ..."""
+            wrapped in its cell, missing values as '–', shares as %, no all-empty column), even by a plain
+            ``display(...)``. Its index is shown only when it is not the default 0, 1, 2 ..."""
 
             @property
             def _constructor(self):
@@ -69,7 +69,7 @@ def _frame():
             def _repr_html_(self):
                 plain = isinstance(self.index, pd.RangeIndex) and self.index.start == 0 and self.index.step == 1
                 try:
-                    return Table(pd.DataFrame(self), hide_index=plain)._repr_html_()
+                    return Table(informative(pd.DataFrame(self)), hide_index=plain)._repr_html_()
                 except Exception:  # noqa: BLE001 - a table pandas' Styler cannot take is still shown, as pandas does
                     return pd.DataFrame(self)._repr_html_()
 
@@ -257,7 +257,8 @@ def cell(v, precision: int = 2) -> str:
 
 
 def styled(df, precision: int = 2, hide_index: bool = True, **fmt):
-    """What ``show`` displays: the pandas ``Styler`` of ``readable(df)``, text wrapped in its cell (``cell``),
+    """What ``show`` displays: the pandas ``Styler`` of ``readable(df)``, text wrapped in its cell (``cell``) and
+    left-aligned,
     fractions (``share`` columns) as percentages and every missing value as '–'."""
     import pandas as pd
 
@@ -271,4 +272,6 @@ def styled(df, precision: int = 2, hide_index: bool = True, **fmt):
     formats.update(fmt.pop("formatter", None) or {})
     st = out.style.hide(axis="index") if hide_index else out.style
     st = st.format(formats, precision=precision, na_rep="–", **fmt)
-    return st.set_table_styles(_CELL_CSS, overwrite=False)
+    st = st.set_table_styles(_CELL_CSS, overwrite=False)
+    left = [{"selector": "th", "props": "text-align: left;"}, {"selector": "td", "props": "text-align: left;"}]
+    return st.set_table_styles({c: left for c in text}, overwrite=False) if text and out.columns.is_unique else st
