@@ -67,7 +67,8 @@ def _frame():
                 return pd.DataFrame
 
             def _repr_html_(self):
-                plain = isinstance(self.index, pd.RangeIndex) and self.index.start == 0 and self.index.step == 1
+                # the default index 0, 1, 2 ... (reordered too: failed rows last) says nothing: hidden
+                plain = pd.api.types.is_integer_dtype(self.index) and sorted(self.index) == list(range(len(self)))
                 try:
                     return Table(informative(pd.DataFrame(self)), hide_index=plain)._repr_html_()
                 except Exception:  # noqa: BLE001 - a table pandas' Styler cannot take is still shown, as pandas does
@@ -106,7 +107,8 @@ def show_source(*objs, collapsed: bool = False, title: str | None = None) -> Non
 # an output area of 1000 px (JupyterLab's at 1400 px with the file browser open). Cells hold no fixed width.
 TEXT_EM = 28
 LONG_TEXT = 40   # characters: a text longer than this is boxed to TEXT_EM and left-aligned
-_CELL_CSS = [{"selector": "td, th", "props": "white-space: normal; overflow-wrap: normal; word-break: normal;"}]
+_CELL_CSS = [{"selector": "td, th", "props": "white-space: normal; overflow-wrap: normal; word-break: normal; "
+                                             "padding: 0.4em 0.35em;"}]
 _BREAK_AFTER = ("/", ".", "_", "\\", "::", ",")
 
 
@@ -146,13 +148,15 @@ def is_share(col) -> bool:
 
 
 def informative(df, drop_zero: bool = False):
-    """``df`` without the columns that carry nothing: all missing or empty text, and with ``drop_zero`` all 0 (a
-    device column on a CPU-only run). A table that would lose every column is returned as it is."""
+    """``df`` without the columns that carry nothing: all missing or empty text, a ``status`` that is "ok" on every
+    row, and with ``drop_zero`` all 0 (a device column on a CPU-only run). A table that would lose every column is returned as it is."""
     import pandas as pd
 
     keep = []
     for col in df.columns:
         s = df[col]
+        if col == "status" and len(s) and (s == "ok").all():   # every row ran: the column says nothing more
+            continue
         if s.map(lambda v: missing(v) or (isinstance(v, str) and not v.strip())).all():
             continue
         if drop_zero and pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s) \

@@ -86,3 +86,20 @@ def test_show_drops_empty_columns_and_puts_details_behind_a_click(monkeypatch):
     assert shown[2].data.startswith("<details><summary>1 more column(s): detail")
     assert "experiment" in shown[2].data and "xxxxxxxxxx" in shown[2].data
     assert list(display.informative(pd.DataFrame({"a": [None]})).columns) == ["a"]  # never an empty table
+
+
+def test_a_readable_frame_shows_itself_as_show_does_with_a_plain_display():
+    import pandas as pd
+
+    df = pd.DataFrame({"experiment": ["a", "b", "c"], "step_ms_mean": [1.0, None, 3.0], "note": [None] * 3,
+                       "status": ["ok", "failed", "ok"], "error": ["", "boom", ""]})
+    out = display.readable(df)
+    assert isinstance(out, pd.DataFrame) and list(out.index) == [0, 2, 1]   # still a DataFrame, failed row last
+    html = out._repr_html_()
+    assert "note" not in html and "–" in html and "NaN" not in html        # the empty column left out
+    assert "row_heading" not in html                                        # the default index (reordered) hidden
+    assert type(out.sort_index()) is pd.DataFrame                           # what code computes is plain
+    ok = display.readable(df[df["status"] == "ok"])._repr_html_()
+    assert ">status<" not in ok                                             # all ok: the status column says nothing
+    labelled = display.readable(pd.DataFrame({"x_ms": [1.0]}, index=["run 7"]))._repr_html_()
+    assert "run 7" in labelled                                              # a meaningful index is kept
