@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 _UNITS = (("_ms", "ms"), ("_us", "µs"), ("_s", "s"), ("_mb", "MB"), ("_gb", "GB"), ("_pct", "%"))
-_STATS = ("median", "mean", "p25", "p75", "min", "max", "std")
+_STATS = ("median", "mean", "p25", "p75", "min", "max", "std", "sum")
 
 
 def header(col: str) -> str:
