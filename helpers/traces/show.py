@@ -94,6 +94,9 @@ def show(path_or_dir, steps: int = 3, top: int = 10, title: str | None = None) -
         note = t.operators_note()
         if note:
             say(f"  {_short(note, t)}", small=True)
+        if t.has_gpu:
+            say("  tc eligible: torch-tb-profiler's mark for an operator whose kernels could run on tensor cores "
+                "(a matmul or convolution, in a precision they take)", small=True)
         return Table(shown_columns(t.operators().head(top).round(3), t.has_gpu, DEVICE_OPERATORS), precision=3)
 
     view("Operators (by device self time on a GPU, else host self time)", operators_view)

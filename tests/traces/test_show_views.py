@@ -82,7 +82,7 @@ def test_gpu_trace_keeps_its_device_columns(monkeypatch):
     assert {"kernel (ms)", "memcpy (ms)", "runtime (ms)"} <= set(overview.columns)
     assert {"device self (ms)", "device total (ms)", "tc eligible"} <= set(operators.columns)
     text = "\n".join(str(o) for o in shown if isinstance(o, display.Text))
-    assert "GPU time" in text and "Kernels" in text
+    assert "GPU time" in text and "Kernels" in text and "tc eligible: " in text   # the column explained
 
 
 def _legend(fig):
