@@ -60,7 +60,7 @@ def _frame():
             """A DataFrame made for a person (``readable``, ``Results.checks_table``): still a DataFrame for code
             (what is computed from it is a plain DataFrame), shown in a notebook as ``show`` shows a table (text
             wrapped in its cell, missing values as '–', shares as %, no all-empty column), even by a plain
-            ``display(...)``. Its index is shown only when it is not the default 0, 1, 2 ..."""
+            ``display(...)``. Its index is shown unless it is the default 0, 1, 2 ... (unnamed)"""
 
             @property
             def _constructor(self):
@@ -68,7 +68,8 @@ def _frame():
 
             def _repr_html_(self):
                 # the default index 0, 1, 2 ... (reordered too: failed rows last) says nothing: hidden
-                plain = pd.api.types.is_integer_dtype(self.index) and sorted(self.index) == list(range(len(self)))
+                plain = self.index.name is None and pd.api.types.is_integer_dtype(self.index) \
+                    and sorted(self.index) == list(range(len(self)))
                 try:
                     return Table(informative(pd.DataFrame(self)), hide_index=plain)._repr_html_()
                 except Exception:  # noqa: BLE001 - a table pandas' Styler cannot take is still shown, as pandas does

@@ -103,3 +103,5 @@ def test_a_readable_frame_shows_itself_as_show_does_with_a_plain_display():
     assert ">status<" not in ok                                             # all ok: the status column says nothing
     labelled = display.readable(pd.DataFrame({"x_ms": [1.0]}, index=["run 7"]))._repr_html_()
     assert "run 7" in labelled                                              # a meaningful index is kept
+    named = display.readable(pd.DataFrame({"x_ms": [1.0, 2.0]}, index=pd.Index([0, 1], name="num_workers")))
+    assert "num_workers" in named._repr_html_()                             # a named 0, 1 ... index too
