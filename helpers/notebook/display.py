@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 _UNITS = (("_ms", "ms"), ("_us", "µs"), ("_s", "s"), ("_mb", "MB"), ("_gb", "GB"), ("_pct", "%"))
-_STATS = ("median", "mean", "p25", "p75", "min", "max", "std")
+_STATS = ("median", "mean", "p25", "p75", "min", "max", "std", "sum")
 
 
 def header(col: str) -> str:
@@ -42,7 +42,46 @@ def readable(df):
         out = out.drop(columns="error")
     if "status" in out.columns:
         out = pd.concat([out[out["status"] != "failed"], out[out["status"] == "failed"]])
-    return out.rename(columns={c: header(c) for c in out.columns if isinstance(c, str)})
+    return _frame()(out.rename(columns={c: header(c) for c in out.columns if isinstance(c, str)}))
+
+
+
+
+_FRAME = None
+
+
+def _frame():
+    """The ``Frame`` class (made on first use: pandas is imported lazily)."""
+    global _FRAME
+    if _FRAME is None:
+        import pandas as pd
+
+        class Frame(pd.DataFrame):
+            """A DataFrame made for a person (``readable``, ``Results.checks_table``): still a DataFrame for code
+            (what is computed from it is a plain DataFrame), shown in a notebook as ``show`` shows a table (text
+            wrapped in its cell, missing values as '–', shares as %, no all-empty column), even by a plain
+            ``display(...)``. Its index is shown unless it is the default 0, 1, 2 ... (unnamed)"""
+
+            @property
+            def _constructor(self):
+                return pd.DataFrame
+
+            def _repr_html_(self):
+                # the default index 0, 1, 2 ... (reordered too: failed rows last) says nothing: hidden
+                plain = self.index.name is None and pd.api.types.is_integer_dtype(self.index) \
+                    and sorted(self.index) == list(range(len(self)))
+                try:
+                    return Table(informative(pd.DataFrame(self)), hide_index=plain)._repr_html_()
+                except Exception:  # noqa: BLE001 - a table pandas' Styler cannot take is still shown, as pandas does
+                    return pd.DataFrame(self)._repr_html_()
+
+        _FRAME = Frame
+    return _FRAME
+
+
+def frame(df):
+    """``df`` as a ``Frame``: a DataFrame that a plain ``display(...)`` shows as ``show`` does (see ``readable``)."""
+    return _frame()(df)
 
 
 def show_source(*objs, collapsed: bool = False, title: str | None = None) -> None:
@@ -64,15 +103,180 @@ def show_source(*objs, collapsed: bool = False, title: str | None = None) -> Non
                  f"click to show)</summary>{body}</details>"))
 
 
-def show(df, precision: int = 2, **fmt) -> None:
-    """Display a results DataFrame for a person: ``readable`` (units in headers, integers as integers, failed rows
-    last), without the index, floats at ``precision`` decimals and missing values as '–'. ``fmt`` goes to pandas'
-    ``Styler.format``."""
+# The cells of a shown table: long text wraps at spaces inside its cell (and a long path or name after its "/", ".",
+# "_", never inside a word); a long text is at most TEXT_EM wide, so that a table of a few numbers and a sentence fits
+# an output area of 1000 px (JupyterLab's at 1400 px with the file browser open). Cells hold no fixed width.
+TEXT_EM = 28
+LONG_TEXT = 40   # characters: a text longer than this is boxed to TEXT_EM and left-aligned
+_CELL_CSS = [{"selector": "td, th", "props": "white-space: normal; overflow-wrap: normal; word-break: normal; "
+                                             "padding: 0.4em 0.35em;"}]
+_BREAK_AFTER = ("/", ".", "_", "\\", "::", ",")
+
+
+def missing(v) -> bool:
+    """True for every spelling of a missing value (None, NaN, pandas' NA and NaT): all shown as '–'."""
+    import pandas as pd
+
+    try:
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):  # a list or an array: not a missing scalar
+        return False
+
+
+def wrappable(text) -> str:
+    """``text`` HTML-escaped, with a break opportunity (``<wbr>``) after each '/', '.', '_', '::' and ',' of a word
+    longer than 20 characters: a path or an operator name wraps at its separators, not in the middle of a word,
+    and not at all when it fits. Missing values are '–'."""
+    import html
+    import re
+
+    if missing(text):
+        return "–"
+
+    def one(word: str) -> str:
+        out = html.escape(word)
+        if len(word) > 20:
+            for sep in _BREAK_AFTER:
+                out = out.replace(html.escape(sep), html.escape(sep) + "<wbr>")
+        return out
+
+    return "".join(tok if tok.isspace() else one(tok) for tok in re.split(r"(\s+)", str(text)))
+
+
+def is_share(col) -> bool:
+    """A column holding a fraction of a whole (``share``, ``top_op_share``, ``backward_share``): shown as a %."""
+    return isinstance(col, str) and (col == "share" or col.endswith("_share"))
+
+
+def informative(df, drop_zero: bool = False):
+    """``df`` without the columns that carry nothing: all missing or empty text, a ``status`` that is "ok" on every
+    row, and with ``drop_zero`` all 0 (a device column on a CPU-only run). A table that would lose every column is returned as it is."""
+    import pandas as pd
+
+    keep = []
+    for col in df.columns:
+        s = df[col]
+        if col == "status" and len(s) and (s == "ok").all():   # every row ran: the column says nothing more
+            continue
+        if s.map(lambda v: missing(v) or (isinstance(v, str) and not v.strip())).all():
+            continue
+        if drop_zero and pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s) \
+                and (s.fillna(0) == 0).all():
+            continue
+        keep.append(col)
+    return df[keep] if keep else df
+
+
+class Table:
+    """A table shown as a person reads it: ``styled`` in a notebook (HTML), its ``readable`` text on a console or in
+    a test's captured output (``str``). ``styler`` is the pandas Styler."""
+
+    def __init__(self, df, precision: int = 2, hide_index: bool = True, **fmt):
+        self.styler = styled(df, precision, hide_index=hide_index, **fmt)
+        self.data = self.styler.data
+
+    def _repr_html_(self) -> str:
+        return self.styler.to_html()
+
+    def __str__(self) -> str:
+        import pandas as pd
+
+        return pd.DataFrame(self.data).to_string(index=False, na_rep="–")
+
+    __repr__ = __str__
+
+
+class Text:
+    """A line (or a few) of prose shown in a notebook as HTML, so a long path wraps after its '/' rather than
+    inside a word as a printed stream does; ``str`` is the plain text (consoles, tests). ``**bold**`` spans are
+    bold. Missing values say '–'."""
+
+    def __init__(self, text: str, small: bool = False):
+        self.text, self.small = str(text), small
+
+    def _repr_html_(self) -> str:
+        import re
+
+        body = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", wrappable(self.text)).replace("\n", "<br>")
+        size = "font-size: 0.95em; " if self.small else ""
+        return f'<div style="{size}margin: 0.2em 0; max-width: 60em">{body}</div>'
+
+    def __str__(self) -> str:
+        return self.text.replace("**", "")
+
+    __repr__ = __str__
+
+
+def say(text: str, small: bool = False) -> None:
+    """Display ``text`` (``Text``): wrapped at spaces and path separators in a notebook, printed elsewhere."""
     from IPython.display import display
 
-    display(styled(df, precision, **fmt))
+    display(Text(text, small))
 
 
-def styled(df, precision: int = 2, **fmt):
-    """What ``show`` displays: the pandas ``Styler`` of ``readable(df)``."""
-    return readable(df.reset_index(drop=True)).style.hide(axis="index").format(precision=precision, na_rep="–", **fmt)
+def show(df, precision: int = 2, *, drop_empty: bool = True, drop_zero: bool = False, details=None,
+         title: str | None = None, **fmt) -> None:
+    """Display a results DataFrame for a person (``styled``): units in headers, integers as integers, failed rows
+    last, no index, floats at ``precision`` decimals, missing values as '–', fractions (``share`` columns) as
+    percentages, long text wrapped inside its cell. Columns that carry nothing are left out (``drop_empty``: all
+    missing; ``drop_zero``: all 0 too). ``details`` (column names) go to a second table behind a click (with the
+    first column again, to read its rows by), so a wide table fits the output area; ``title`` is said above it.
+    ``fmt`` goes to pandas' ``Styler.format``."""
+    import html
+
+    from IPython.display import HTML, display
+
+    if drop_empty or drop_zero:
+        df = informative(df, drop_zero=drop_zero)
+    detail_cols = [c for c in (details or []) if c in df.columns]
+    main = df.drop(columns=detail_cols) if detail_cols else df
+    if title:
+        display(Text(f"**{title}**"))
+    display(Table(main, precision, **fmt))
+    if detail_cols:
+        first = [c for c in df.columns[:1] if c not in detail_cols]
+        body = Table(df[first + detail_cols], precision, **fmt)._repr_html_()
+        names = ", ".join(header(c) if isinstance(c, str) else str(c) for c in detail_cols)
+        display(HTML(f"<details><summary>{len(detail_cols)} more column(s): {html.escape(names)} (click to show)"
+                     f"</summary>{body}</details>"))
+
+
+def cell(v, precision: int = 2) -> str:
+    """One cell of a shown table as HTML: '–' when missing, a number at ``precision`` decimals, text escaped with
+    break opportunities (``wrappable``); a text longer than ``LONG_TEXT`` characters in a left-aligned box at most
+    ``TEXT_EM`` wide, so its column does not push the table past the output area."""
+    import numbers
+
+    if missing(v):
+        return "–"
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, numbers.Integral):
+        return str(int(v))
+    if isinstance(v, numbers.Real):
+        return f"{float(v):.{precision}f}"
+    text = wrappable(v)
+    if len(str(v)) > LONG_TEXT:
+        return f'<div style="max-width: {TEXT_EM}em; min-width: 10em; text-align: left">{text}</div>'
+    return text
+
+
+def styled(df, precision: int = 2, hide_index: bool = True, **fmt):
+    """What ``show`` displays: the pandas ``Styler`` of ``readable(df)``, text wrapped in its cell (``cell``) and
+    left-aligned,
+    fractions (``share`` columns) as percentages and every missing value as '–'."""
+    import pandas as pd
+
+    hide_index = hide_index or not df.index.is_unique   # a Styler needs a unique index
+    data = df.reset_index(drop=True) if hide_index else pd.DataFrame(df)
+    shares = [header(c) for c in data.columns if is_share(c)]
+    out = readable(data)
+    text = [c for c in out.columns if not pd.api.types.is_numeric_dtype(out[c]) and c not in shares]
+    formats = {c: (lambda v: cell(v, precision)) for c in text}
+    formats.update({c: (lambda v: "–" if missing(v) else f"{float(v):.1%}") for c in shares})
+    formats.update(fmt.pop("formatter", None) or {})
+    st = out.style.hide(axis="index") if hide_index else out.style
+    st = st.format(formats, precision=precision, na_rep="–", **fmt)
+    st = st.set_table_styles(_CELL_CSS, overwrite=False)
+    left = [{"selector": "th", "props": "text-align: left;"}, {"selector": "td", "props": "text-align: left;"}]
+    return st.set_table_styles({c: left for c in text}, overwrite=False) if text and out.columns.is_unique else st

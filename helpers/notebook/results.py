@@ -13,7 +13,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .display import readable
+from .display import frame, readable
 
 RESULTS_ENV = "PERF_RESULTS_DIR"
 STATUSES = ("ok", "failed")
@@ -217,16 +217,17 @@ class Results:
         return readable(self.table(metrics))
 
     def checks_table(self):
+        """The checks as a DataFrame (``claim``, ``holds``), shown with each claim whole, wrapped in its cell."""
         import pandas as pd
 
-        return pd.DataFrame([{"claim": k, "holds": v} for k, v in self.checks.items()])
+        return frame(pd.DataFrame([{"claim": k, "holds": v} for k, v in self.checks.items()], columns=["claim", "holds"]))
 
     def comparisons_table(self):
         """The comparisons as a DataFrame: b against a, the metric, the ratio a/b, its interval, the verdict."""
         import pandas as pd
 
         cols = ["b", "a", "metric", "ratio", "low", "high", "verdict"]
-        return pd.DataFrame([{k: c[k] for k in cols} for c in self.comparisons], columns=cols)
+        return frame(pd.DataFrame([{k: c[k] for k in cols} for c in self.comparisons], columns=cols))
 
     def savefig(self, fig, name: str) -> Path:
         path = self.dir / f"{name}.png"

@@ -1,76 +1,114 @@
 """``show(path_or_dir)``: a trace's offline views in a notebook, no server and no network (beside ``%tensorboard``
-in notebooks 01-04, and in ``05_diagnose``). The views themselves are computed in ``views.py``."""
+in notebooks 01-04, and in ``05_diagnose``). The views themselves are computed in ``views.py``.
+
+What a reader sees: the trace named once (its file; the folder in the first line only), each view's table with the
+columns that carry something on this trace (a CPU-only trace has no device columns: they would all be 0), text
+wrapped at spaces and path separators, missing values as '–', and a timeline titled with ``title``."""
 from __future__ import annotations
 
-from ..notebook.display import readable
+from pathlib import Path
+
+from ..notebook.display import Table, say
 from . import events as ev
 from .load import TraceError
-from .views import open_trace
+from .views import Trace, open_trace
+
+# columns that only a GPU fills: left out of the views of a CPU-only trace (the Overview's device categories, the
+# Operators' device times and tensor-core eligibility)
+DEVICE_OVERVIEW = ("kernel_ms", "memcpy_ms", "memset_ms", "communication_ms", "runtime_ms")
+DEVICE_OPERATORS = ("device_self_ms", "device_total_ms", "tc_eligible")
 
 
-def show(path_or_dir, steps: int = 3, top: int = 10) -> None:
+def shown_columns(df, has_gpu: bool, device_cols=()):
+    """``df`` as a view shows it: on a CPU-only trace without ``device_cols`` and without any other column that is
+    0 on every row (a category that never happened); on a GPU trace as it is."""
+    import pandas as pd
+
+    if has_gpu:
+        return df
+    drop = [c for c in df.columns if c in device_cols
+            or (pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
+                and (df[c].fillna(0) == 0).all())]
+    return df.drop(columns=drop)
+
+
+def _short(msg: str, t: Trace) -> str:
+    """A message about the trace without its full path (said once, in the first line): the file name instead."""
+    name = Path(t.label).name if t.path is not None else t.label
+    return str(msg).replace(f"{t.label}: ", "").replace(t.label, name)
+
+
+def show(path_or_dir, steps: int = 3, top: int = 10, title: str | None = None) -> None:
     """Show the offline views of a trace: a summary line, the Overview (step-time breakdown per step and on
-    average), the GPU's time (HTA), Operators, Kernels, Memory and a timeline of the first ``steps`` steps; tables
-    hold the ``top`` rows. A view that cannot be computed on this trace says so in one line and the others are
-    still shown. Bad input (not a trace, damaged file, empty folder) is one line too, never a traceback."""
+    average), the GPU's time (HTA), Operators, Kernels, Memory and a timeline of the first ``steps`` steps titled
+    ``title`` (the experiment, e.g. "01: the training step"; the default says "profiled steps"); tables hold the
+    ``top`` rows. A view that cannot be computed on this trace says so in one line and the others are still shown.
+    Bad input (not a trace, damaged file, empty folder) is one line too, never a traceback."""
     from IPython.display import display
 
     try:
         t = open_trace(path_or_dir)
     except TraceError as exc:
-        print(f"trace: {exc}")
+        say(f"trace: {exc}")
         return
     ranges = ev.step_windows(t.doc)   # the steps as the Overview (and the doctor) count them
     mean_ms = sum(b - a for _, a, b in ranges) / len(ranges) / 1000.0 if ranges else None
-    print(f"{t.label}: {len(ranges)} ProfilerStep(s)" + (f", {mean_ms:.2f} ms per step on average" if ranges else "")
-          + ("; GPU activity recorded" if t.has_gpu else "; CPU only (no GPU views)"))
+    name = Path(t.label).name if t.path is not None else t.label
+    where = f" (in {Path(t.label).parent})" if t.path is not None else ""
+    say(f"**{title + ': ' if title else ''}{name}**{where}: {len(ranges)} ProfilerStep(s)"
+        + (f", {mean_ms:.2f} ms per step on average" if ranges else "")
+        + ("; GPU activity recorded" if t.has_gpu else "; CPU only, so the GPU views and device columns are left out"))
     for note in t.notes:
-        print(f"note: {note}")
+        say(f"note: {_short(note, t)}", small=True)
 
-    def view(title, fn):
-        print(f"\n{title}")
+    def view(heading, fn):
+        say(f"**{heading}**")
         try:
             out = fn()
         except TraceError as exc:
-            print(f"  {exc}")
+            say(f"  {_short(exc, t)}", small=True)
         except Exception as exc:  # noqa: BLE001 - one view failing must not hide the others
             why = (str(exc).strip().splitlines() or [""])[0][:120]
-            print(f"  {title} could not be computed on {t.label}: {type(exc).__name__}: {why}")
+            say(f"  {heading} could not be computed on {name}: {type(exc).__name__}: {why}", small=True)
         else:
             if out is not None:
                 display(out)
 
     def overview_view():
         try:
-            return readable(t.overview().round(3))
+            return Table(shown_columns(t.overview().round(3).reset_index(), t.has_gpu, DEVICE_OVERVIEW))
         except TraceError as exc:
-            print(f"  {exc}; the step times from the trace:")
-            return readable(t.step_times())
+            say(f"  {_short(exc, t)}; the step times from the trace:", small=True)
+            return Table(t.step_times())
 
     view("Overview: step time by category (ms; torch-tb-profiler)", overview_view)
     if t.has_gpu:
         import pandas as pd
 
-        view("GPU time (%; Holistic Trace Analysis' temporal breakdown)", lambda: pd.DataFrame([t.gpu_breakdown()]))
-        view("GPU idle time by cause (Holistic Trace Analysis)", lambda: readable(t.idle_breakdown().round(3)))
+        view("GPU time (%; Holistic Trace Analysis' temporal breakdown)", lambda: Table(pd.DataFrame([t.gpu_breakdown()])))
+        view("GPU idle time by cause (Holistic Trace Analysis)", lambda: Table(t.idle_breakdown().round(3)))
         view("Kernel launches (Holistic Trace Analysis; medians)",
-             lambda: readable(pd.DataFrame([t.launch_summary()]).round(3)))
+             lambda: Table(pd.DataFrame([t.launch_summary()]).round(3)))
 
     def operators_view():
         note = t.operators_note()
         if note:
-            print(f"  {note}")
-        return readable(t.operators().head(top).round(3))
+            say(f"  {_short(note, t)}", small=True)
+        if t.has_gpu:
+            say("  tc eligible: torch-tb-profiler's mark for an operator whose kernels could run on tensor cores "
+                "(a matmul or convolution, in a precision they take)", small=True)
+        return Table(shown_columns(t.operators().head(top).round(3), t.has_gpu, DEVICE_OPERATORS), precision=3)
 
     view("Operators (by device self time on a GPU, else host self time)", operators_view)
 
     def kernels_view():
         k = t.kernels()
         tc = t.tensor_core_share()
-        print(f"  {len(k)} kernels, {k['total_ms'].sum():.2f} ms in all"
-              + (f"; {tc:.0%} of kernel time in kernels using tensor cores" if tc is not None else ""))
-        return readable(k.head(top).round(3))
+        say(f"  {len(k)} kernels, {k['total_ms'].sum():.2f} ms in all"
+            + (f"; {tc:.0%} of kernel time in kernels using tensor cores" if tc is not None else ""), small=True)
+        return Table(k.head(top).round(3))
 
-    view("Kernels", kernels_view)
-    view("Memory", lambda: readable(t.memory().round(1)))
-    view(f"Timeline of the first {steps} step(s)", lambda: t.timeline(steps))
+    if t.has_gpu:
+        view("Kernels", kernels_view)
+    view("Memory", lambda: Table(t.memory().round(1)))
+    view(f"Timeline of the first {steps} step(s)", lambda: t.timeline(steps, title=title))

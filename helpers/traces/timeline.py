@@ -1,28 +1,47 @@
 """A Perfetto-like timeline picture of a few profiler steps, drawn with matplotlib (``Trace.timeline``).
 
-Lanes from top to bottom: each host thread (its ops nested by depth, as Perfetto stacks them; DataLoader waits
-in orange, ProfilerStep ranges grey), the synchronisations (red), then each GPU stream (kernels blue, copies
-green, memsets purple, communication kernels brown). Times in ms from the first step's start.
+Lanes from top to bottom: each host thread (its ops nested by depth, as Perfetto stacks them, in one neutral
+family of greys, darker with depth, so that no host operator reads as a device category; DataLoader waits in
+orange, ProfilerStep ranges the lightest grey), the synchronisations (red), then each GPU stream (kernels blue,
+copies green, memsets purple, communication kernels brown). The legend lists only what is drawn. A bar carries its
+name where the name fits at a readable size (``LABEL_PT``, 11 px at the notebook's 100 dpi), cut with '…' to the
+bar, and none when the bar is too narrow for a few letters. Times in ms from the first step's start.
 """
 from __future__ import annotations
-
-import zlib
 
 from . import events as ev
 from .load import TraceError
 from .syncs import sync_events
 
 MAX_DEPTH = 4          # host op nesting levels drawn per thread
+LABEL_PT = 8           # bar labels: 8 pt = 11 px at 100 dpi
+WIDTH_IN = 9.5         # the figure's width: 950 px at 100 dpi, inside a 1000 px output area, so never scaled down
+_CHAR_PX = 0.62 * LABEL_PT * 100 / 72   # a label character's width in pixels (DejaVu Sans, on average)
 _GPU_COLOURS = {"kernel": "#1f77b4", "memcpy": "#2ca02c", "memset": "#9467bd"}   # by events.kind
+_COMMUNICATION = "#8c564b"
+_SYNC = "#d62728"
+_STEP, _DATALOADER = "#e6e6e6", "#ff7f0e"
+_HOST_GREYS = ("#c8c8c8", "#b0b0b0", "#999999", "#858585")   # host operators by nesting depth
+_LEGEND = {_STEP: "ProfilerStep", "host": "host operator (grey, darker when nested)", _DATALOADER: "DataLoader wait",
+           _SYNC: "sync", "#1f77b4": "kernel", "#2ca02c": "memcpy", "#9467bd": "memset",
+           _COMMUNICATION: "communication"}
 
 
-def _host_colour(name: str) -> str:
+def _host_colour(name: str, depth: int = 0) -> str:
     if name.startswith("ProfilerStep#"):
-        return "#c7c7c7"
+        return _STEP
     if name.startswith("enumerate(DataLoader)#"):
-        return "#ff7f0e"
-    palette = ("#aec7e8", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5", "#d9d9d9", "#bcbddc")
-    return palette[zlib.crc32(name.encode()) % len(palette)]
+        return _DATALOADER
+    return _HOST_GREYS[min(depth, len(_HOST_GREYS) - 1)]
+
+
+def fitted_label(name: str, width_px: float, min_chars: int = 4) -> str:
+    """``name`` as it fits in a bar ``width_px`` wide at ``LABEL_PT``: whole, cut with '…', or '' when fewer than
+    ``min_chars`` characters would fit."""
+    fits = int(width_px / _CHAR_PX) - 1
+    if fits < min_chars:
+        return ""
+    return name if len(name) <= fits else name[:fits - 1] + "…"
 
 
 def _window(doc, steps: int) -> tuple[float, float]:
@@ -34,8 +53,9 @@ def _window(doc, steps: int) -> tuple[float, float]:
     return (min(a for a, _ in spans), max(b for _, b in spans)) if spans else (0.0, 1.0)
 
 
-def draw_timeline(doc, steps: int = 3, title: str = "trace"):
-    """The figure (see the module docstring). Raises ``TraceError`` when the window holds no events."""
+def draw_timeline(doc, steps: int = 3, title: str | None = None):
+    """The figure (see the module docstring), titled "``title``: timeline of N step(s)" (``title`` names the
+    experiment; the default "Profiled steps"). Raises ``TraceError`` when the window holds no events."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
@@ -71,54 +91,57 @@ def draw_timeline(doc, steps: int = 3, title: str = "trace"):
             depth = len(stack)
             stack.append(s + d)
             if depth < MAX_DEPTH:
-                bars.append((depth, (s - t0) / 1e3, d / 1e3, _host_colour(str(e.get("name", ""))),
+                bars.append((depth, (s - t0) / 1e3, d / 1e3, _host_colour(str(e.get("name", "")), depth),
                              str(e.get("name", ""))))
         label = names.get(("thread_name", pid, tid)) or f"thread {tid}"
         lanes.append((f"host {label}", bars, MAX_DEPTH))
     if syncs or gpu:
-        lanes.append(("syncs", [(0, (float(e["ts"]) - t0) / 1e3, float(e.get("dur", 0.0)) / 1e3, "#d62728", "")
+        lanes.append(("syncs", [(0, (float(e["ts"]) - t0) / 1e3, float(e.get("dur", 0.0)) / 1e3, _SYNC, "")
                                 for e in syncs], 1))
     for (pid, stream), evs in sorted(gpu.items(), key=lambda kv: str(kv[0])):
         bars = []
         for e in evs:
             col = _GPU_COLOURS[ev.kind(e)]
             if ev.kind(e) == "kernel" and "nccl" in str(e.get("name", "")).lower():
-                col = "#8c564b"
+                col = _COMMUNICATION
             bars.append((0, (float(e["ts"]) - t0) / 1e3, float(e.get("dur", 0.0)) / 1e3, col, ""))
         lanes.append((f"GPU {pid} stream {stream}", bars, 1))
 
     heights = [rows for _, _, rows in lanes]
-    fig, ax = plt.subplots(figsize=(12, 0.35 * sum(heights) + 1.5))
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 0.35 * sum(heights) + 1.5))
+    span = (b - a) / 1e3
+    px_per_ms = 0.8 * WIDTH_IN * 100 / span   # the axes take about 80% of the figure's width
     y = 0.0
-    ticks, labels = [], []
+    ticks, labels, drawn = [], [], set()
     for label, bars, rows in lanes:
         by_colour = {}
-        span = (b - a) / 1e3
         for depth, s, d, col, name in bars:
             by_colour.setdefault((depth, col), []).append((s, max(d, span * 5e-4)))
-            if name and d > 0.06 * span and depth < 3:  # name the wide ranges, as Perfetto does
-                ax.text(max(s, (a - t0) / 1e3) + min(d, span) / 2, y + depth * 0.9 + 0.4, name[:40], fontsize=6,
-                        ha="center", va="center", clip_on=True)
+            drawn.add("host" if col in _HOST_GREYS else col)
+            lo, hi = max(s, (a - t0) / 1e3), min(s + d, (b - t0) / 1e3)   # the part of the bar inside the window
+            text = fitted_label(name, (hi - lo) * px_per_ms) if name and depth < 3 else ""
+            if text:  # name the ranges wide enough to read, as Perfetto does
+                ax.text((lo + hi) / 2, y + depth * 0.9 + 0.4, text, fontsize=LABEL_PT, ha="center", va="center",
+                        clip_on=True, color="#111111")
         for (depth, col), xr in by_colour.items():
-            ax.broken_barh(xr, (y + depth * 0.9, 0.8), facecolors=col, edgecolor="none")
+            ax.broken_barh(xr, (y + depth * 0.9, 0.8), facecolors=col, edgecolor="white", linewidth=0.5)
         if label == "syncs":
             for _, s, d, _, _ in bars:
-                ax.plot([s], [y + 0.4], marker="v", color="#d62728", markersize=5)
+                ax.plot([s], [y + 0.4], marker="v", color=_SYNC, markersize=5)
         ticks.append(y + rows * 0.45)
         labels.append(label)
         y += rows * 0.9 + 0.5
-    ax.set_yticks(ticks, labels, fontsize=8)
+    ax.set_yticks(ticks, labels, fontsize=LABEL_PT)
     ax.invert_yaxis()
     ax.set_xlim((a - t0) / 1e3, (b - t0) / 1e3)
     ax.set_xlabel("time from the first step's start (ms)")
-    n = len(ev.step_ranges(doc)[:steps]) or "whole trace"
-    ax.set_title(f"{title}: timeline of {n} step(s)" if n != "whole trace" else f"{title}: timeline (no ProfilerStep)")
-    ax.legend(handles=[Patch(color="#c7c7c7", label="ProfilerStep"), Patch(color="#ff7f0e", label="DataLoader wait"),
-                       Patch(color="#d62728", label="sync"), Patch(color="#1f77b4", label="kernel"),
-                       Patch(color="#2ca02c", label="memcpy"), Patch(color="#9467bd", label="memset"),
-                       Patch(color="#8c564b", label="communication")],
-              loc="upper center", bbox_to_anchor=(0.5, -0.12 if sum(heights) > 8 else -0.25), ncol=7, fontsize=8,
-              frameon=False)
+    n = len(ev.step_ranges(doc)[:steps])
+    name = title or "Profiled steps"
+    ax.set_title(f"{name}: timeline of {n} step(s)" if n else f"{name}: timeline (no ProfilerStep in the trace)")
+    handles = [Patch(color=(_HOST_GREYS[1] if key == "host" else key), label=text)
+               for key, text in _LEGEND.items() if key in drawn]
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.12 if sum(heights) > 8 else -0.25),
+              ncol=min(len(handles), 4), fontsize=LABEL_PT, frameon=False)
     fig.tight_layout()
     plt.close(fig)  # returned, not shown twice in a notebook
     return fig

@@ -355,11 +355,12 @@ class Trace:
                 "short_kernel_share": float((df["gpu_duration_us"] < df["cpu_duration_us"]).mean())}
 
     # ---- timeline -------------------------------------------------------------------------------------------
-    def timeline(self, steps: int = 3):
+    def timeline(self, steps: int = 3, title: str | None = None):
         """A Perfetto-like picture of the first ``steps`` ProfilerSteps (matplotlib ``Figure``): one lane per
-        host thread (ops nested by depth, DataLoader waits in orange), a lane of synchronisations (red), and one
-        lane per GPU stream (kernels blue, copies green, memsets purple)."""
-        return draw_timeline(self.doc, steps=steps, title=Path(self.label).name)
+        host thread (operators in greys, nested by depth; DataLoader waits in orange), a lane of synchronisations
+        (red), and one lane per GPU stream (kernels blue, copies green, memsets purple). ``title`` names the
+        experiment (the default: "Profiled steps"); the legend lists only what is drawn."""
+        return draw_timeline(self.doc, steps=steps, title=title)
 
 
 def open_trace(src: Any, max_steps: int | None = MAX_STEPS) -> Trace:

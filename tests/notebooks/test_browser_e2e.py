@@ -1,5 +1,10 @@
 """The JupyterLab experience in a real browser: Playwright drives Chromium.
 
+``test_outputs_fit_the_view_in_a_real_browser`` opens notebooks 01 and 05 as a newcomer would (1400x900, the file
+browser open), runs all cells and fails when a cell shows an error or an output area scrolls sideways
+(``scrollWidth`` > ``clientWidth``: a table or a text wider than the view), naming the cell, its widths and the
+start of its text; each table and picture output is kept as a screenshot in test-artifacts/browser_e2e/<notebook>/.
+
 Starts JupyterLab on a free 127.0.0.1 port with a token (smoke scale, results and runs in a
 temporary folder), opens notebook 02, runs all cells from the Run menu, then uses the widget
 panel as a reader would (changes num_workers, clicks Run, sees a new row in the results table),
@@ -50,6 +55,19 @@ LAB_SETTINGS = {
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
                                                                           "checkForUpdates": False},
 }
+
+
+FIT_NOTEBOOKS = ("01_profiler_basics.ipynb", "05_diagnose.ipynb")
+FIT_VIEWPORT = {"width": 1400, "height": 900}
+
+# every output area of the notebook that scrolls sideways: its cell (index in the notebook), widths and text
+_OVERFLOWS_JS = """() => [...document.querySelectorAll('.jp-Notebook .jp-Cell')].flatMap((cell, i) =>
+  [...cell.querySelectorAll('.jp-OutputArea-output')]
+    .filter(o => o.scrollWidth > o.clientWidth + 1)
+    .map(o => ({cell: i, scroll: o.scrollWidth, client: o.clientWidth,
+                mime: o.getAttribute('data-mime-type') || '',
+                code: ((cell.querySelector('.jp-InputArea-editor') || {}).innerText || '').split('\\n')[0].slice(0, 80),
+                text: (o.innerText || '').trim().slice(0, 100)})))"""
 
 
 def _require_browser():
@@ -265,6 +283,99 @@ def _click_run_and_wait_for_row(panel, before: list[str]) -> list[str]:
             return labels
         time.sleep(1)
     raise TimeoutError(f"no new row in the results table within {PANEL_RUN_TIMEOUT_S} s")
+
+
+def _open_file_browser(page):
+    """The left sidebar's file browser open, as a newcomer has it (JupyterLab opens it on a fresh workspace)."""
+    browser = page.locator(".jp-FileBrowser").first
+    if not browser.is_visible():
+        page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab[data-id='filebrowser']").first.click()
+    browser.wait_for(state="visible")
+
+
+def _shoot_outputs(page, stem: str) -> int:
+    """A screenshot of each table and picture output (test-artifacts/browser_e2e/<stem>/cellNN_outK.png)."""
+    n = 0
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    for i in range(cells.count()):
+        outs = cells.nth(i).locator(".jp-OutputArea-output")
+        for k in range(outs.count()):
+            out = outs.nth(k)
+            if out.locator("table, img").count():
+                try:
+                    _shot(out, f"{stem}/cell{i:02d}_out{k}.png")
+                    n += 1
+                except Exception:  # noqa: BLE001 - a picture missed is not a failure of the notebook
+                    pass
+    return n
+
+
+@pytest.mark.parametrize("notebook", FIT_NOTEBOOKS)
+def test_outputs_fit_the_view_in_a_real_browser(tmp_path, notebook):
+    chromium = _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    nb = NOTEBOOKS / notebook
+    assert nb.exists(), f"{nb} is missing"
+    n_code = sum(c["cell_type"] == "code" for c in json.loads(nb.read_text())["cells"])
+    before_sha = _sha(nb)
+    t0 = time.time()
+    lab = Lab(tmp_path)
+    try:
+        lab.wait_ready()
+        with sync_playwright() as pw:
+            exe = str(chromium.path) if chromium.path else None
+            ctx = pw.chromium.launch_persistent_context(
+                str(tmp_path / "chromium-profile"), executable_path=exe, headless=True, args=CHROMIUM_ARGS,
+                viewport=FIT_VIEWPORT)
+            ctx.set_default_timeout(180_000)
+            page = ctx.pages[0] if ctx.pages else ctx.new_page()
+            try:
+                page.goto(f"{lab.url}/lab/tree/{nb.name}?token={lab.token}")
+                page.locator(".jp-Notebook .jp-CodeCell").first.wait_for()
+                _open_file_browser(page)
+                deadline = time.time() + 180
+                while not any(s["kernel"]["execution_state"] == "idle" for s in lab.api("/api/sessions")):
+                    assert time.time() < deadline, "the notebook's kernel did not start"
+                    time.sleep(1)
+                _run_all_and_wait(page, n_code)   # fails on a cell that shows an error
+                print(f"{notebook}: Run All Cells finished after {time.time() - t0:.0f} s")
+                assert page.locator(".jp-FileBrowser").first.is_visible(), "the file browser closed"
+                time.sleep(2)   # let the last pictures and tables lay out
+                overflows = page.evaluate(_OVERFLOWS_JS)
+                # the detector sees a wide output (a 3000 px block put into the last output area, then removed)
+                planted = page.evaluate(
+                    "() => { const outs = document.querySelectorAll('.jp-Notebook .jp-OutputArea-output');"
+                    " const o = outs[outs.length - 1]; const d = document.createElement('div');"
+                    " d.id = 'perf-wide-probe'; d.style.width = '3000px'; d.textContent = 'probe'; o.appendChild(d);"
+                    " return outs.length; }")
+                seen = page.evaluate(_OVERFLOWS_JS)
+                page.evaluate("() => document.getElementById('perf-wide-probe').remove()")
+                assert planted and len(seen) == len(overflows) + 1, "the overflow detector missed a 3000 px output"
+                page.locator(".jp-Notebook .jp-Cell").first.scroll_into_view_if_needed()
+                _shot(page, f"{nb.stem}/00_first_screen.png")
+                print(f"{notebook}: {_shoot_outputs(page, nb.stem)} table/picture outputs in {ARTIFACTS / nb.stem}")
+                for o in overflows[:10]:
+                    cell = page.locator(".jp-Notebook .jp-Cell").nth(o["cell"])
+                    try:
+                        _shot(cell, f"{nb.stem}/overflow_cell{o['cell']:02d}.png")
+                    except Exception:  # noqa: BLE001
+                        pass
+            except BaseException:
+                try:
+                    _shot(page, f"{nb.stem}/failure.png")
+                except Exception:  # noqa: BLE001
+                    pass
+                raise
+            finally:
+                ctx.close()
+    finally:
+        lab.stop()
+        print(f"browser test wall time ({notebook}): {time.time() - t0:.0f} s")
+    assert _sha(nb) == before_sha, f"{nb.name} was modified by the browser session"
+    assert not overflows, f"{notebook}: output areas that scroll sideways at 1400x900 with the file browser open:\n" \
+        + "\n".join(f"  cell {o['cell']} ({o['code']!r}): {o['scroll']} px of content in {o['client']} px "
+                    f"[{o['mime']}] {o['text']!r}" for o in overflows)
 
 
 def test_jupyterlab_notebook_widgets_and_tensorboard_in_a_real_browser(tmp_path):

@@ -1,0 +1,118 @@
+"""What a reader sees of a trace (``helpers.traces.show`` and the timeline): the path said once, no GPU-only
+columns on a CPU-only trace (they stay on a GPU trace), a timeline whose legend lists what is drawn, host operators
+in greys, readable labels and the experiment's title. The GPU half reads a recorded A100 trace from
+../shared/gpu-traces (tests/shared_data.py) and skips where it is absent."""
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+from matplotlib.colors import to_hex
+from torch import nn
+from torch.profiler import ProfilerActivity, profile, schedule
+
+from helpers import traces
+from helpers.notebook import display
+from helpers.traces import timeline as tl
+from tests.shared_data import gpu_trace
+
+show_mod = importlib.import_module("helpers.traces.show")  # the package re-exports show(): the module itself
+
+CONTROL = "hta_control.json.gz"
+
+
+@pytest.fixture(scope="module")
+def cpu_trace(tmp_path_factory):
+    """A real CPU-only trace with 3 ProfilerSteps, written to a long path (as a notebook's runs folder is)."""
+    out = tmp_path_factory.mktemp("a_rather_long_folder_name") / "runs" / "traces"
+    out.mkdir(parents=True)
+    path = out / "notebook_experiment_train_step.pt.trace.json"
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for _ in range(6):
+            model(torch.randn(16, 32)).sum().backward()
+            prof.step()
+    return path
+
+
+def _captured(monkeypatch):
+    shown = []
+    import IPython.display
+
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: shown.extend(objs))
+    monkeypatch.setattr(show_mod, "say", lambda text, small=False: shown.append(display.Text(text, small)))
+    return shown
+
+
+def _tables(shown):
+    return [o.data for o in shown if isinstance(o, display.Table)]
+
+
+def test_cpu_trace_views_have_no_device_columns_and_say_the_path_once(cpu_trace, monkeypatch):
+    shown = _captured(monkeypatch)
+    traces.show(cpu_trace, title="My experiment")
+    text = "\n".join(str(o) for o in shown if isinstance(o, display.Text))
+    assert text.count(str(cpu_trace.parent)) == 1, text          # the folder once, in the first line
+    assert text.count(cpu_trace.name) == 1, text                 # the file name once too
+    assert text.startswith("My experiment: ") and "CPU only" in text
+    assert "Kernels" not in text and "GPU time" not in text       # no GPU views announced to be empty
+    overview, operators = _tables(shown)[:2]
+    for col in ("kernel (ms)", "memcpy (ms)", "memset (ms)", "communication (ms)", "runtime (ms)"):
+        assert col not in overview.columns
+    assert {"step", "step (ms)"} <= set(overview.columns)
+    assert not (overview.select_dtypes("number") == 0).all().any()  # no all-zero column left
+    assert list(operators.columns) == ["name", "calls", "host self (ms)", "host total (ms)"]
+    # the views themselves keep every column (the doctor and the tests use them)
+    t = traces.open_trace(cpu_trace)
+    assert list(t.operators().columns) == traces.views.OPERATOR_COLUMNS
+    figs = [o for o in shown if hasattr(o, "axes")]
+    assert figs, text
+    fig = figs[0]
+    assert fig.axes[0].get_title().startswith("My experiment: timeline of 3 step(s)")
+
+
+def test_gpu_trace_keeps_its_device_columns(monkeypatch):
+    path = gpu_trace(CONTROL)
+    shown = _captured(monkeypatch)
+    traces.show(path, steps=2, top=5)
+    tables = _tables(shown)
+    overview, operators = tables[0], [t for t in tables if "name" in t.columns and "calls" in t.columns][0]
+    assert {"kernel (ms)", "memcpy (ms)", "runtime (ms)"} <= set(overview.columns)
+    assert {"device self (ms)", "device total (ms)", "tc eligible"} <= set(operators.columns)
+    text = "\n".join(str(o) for o in shown if isinstance(o, display.Text))
+    assert "GPU time" in text and "Kernels" in text and "tc eligible: " in text   # the column explained
+
+
+def _legend(fig):
+    return [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+
+
+def test_cpu_timeline_legend_lists_what_is_drawn_and_host_ops_are_grey(cpu_trace):
+    fig = traces.open_trace(cpu_trace).timeline(3)
+    ax = fig.axes[0]
+    legend = _legend(fig)
+    assert legend and not {"kernel", "memcpy", "memset", "communication", "sync"} & set(legend), legend
+    assert "ProfilerStep" in legend and any(lab.startswith("host operator") for lab in legend)
+    colours = {to_hex(c) for coll in ax.collections for c in coll.get_facecolors()}
+    assert colours <= {tl._STEP, tl._DATALOADER, *tl._HOST_GREYS}, colours
+    assert ax.get_title() == "Profiled steps: timeline of 3 step(s)"   # not the file's name
+    assert cpu_trace.name not in ax.get_title()
+    for label in ax.texts:
+        assert label.get_fontsize() * 100 / 72 >= 10    # ≥ 10 px at the notebook's 100 dpi
+    assert fig.get_figwidth() * 100 <= 1000             # fits the output area unscaled
+
+
+def test_gpu_timeline_legend_has_the_device_categories():
+    fig = traces.open_trace(gpu_trace(CONTROL)).timeline(2, title="A100 control")
+    legend = _legend(fig)
+    assert {"kernel", "memcpy"} <= set(legend) and "ProfilerStep" in legend
+    assert fig.axes[0].get_title().startswith("A100 control: timeline of 2 step(s)")
+
+
+def test_fitted_label_is_whole_cut_or_absent():
+    assert tl.fitted_label("forward", 500) == "forward"
+    cut = tl.fitted_label("aten::convolution_backward", 80)
+    assert cut.endswith("…") and len(cut) < len("aten::convolution_backward")
+    assert tl.fitted_label("aten::add", 20) == ""
