@@ -144,7 +144,10 @@ def trace_text(rep: dict[str, Any], top: int = 10) -> str:
     """The text report of one trace."""
     import pandas as pd
 
-    out = [f"trace: {rep['trace']}", f"{rep['steps']} step(s), {rep['step_ms']:.2f} ms per step on average", ""]
+    whole = any(q.get("check") == "no_profiler_step" for q in rep.get("quality") or [])
+    steps = (f"no ProfilerStep marks: the whole trace ({rep['step_ms']:.2f} ms) is one window, not a training step"
+             if whole else f"{rep['steps']} step(s), {rep['step_ms']:.2f} ms per step on average")
+    out = [f"trace: {rep['trace']}", steps, ""]
     out += quality_lines(rep["quality"])
     if rep["overview"]:
         total = sum(v for v in rep["overview"].values() if v is not None)

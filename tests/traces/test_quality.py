@@ -251,3 +251,14 @@ def test_finite_makes_strict_json():
     x = {"a": float("nan"), "b": [1.0, float("inf"), {"c": -float("inf")}], "d": "NaN"}
     assert quality.finite(x) == {"a": None, "b": [1.0, None, {"c": None}], "d": "NaN"}
     json.dumps(quality.finite(x), allow_nan=False)
+
+
+def test_a_trace_without_profiler_step_is_one_window_in_the_text_report(tmp_path, capsys):
+    """The doctor's header says the whole trace is one window, not "1 step(s), N ms per step"."""
+    doc = {"traceEvents": [_ev("aten::mm", "cpu_op", 0, 5000), _ev("aten::add", "cpu_op", 6000, 4000)]}
+    code, out, err = run(capsys, write(tmp_path / "nostep.json", doc))
+    assert code == 0, err
+    assert "no ProfilerStep marks: the whole trace (10.00 ms) is one window, not a training step" in out
+    assert "step(s)" not in out.splitlines()[1]
+    code, out, err = run(capsys, write(tmp_path / "steps.json", steps_trace()))
+    assert code == 0 and "4 step(s), 1.00 ms per step on average" in out, out
