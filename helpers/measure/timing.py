@@ -9,6 +9,7 @@ steps apart), and ``samples_per_s`` = samples over the whole timed window = batc
 from __future__ import annotations
 
 import contextlib
+import gc
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -196,3 +197,17 @@ def torch_threads(n: int | None):
         yield
     finally:
         torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's garbage collector off for the block (after one collection), as ``timeit`` times: a collection of a
+    notebook's heap (its profiles hold hundreds of thousands of objects) would land in whichever step runs then."""
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

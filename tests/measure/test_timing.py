@@ -69,3 +69,21 @@ def test_torch_threads_sets_and_restores():
     assert torch.get_num_threads() == before
     with timing.torch_threads(None):
         assert torch.get_num_threads() == before
+
+
+def test_gc_paused_turns_the_collector_off_and_back_on():
+    import gc
+
+    from helpers.measure import timing
+
+    assert gc.isenabled()
+    with timing.gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with timing.gc_paused():
+            pass
+        assert not gc.isenabled()   # left as it was found
+    finally:
+        gc.enable()

@@ -18,7 +18,6 @@ value with a message; ``run_config`` turns the same values into a failed row.
 from __future__ import annotations
 
 import contextlib
-import gc
 from typing import Any, Callable, Iterator, Mapping
 
 import torch
@@ -85,20 +84,6 @@ def trace_metrics(doc: Mapping[str, Any], method: str) -> dict[str, Any]:
             "sync_gpu_idle_per_step_ms": idle_ms,
             "select_backward_host_ms": float(ops.loc[node, "host_ms"]) if node in ops.index else None,
             "select_backward_device_ms": float(ops.loc[node, "device_ms"]) if node in ops.index else None}
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Python's garbage collector off for the block (after one collection), as ``timeit`` times: a collection of a
-    notebook's heap (its profiles hold hundreds of thousands of objects) would land in whichever step runs then."""
-    was = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def under_deterministic(deterministic: bool, fn: Callable[[], Any]) -> Callable[[], Any]:
@@ -180,9 +165,9 @@ class Lab:
                     warmup: int | None = None) -> dict[Any, timing.StepTimes]:
         """Time ``steps`` ({key: (deterministic, step_fn)}) in turns (``measure.timing.interleaved_times``), each
         step under its own deterministic setting; ``self.rounds`` rounds by default, the garbage collector paused
-        (``gc_paused``)."""
+        (``timing.gc_paused``)."""
         wrapped = {k: under_deterministic(d, fn) for k, (d, fn) in steps.items()}
-        with timing.torch_threads(self.threads), gc_paused():
+        with timing.torch_threads(self.threads), timing.gc_paused():
             return timing.interleaved_times(wrapped, self.rounds if rounds is None else rounds, self.device,
                                             warmup=self.warmup if warmup is None else warmup)
 

@@ -27,7 +27,8 @@ def overhead_rounds(step: Callable[[], Any], rounds: int, steps: int, device, **
     one untimed step (under the profiler, its start-up, as a schedule's warm-up). The clock is ``round_clock``: on a
     GPU wall time around the step and a device synchronisation; on a CPU the process's CPU time
     (``time.process_time``), which what else runs on the machine does not stretch, while the profiler's own work,
-    on any thread of the process, counts. Returns ``{"unprofiled": [ms, ...], "profiled": [ms, ...]}``."""
+    on any thread of the process, counts. Python's garbage collector is paused for the rounds
+    (``timing.gc_paused``, as ``timeit`` does). Returns ``{"unprofiled": [ms, ...], "profiled": [ms, ...]}``."""
     import torch
 
     if steps < 1:
@@ -47,12 +48,13 @@ def overhead_rounds(step: Callable[[], Any], rounds: int, steps: int, device, **
             times.append((clock() - t0) * 1000.0)
         return times
 
-    for _, name in timing.rotation(list(out), rounds):
-        if name == "profiled":
-            with torch.profiler.profile(activities=profiling.activities(device), **profile_kw):
+    with timing.gc_paused():   # a collection of the objects a profile leaves would land in whichever step ran then
+        for _, name in timing.rotation(list(out), rounds):
+            if name == "profiled":
+                with torch.profiler.profile(activities=profiling.activities(device), **profile_kw):
+                    out[name] += block()
+            else:
                 out[name] += block()
-        else:
-            out[name] += block()
     return out
 
 
