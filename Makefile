@@ -14,6 +14,9 @@ TEST_OUT   := $(CURDIR)/build/test
 # nbmake executes copies of the notebooks (kept, with outputs, for tests/test_executed_notebooks.py);
 # notebooks/ itself stays clean.
 TEST_NOTEBOOKS := $(TEST_OUT)/notebooks
+# The notebooks run first and alone (their checks compare timings: nothing else may load the machine then), then the
+# unit tests, which read the executed copies, on TEST_WORKERS processes (pytest-xdist; 2 cores here).
+TEST_WORKERS ?= 2
 
 # Offline install. On a machine with internet: `make wheelhouse` (options below) builds a folder of
 # wheels; on the offline machine: `make setup WHEELS=<that folder>` installs from it alone.
@@ -46,9 +49,11 @@ test: setup
 	rm -rf $(TEST_OUT)
 	mkdir -p $(TEST_NOTEBOOKS)
 	cp notebooks/[0-9][0-9]_*.ipynb $(TEST_NOTEBOOKS)/
-	PERF_SCALE=$${PERF_SCALE:-$(TEST_SCALE)} PERF_RESULTS_DIR=$(TEST_OUT)/results PERF_RUNS_DIR=$(TEST_OUT)/runs \
-	  PERF_EXECUTED_NOTEBOOKS=$(TEST_NOTEBOOKS) \
-	  $(BIN)/python -m pytest --nbmake --nbmake-timeout=900 --overwrite $(TEST_NOTEBOOKS) tests
+	export PERF_SCALE=$${PERF_SCALE:-$(TEST_SCALE)} PERF_RESULTS_DIR=$(TEST_OUT)/results PERF_RUNS_DIR=$(TEST_OUT)/runs \
+	  PERF_EXECUTED_NOTEBOOKS=$(TEST_NOTEBOOKS); rc=0; \
+	  $(BIN)/python -m pytest --nbmake --nbmake-timeout=900 --overwrite $(TEST_NOTEBOOKS) || rc=1; \
+	  $(BIN)/python -m pytest -n $(TEST_WORKERS) tests || rc=1; \
+	  exit $$rc
 
 # On a fresh clone `make run` sets up .venv first, as `make test` and `make lab` do. Without a package registry (a
 # borrowed GPU machine) skip that with SETUP= : the .venv's Python when there is one, else $(PYTHON) with the GPU kit
