@@ -52,7 +52,7 @@ test: setup
 	export PERF_SCALE=$${PERF_SCALE:-$(TEST_SCALE)} PERF_RESULTS_DIR=$(TEST_OUT)/results PERF_RUNS_DIR=$(TEST_OUT)/runs \
 	  PERF_EXECUTED_NOTEBOOKS=$(TEST_NOTEBOOKS); rc=0; \
 	  $(BIN)/python -m pytest --nbmake --nbmake-timeout=900 --overwrite $(TEST_NOTEBOOKS) || rc=1; \
-	  $(BIN)/python -m pytest -n $(TEST_WORKERS) tests || rc=1; \
+	  $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal tests || rc=1; \
 	  exit $$rc
 
 # On a fresh clone `make run` sets up .venv first, as `make test` and `make lab` do. Without a package registry (a
