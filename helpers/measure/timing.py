@@ -200,11 +200,14 @@ def torch_threads(n: int | None):
 
 
 @contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Python's garbage collector off for the block (after one collection), as ``timeit`` times: a collection of a
-    notebook's heap (its profiles hold hundreds of thousands of objects) would land in whichever step runs then."""
+def gc_paused(collect: bool = True) -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block (reference counting still frees memory), as ``timeit``
+    times: a collection of a notebook's heap (its profiles hold hundreds of thousands of objects) would land in
+    whichever step runs then. ``collect``: one collection first (for timing); ``False`` where the block builds many
+    objects with no cycles and a collection first would only cost (reading a large trace, ``traces.load``)."""
     was = gc.isenabled()
-    gc.collect()
+    if collect:
+        gc.collect()
     gc.disable()
     try:
         yield

@@ -87,3 +87,17 @@ def test_gc_paused_turns_the_collector_off_and_back_on():
         assert not gc.isenabled()   # left as it was found
     finally:
         gc.enable()
+
+
+def test_gc_paused_without_a_collection_first(monkeypatch):
+    import gc
+
+    from helpers.measure import timing
+
+    calls = []
+    monkeypatch.setattr(gc, "collect", lambda *a: calls.append(a) or 0)
+    with timing.gc_paused(collect=False):
+        assert not gc.isenabled()
+    with timing.gc_paused():
+        pass
+    assert gc.isenabled() and len(calls) == 1   # only the default pause collected first
