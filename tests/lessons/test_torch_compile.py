@@ -378,8 +378,8 @@ def test_graph_counters_report_cudagraph_skips():
 
 def test_full_plan_profiles_a_cheap_matrix_cell_and_guards_the_budget():
     """At full scale the offline-trace cell compiles its model a second time: it must be a compiled cell of the
-    matrix (FX-graph cache) and not Swin-B (the costliest compile); the matrix guard leaves the rest of the
-    notebook (~3 min estimated on an H100) and one last Swin-T compile (~1 min) inside 10 minutes."""
+    matrix (FX-graph cache) and not Swin-B (the costliest compile); the guard keeps the notebook within 6 minutes
+    (issue 20): its budget, the matrix's share inside it, the rest (~110 s estimated on an H100) after the share."""
     from helpers.notebook import sizes
 
     for scale, p in sizes.TORCH_COMPILE.items():
@@ -387,12 +387,13 @@ def test_full_plan_profiles_a_cheap_matrix_cell_and_guards_the_budget():
         assert (model, prec, "default") in p["cells"] and (model, prec, "eager") in p["cells"], scale
     full = sizes.TORCH_COMPILE["full"]
     assert full["profile"][0] != "swin_b"
-    assert full["matrix_budget_s"] + 60 + 180 <= 600
+    assert full["budget_s"] <= 360 and full["matrix_s"] + 110 + full["reserve_s"] <= full["budget_s"]
     compiled = [c for c in full["cells"] if c[2] != "eager"]
-    assert {c[1] for c in compiled} >= {"fp16", "bf16", "fp32"} and {c[2] for c in compiled} >= {"default", "reduce-overhead"}
-    assert {c[0] for c in compiled} == {"swin_t", "swin_b", "convnext_large"}
+    assert {c[1] for c in compiled} >= {"fp16", "bf16"} and {c[2] for c in compiled} >= {"default", "reduce-overhead"}
+    assert full["cells"][:2] == [("swin_b", "fp16", "eager"), ("swin_b", "fp16", "default")]  # the article's best first
     for m, p_, mode in compiled:  # every compiled cell has its eager baseline before it
         assert full["cells"].index((m, p_, "eager")) < full["cells"].index((m, p_, mode))
+    assert sizes.TORCH_COMPILE["smoke"]["budget_s"] is None  # CI's smoke run is never cut short by the guard
 
 
 def test_first_steps_peak_memory_apart_from_steady_peak(monkeypatch):

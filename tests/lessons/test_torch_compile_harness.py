@@ -6,6 +6,7 @@ import torch
 
 from helpers.lessons import torch_compile as cl
 from helpers.lessons.torch_compile import harness, report
+from helpers.notebook.budget import Budget
 from helpers.notebook.results import Results
 
 TINY = dict(image_size=8, hidden=16, n_batches=2, compile_steps=1)
@@ -30,20 +31,55 @@ def _timed(median, **extra):
 
 
 # -- harness -------------------------------------------------------------------------------------------------------
-def test_matrix_time_guard_skips_the_cells_after_the_budget(res, capsys):
-    now = iter([0.0, 5.0, 5.0, 20.0, 30.0])  # the guard reads, a cell's start and end, ...
+def test_matrix_time_guard_skips_the_cells_after_the_matrix_share(res, capsys, monkeypatch):
+    state = {"t": 0.0}  # notebook time, advanced 15 s by each cell that runs
+    budget = Budget(100.0, start=0.0, clock=lambda: state["t"])
+    run = harness.record_cell
+
+    def timed(*a, **k):
+        row = run(*a, **k)
+        state["t"] += 15.0
+        return row
+
+    monkeypatch.setattr(harness, "record_cell", timed)
     cells = [("mlp", "fp32", "eager"), ("mlp", "fp32", "default"), ("mlp_fixed", "fp32", "eager")]
-    names, steps = cl.run_matrix(res, cells, 4, 2, started_at=0.0, budget_s=10.0, clock=lambda: next(now),
-                                 keep_steps=True, extra_config={"matmul_precision": "highest"}, **TINY)
+    names, steps = cl.run_matrix(res, cells, 4, 2, budget=budget, matrix_s=10.0, keep_steps=True,
+                                 extra_config={"matmul_precision": "highest"}, **TINY)
     assert names == [cl.cell_name(*c, 4) for c in cells]
     rows = [res.get(n) for n in names]
     assert rows[0]["status"] == "ok" and rows[0]["config"]["matmul_precision"] == "highest"
-    for r in rows[1:]:  # started after 10 s of notebook time: skipped rows, so "every matrix cell ran" is false
-        assert r["status"] == "failed" and r["error"] == "skipped: the matrix's time budget (10.0 s) was spent"
+    for r in rows[1:]:  # after the matrix's 10 s of notebook time: skipped rows, so "every matrix cell ran" is false
+        assert r["status"] == "failed"
+        assert r["error"] == "OverBudget: skipped: the matrix's share of the time budget (10 s of notebook time) was spent"
     assert list(steps) == [names[0]]
     assert "skipped (budget)" in capsys.readouterr().out
-    with pytest.raises(ValueError, match="started_at"):
-        cl.run_matrix(res, cells, 4, 2, budget_s=1.0)
+    with pytest.raises(ValueError, match="budget"):
+        cl.run_matrix(res, cells, 4, 2, matrix_s=1.0)
+
+
+def test_matrix_time_guard_stops_the_cell_already_running(res, monkeypatch):
+    """A real clock and a tiny share: the running cell (a compile that would take 30 s) is stopped at the end of the
+    matrix's share, the next is skipped, the whole budget's own guard skips what comes after."""
+    import time as _time
+
+    from helpers.lessons.torch_compile import cells as cells_mod
+
+    def slow(*a, **k):
+        _time.sleep(30)
+        return {}
+
+    monkeypatch.setattr(cells_mod, "run_cell", slow)
+    budget = Budget(2.0)
+    t0 = _time.monotonic()
+    cells = [("mlp", "fp32", "eager"), ("mlp", "fp32", "default")]
+    names, steps = cl.run_matrix(res, cells, 4, 2, budget=budget, matrix_s=0.5, **TINY)
+    assert _time.monotonic() - t0 < 10, "the running cell was not stopped"
+    first, second = (res.get(n) for n in names)
+    assert first["status"] == "failed" and first["error"].startswith("OverBudget: stopped: over the time budget")
+    assert second["status"] == "failed" and second["error"].startswith("OverBudget: skipped:")
+    _time.sleep(max(0.0, 2.1 - budget.elapsed()))
+    row = harness.record_explains(res, ["swin_mini"], 64, budget=budget)[0]
+    assert row["status"] == "failed" and row["error"].startswith("OverBudget: skipped: the notebook's time budget")
 
 
 def test_matrix_without_budget_keeps_only_the_successful_cells_steps(res, monkeypatch):

@@ -188,11 +188,14 @@ def cell_name(model_name: str, precision: str, mode: str, batch_size: int) -> st
 
 
 def record_cell(results, model_name: str, precision: str, mode: str, batch_size: int, steps: int, *,
-                name: str | None = None, extra_config: Mapping[str, Any] | None = None, **kwargs) -> dict[str, Any]:
-    """``run_cell`` as a row of ``results`` (a ``helpers.notebook.results.Results``); a failure is a ``failed`` row."""
+                name: str | None = None, extra_config: Mapping[str, Any] | None = None, guard=None,
+                **kwargs) -> dict[str, Any]:
+    """``run_cell`` as a row of ``results`` (a ``helpers.notebook.results.Results``); a failure is a ``failed`` row.
+    ``guard``: wraps the run (the matrix's time guard: ``harness.guarded``)."""
     cfg = {"model": model_name, "precision": precision, "mode": mode, "batch_size": batch_size, "steps": steps,
            **(extra_config or {})}
     name = name or cell_name(model_name, precision, mode, batch_size)
-    return results.record(name, cfg, lambda: run_cell(model_name, precision, mode, batch_size, steps, **kwargs))
+    fn = lambda: run_cell(model_name, precision, mode, batch_size, steps, **kwargs)  # noqa: E731
+    return results.record(name, cfg, fn if guard is None else guard(fn))
 
 

@@ -17,36 +17,46 @@ from .models import build_model
 from .starts import cold_warm_start
 
 
+def guarded(budget, fn: Callable[[], Any], limit_s: float | None = None) -> Callable[[], Any]:
+    """``fn`` under ``budget`` (a ``helpers.notebook.budget.Budget``): skipped once it is spent, stopped when it runs
+    past it (or past ``limit_s``); ``fn`` itself without a budget."""
+    return fn if budget is None else budget.wrap(fn, limit_s)
+
+
 def run_matrix(results, cells: Sequence[Sequence[str]], batch_size: int, steps: int, *,
-               started_at: float | None = None, budget_s: float | None = None, keep_steps: bool = False,
-               extra_config: Mapping[str, Any] | None = None, clock: Callable[[], float] = time.perf_counter,
-               **cell_kw: Any) -> tuple[list[str], dict[str, Callable[[], None]]]:
+               budget=None, matrix_s: float | None = None, keep_steps: bool = False,
+               extra_config: Mapping[str, Any] | None = None, **cell_kw: Any
+               ) -> tuple[list[str], dict[str, Callable[[], None]]]:
     """Run ``cells`` (``(model, precision, mode)``, the most important first) as rows of ``results``.
 
-    The time guard: no cell starts once ``clock() - started_at`` exceeds ``budget_s`` (seconds of notebook time);
-    such a cell becomes a ``failed`` row "skipped: the matrix's time budget ... was spent", so the claim "every
-    matrix cell ran" comes out false and the notebook still ends in time. ``budget_s=None``: no guard.
+    The time guard (``budget``, a ``helpers.notebook.budget.Budget`` counting notebook time): a cell starts only while
+    the budget has time left and, with ``matrix_s``, before ``matrix_s`` seconds of notebook time (the matrix's share:
+    what follows it needs the rest); a cell still running at that point (or when the whole budget is spent) is stopped.
+    A skipped or stopped cell is a ``failed`` row with the reason, so the claim "every matrix cell ran" comes out false
+    and the notebook still ends in time. ``budget=None``: no guard.
     With ``keep_steps`` each successful cell's training step is kept (``run_cell(keep=...)``) for ``interleave``.
     ``cell_kw`` goes to ``run_cell``. Returns the cells' row names (in order) and the kept steps by name.
     """
-    if budget_s is not None and started_at is None:
-        raise ValueError("a time budget needs started_at (when the notebook started, on the same clock)")
+    if matrix_s is not None and budget is None:
+        raise ValueError("a matrix share (matrix_s) needs the notebook's budget (helpers.notebook.budget.Budget)")
     step_fns: dict[str, Callable[[], None]] = {}
     for model_name, precision, mode in cells:
         name = cell_name(model_name, precision, mode, batch_size)
-        if budget_s is not None and clock() - started_at > budget_s:
+        left = None if matrix_s is None else matrix_s - budget.elapsed()
+        if budget is not None and (budget.spent() or (left is not None and left <= 0)):
+            why = (budget.skipped_message() if budget.spent() else
+                   f"skipped: the matrix's share of the time budget ({matrix_s:g} s of notebook time) was spent")
             results.add(name, {"model": model_name, "precision": precision, "mode": mode, "batch_size": batch_size,
-                               "steps": steps}, status="failed",
-                        error=f"skipped: the matrix's time budget ({budget_s} s) was spent")
+                               "steps": steps}, status="failed", error=f"OverBudget: {why}")
             print(f"{name:<40} skipped (budget)")
             continue
-        t0 = clock()
+        t0 = time.perf_counter()
         keep: dict[str, Any] | None = {} if keep_steps else None
         row = record_cell(results, model_name, precision, mode, batch_size, steps, keep=keep,
-                          extra_config=extra_config, **cell_kw)
+                          extra_config=extra_config, guard=lambda fn: guarded(budget, fn, left), **cell_kw)
         if keep is not None and row["status"] == "ok":
             step_fns[row["name"]] = keep["step"]
-        print(progress_line(row, clock() - t0))
+        print(progress_line(row, time.perf_counter() - t0))
     return [cell_name(*c, batch_size) for c in cells], step_fns
 
 
@@ -123,10 +133,12 @@ def explain_model(name: str, image_size: int, device=None, batch_size: int = 2) 
             "explain_s": round(time.perf_counter() - t0, 2)}
 
 
-def record_explains(results, names: Sequence[str], image_size: int, device=None) -> list[dict[str, Any]]:
-    """``explain_model`` for each of ``names`` as a row ``explain <name>`` (a failure is a failed row)."""
+def record_explains(results, names: Sequence[str], image_size: int, device=None, budget=None) -> list[dict[str, Any]]:
+    """``explain_model`` for each of ``names`` as a row ``explain <name>`` (a failure, or one skipped or stopped by
+    ``budget``, is a failed row)."""
     return [results.record(f"explain {n}", {"model": n, "image_size": image_size, "what": "explain"},
-                           lambda n=n: explain_model(n, image_size, device), verbose=False) for n in names]
+                           guarded(budget, lambda n=n: explain_model(n, image_size, device)), verbose=False)
+            for n in names]
 
 
 def profile_metrics(model_name: str, precision: str, mode: str, batch_size: int, *, active: int = 3,
@@ -149,27 +161,29 @@ def profile_metrics(model_name: str, precision: str, mode: str, batch_size: int,
 
 
 def profile_pair(results, model_name: str, precision: str, batch_size: int, *,
-                 modes: Sequence[str] = ("eager", "default"), **cell_kw: Any) -> dict[str, dict[str, Any]]:
+                 modes: Sequence[str] = ("eager", "default"), budget=None, **cell_kw: Any) -> dict[str, dict[str, Any]]:
     """``profile_metrics`` per mode as rows ``profiled <model> <precision> <mode>`` (``"what": "profile"``: no matrix
-    cell). Returns the successful modes' metrics by mode."""
+    cell), under ``budget`` when given. Returns the successful modes' metrics by mode."""
     profiled = {}
     for mode in modes:
         cfg = {"what": "profile", "model": model_name, "precision": precision, "mode": mode, "batch_size": batch_size}
         row = results.record(f"profiled {model_name} {precision} {mode}", cfg,
-                             lambda mode=mode: profile_metrics(model_name, precision, mode, batch_size, **cell_kw))
+                             guarded(budget, lambda mode=mode: profile_metrics(model_name, precision, mode, batch_size,
+                                                                               **cell_kw)))
         if row["status"] == "ok":
             profiled[mode] = row["metrics"]
     return profiled
 
 
-def record_starts(results, cache_dir, device=None, **cell: Any) -> dict[str, Any]:
+def record_starts(results, cache_dir, device=None, budget=None, **cell: Any) -> dict[str, Any]:
     """The cold and warm fresh-process starts (``starts.cold_warm_start``) as one row, their metrics suffixed
-    ``_cold`` / ``_warm``."""
+    ``_cold`` / ``_warm``; under ``budget`` when given (a stopped start kills its process: ``subprocess.run``)."""
     def run() -> dict[str, Any]:
         runs = cold_warm_start(cache_dir, device=str(device or "cpu"), **cell)
         return {f"{k}_{which}": v for which, r in runs.items() for k, v in r.items()}
 
-    return results.record("fresh-process start: cold vs warm cache", {"what": "start", **cell}, run, verbose=False)
+    return results.record("fresh-process start: cold vs warm cache", {"what": "start", **cell}, guarded(budget, run),
+                          verbose=False)
 
 
 def log_to_tensorboard(results, notebook: str = "04_torch_compile", root=None) -> list[str]:
