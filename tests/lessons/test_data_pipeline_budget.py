@@ -68,3 +68,13 @@ def test_a_tiny_budget_stops_the_running_row_skips_the_rest_and_the_results_stil
     assert results.checks == {"re-profiling after the fix: the mask costs less": False,
                               "the variant is faster (verdict)": False}
     assert (results.dir / "results.json").exists()
+
+
+def test_the_panel_runs_the_readers_rows_whatever_is_left_of_the_notebooks_budget(tmp_path):
+    """The "try it yourself" panel runs after the notebook, when its budget may be long spent: not under it."""
+    lab = pl.Lab("cpu", **TINY, results=Results("02_data_pipeline", "smoke", root=tmp_path / "results"),
+                 budget=Budget(1.0, start=-1e9))   # spent long ago
+    assert lab.budget.spent()
+    lab.panel_row("crop_first", num_workers=0)
+    assert lab.results.get("panel crop_first nw=0 bs=2")["status"] == "ok"
+    assert lab.budget.spent()   # the notebook's budget is back
