@@ -41,9 +41,11 @@ DATA_PIPELINE = {
     # the toy CNN's GPU step (~20 ms) is small beside it. Sweep (T_batch, 0, 4, 8 workers) ~1.5 min; every variant
     # and its T_batch in the loop ~1.7 min; the options ~0.6; the profiles (one process and with workers) ~0.7;
     # the baseline row, decode, dilation, bad inputs ~0.4; kernel start, TensorBoard, trace views ~0.75. The old
-    # sizes (warm-up 5, 3 cycles, 12 sweep steps at 0-16 workers) came to ~13 min this way, 40% of it in the 0- and
-    # 1-worker rows; so full runs warm up one worker cycle (not 5 batches), 2 cycles a round, no 1-, 2- or 16-worker
-    # point, and the pipeline alone for one batch a round. The guard (330 s) turns an overrun into skipped rows.
+    # sizes (warm-up 5, 3 cycles, 12 sweep steps at 0-16 workers) came to ~13 min this way, ~47% of it in the 0- and
+    # 1-worker rows (the issue: 7-12 min, 40%); so full runs warm up one worker cycle (not 5 batches), time 2 cycles
+    # a round, have no 1-, 2- or 16-worker point, and time the pipeline alone for one batch a round. The guard
+    # (330 s, 30 s of it kept for the results) leaves ~300 s for experiments against ~290 s estimated: on a slower
+    # CPU the last rows (the appendix's) become skipped rows instead of an overrun.
     "smoke": dict(crop=256, batch_size=8, dataset_size=128, num_workers=4, steps=12, warmup=1, cycles=3, rounds=5,
                   ceiling_steps=10, sweep_steps=12, pipe_steps=15, profile_steps=3, profile_cycles=2,
                   dilation_repeats=20, decode_repeats=10, mask_ratio=0.25, stand_in_ms=None, stand_in_ratio=0.35,
