@@ -91,7 +91,11 @@ def test_plan_covers_whole_worker_cycles_and_keeps_the_config_small(tmp_path):
     assert "paths" not in cfg and "die_at" not in cfg
     assert cfg["stand_in"] is True and cfg["stand_in_ms"] == kw["stand_in_ms"] == 1.0 and cfg["model"] is True
     kw, cfg = lab.plan("baseline", num_workers=0, steps=2, train=False)   # the pipeline alone: no device step
-    assert kw["stand_in_ms"] is None and cfg["stand_in"] is False and cfg["model"] is False and kw["steps"] == 3
+    # ... and no worker cycles to cover: its steps as asked (with a device step, 0 workers still take `cycles` steps)
+    assert kw["stand_in_ms"] is None and cfg["stand_in"] is False and cfg["model"] is False and kw["steps"] == 2
+    assert lab.plan("baseline", num_workers=0, steps=2)[0]["steps"] == 3
+    kw, cfg = lab.plan("uint8_device", dataset_size=0)   # 0: the loader holds just the batches the run takes
+    assert kw["dataset_size"] == 0 and cfg["dataset_size"] == 0 and "dataset_size" not in lab.plan("baseline")[1]
     kw, cfg = lab.plan("baseline", num_workers=-1)   # bad values pass through: run_variant refuses them (a row)
     assert kw["num_workers"] == -1 and kw["steps"] == 5 and kw["warmup"] == 1
     kw, _ = lab.plan("baseline", num_workers=True)

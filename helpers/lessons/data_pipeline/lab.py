@@ -6,6 +6,12 @@ One object per notebook run: the settings of the parameters cell, the ``Results`
 row each, logged to TensorBoard), ``ms`` (a row's metric, NaN when it failed), the single-process re-profile of a
 variant (``reprofile``), the GPU decode (checked first), the trace's idle shares, the decode bound, the ceiling
 measured again, the bad-input rows and the "try it yourself" panel. Its tables and charts are ``report.Report``'s.
+
+The time guard: every measurement runs under the notebook's ``budget`` (``helpers.notebook.budget.Budget``; None:
+unlimited). Once it is spent, what is left becomes failed rows "OverBudget: skipped: ..."; a measurement still running
+at the deadline is stopped ("OverBudget: stopped: ..."). A skipped row reads as NaN (``ms``), a skipped profile
+leaves no ``stages`` entry (``stage`` reads NaN), so the results, checks and figures still run: a check about a
+skipped row comes out false.
 """
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ from ...measure import profiling
 from ...measure import validate as vd
 from ...measure.device import is_cuda
 from ...notebook import env
+from ...notebook.budget import Budget, OverBudget
 from ...notebook import tensorboard as tb
 from ...notebook.results import Results
 from ...traces import dataloader_wait_share, load_trace
@@ -49,7 +56,7 @@ class Lab(Report):
                  steps: int, warmup: int, cycles: int, rounds: int, pipe_steps: int, ceiling_steps: int,
                  profile_steps: int, profile_cycles: int, stand_in: bool, stand_in_ms: float | None = None,
                  stand_in_ratio: float = 0.35, seed: int = 0, notebook: str = NOTEBOOK, results: Results | None = None,
-                 paths: Iterable[Path] | None = None, cores: int | None = None):
+                 paths: Iterable[Path] | None = None, cores: int | None = None, budget: Budget | None = None):
         self.device = torch.device(device)
         self.on_gpu = is_cuda(self.device)
         self.scale, self.notebook, self.seed = scale, notebook, seed
@@ -64,6 +71,21 @@ class Lab(Report):
         self.paths = list(paths) if paths is not None else sample_paths()  # a missing folder says how to regenerate it
         self.ceilings: dict[int, float] = {}          # batch size -> the ONE ceiling measurement every row divides by
         self.stages: dict[str, dict[str, float]] = {}  # variant -> per-sample ms of each stage (``reprofile``)
+        self.budget = budget if budget is not None else Budget(None)   # the time guard of every measurement
+
+    def record(self, name: str, config: Mapping[str, Any], fn: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
+        """``results.record`` under the time budget: a skipped or stopped measurement is a failed row with the reason."""
+        return self.budget.record(self.results, name, config, fn)
+
+    def guarded(self, what: str, fn: Callable[[], Any], default: Any = float("nan")) -> Any:
+        """``fn()`` under the time budget (a measurement that is no row of its own); ``default`` and a line saying so
+        when the budget skips or stops it."""
+        try:
+            with self.budget.limit():
+                return fn()
+        except OverBudget as exc:
+            print(f"[over budget] {what}: {exc}")
+            return default
 
     # -- the device step ---------------------------------------------------------------------------
     def calibrate_stand_in(self) -> float | None:
@@ -76,9 +98,12 @@ class Lab(Report):
             return self.stand_in_ms
         cfg = {"variant": "baseline", "num_workers": 0, "batch_size": self.batch_size, "crop": self.crop,
                "model": False, "stand_in_ratio": self.stand_in_ratio}
-        calib = self.results.record("stand-in calibration", cfg, lambda: loop.run_variant(
+        calib = self.record("stand-in calibration", cfg, lambda: loop.run_variant(
             "baseline", 0, self.batch_size, self.pipe_steps, warmup=2, crop=self.crop, device=self.device,
             seed=self.seed, train=False))
+        if calib["status"] != "ok" and calib["error"].startswith("OverBudget"):
+            self.stand_in_ms = float("nan")   # the budget is spent: every later row is skipped too
+            return self.stand_in_ms
         if calib["status"] != "ok":
             raise RuntimeError(f"the stand-in could not be calibrated: {calib['error']}")
         # the fastest batch: other programs on a shared machine only ever lengthen a batch, and a stand-in set while
@@ -110,7 +135,7 @@ class Lab(Report):
             m = loop.ceiling(batch_size, self.crop, steps=self.ceiling_steps, warmup=2, device=self.device,
                              seed=self.seed, stand_in_ms=self.stand_in_ms)
             return {**m, "x_ceiling": 1.0} if x_ceiling else m
-        return self.results.record(name, cfg, run)
+        return self.record(name, cfg, run)
 
     def ceiling_ms(self, batch_size: int | None = None) -> float:
         """The ceiling's mean step at this batch size: measured once (row ``ceiling``), never overwritten."""
@@ -118,9 +143,12 @@ class Lab(Report):
         if batch_size not in self.ceilings:
             name = "ceiling" if batch_size == self.batch_size else f"ceiling bs={batch_size}"
             row = self._ceiling_row(name, batch_size, x_ceiling=True)
-            if row["status"] != "ok":
+            if row["status"] != "ok" and row["error"].startswith("OverBudget"):   # NaN: every x_ceiling reads NaN
+                self.ceilings[batch_size] = float("nan")
+            elif row["status"] != "ok":
                 raise RuntimeError(f"the ceiling could not be measured: {row['error']}")
-            self.ceilings[batch_size] = row["metrics"]["step_ms_mean"]
+            else:
+                self.ceilings[batch_size] = row["metrics"]["step_ms_mean"]
         return self.ceilings[batch_size]
 
     def remeasure_ceiling(self) -> float:
@@ -139,15 +167,18 @@ class Lab(Report):
         batch_size = self.batch_size if batch_size is None else batch_size
         steps = self.steps if steps is None else steps
         ok = isinstance(num_workers, int) and not isinstance(num_workers, bool)
-        steps = loop.cycle_steps(num_workers, self.cycles, steps) if ok else steps
+        # whole worker cycles; the pipeline alone in one process (no workers, no device step) has none to cover
+        steps = loop.cycle_steps(num_workers, self.cycles, steps) if ok and (train or num_workers) else steps
         warmup = max(self.warmup, num_workers) if ok else self.warmup
         stand_in_ms = self.stand_in_ms if train else None
+        dataset_size = options.pop("dataset_size", self.dataset_size)   # 0: exactly the batches the run takes
         kw = dict(variant=variant, num_workers=num_workers, batch_size=batch_size, steps=steps, warmup=warmup,
-                  crop=self.crop, device=self.device, dataset_size=self.dataset_size, seed=self.seed, train=train,
+                  crop=self.crop, device=self.device, dataset_size=dataset_size, seed=self.seed, train=train,
                   stand_in_ms=stand_in_ms, **options)
         cfg = {"variant": variant, "num_workers": num_workers, "batch_size": batch_size, "crop": self.crop,
                "model": train, "stand_in": bool(self.stand_in and train), "stand_in_ms": stand_in_ms,
                "timed_steps": steps, "warmup_steps": warmup,
+               **({"dataset_size": dataset_size} if dataset_size != self.dataset_size else {}),
                **{k: v for k, v in options.items() if k not in ("paths", "die_at")}}
         return kw, cfg
 
@@ -162,7 +193,7 @@ class Lab(Report):
     def measure(self, name: str, variant: str, **kw) -> dict[str, Any]:
         """Run one pipeline configuration (``run_variant``, arguments as ``plan``'s) and add it as a row."""
         args, cfg = self.plan(variant, **kw)
-        return self.results.record(name, cfg, lambda: self.finish(name, cfg, loop.run_variant(**args)))
+        return self.record(name, cfg, lambda: self.finish(name, cfg, loop.run_variant(**args)))
 
     def measure_interleaved(self, rows: Mapping[str, Mapping[str, Any]], rounds: int | None = None) -> None:
         """rows: ``{row name: plan() keyword arguments}``, measured in interleaved rounds (``run_interleaved``),
@@ -170,7 +201,7 @@ class Lab(Report):
         rounds = self.rounds if rounds is None else rounds
         plans = {name: self.plan(**{**kw, "steps": max(1, kw.get("steps", self.steps) // rounds)})
                  for name, kw in rows.items()}
-        out = loop.run_interleaved({name: args for name, (args, _) in plans.items()}, rounds)
+        out = loop.run_interleaved({name: args for name, (args, _) in plans.items()}, rounds, guard=self.budget.limit)
 
         def result(name):
             if isinstance(out[name], BaseException):
@@ -218,16 +249,25 @@ class Lab(Report):
     # -- profiles ----------------------------------------------------------------------------------
     def reprofile(self, variant: str):
         """Profile the variant in one process; per-sample ms of each pipeline stage (``STAGES``) as a results row
-        and in ``stages[variant]``. Returns the profile."""
+        and in ``stages[variant]``. Returns the profile (None when the row failed: the time budget skipped it)."""
         tdir = profiling.fresh_trace_dir(f"{self.notebook}/{variant}_nw0")
-        prof = loop.profile_loop(variant, 0, self.batch_size, crop=self.crop, trace_dir=tdir, device=self.device,
-                                 active=self.profile_steps, stand_in_ms=self.stand_in_ms)
-        stages = loop.stage_ms(profiling.label_totals(prof, list(loop.STAGES)), self.profile_steps * self.batch_size)
-        self.results.record(f"profile {variant} nw=0", {**self._row_config(variant), "num_workers": 0},
-                            lambda: {**{f"{k.replace(' ', '_')}_ms_per_sample": round(v, 4) for k, v in stages.items()},
-                                     "slowest_stage": max(stages, key=stages.get)})
-        self.stages[variant] = stages
-        return prof
+        out = {}
+
+        def run():
+            out["prof"] = loop.profile_loop(variant, 0, self.batch_size, crop=self.crop, trace_dir=tdir,
+                                            device=self.device, active=self.profile_steps, stand_in_ms=self.stand_in_ms)
+            out["stages"] = loop.stage_ms(profiling.label_totals(out["prof"], list(loop.STAGES)),
+                                          self.profile_steps * self.batch_size)
+            return {**{f"{k.replace(' ', '_')}_ms_per_sample": round(v, 4) for k, v in out["stages"].items()},
+                    "slowest_stage": max(out["stages"], key=out["stages"].get)}
+        row = self.record(f"profile {variant} nw=0", {**self._row_config(variant), "num_workers": 0}, run)
+        if row["status"] == "ok":
+            self.stages[variant] = out["stages"]
+        return out.get("prof") if row["status"] == "ok" else None
+
+    def stage(self, variant: str, stage: str) -> float:
+        """Per-sample ms of a stage in the variant's single-process profile; NaN when it has none (skipped)."""
+        return self.stages.get(variant, {}).get(stage, float("nan"))
 
     def moved(self, before: str, after: str, stage: str) -> str:
         """One line: a stage's per-sample time before and after a fix (from the two re-profiles)."""
@@ -241,6 +281,8 @@ class Lab(Report):
         """The fix from ``before`` to ``after`` in the two single-process profiles: each of ``stages`` per sample, then
         the whole pipeline per sample with its change, so a stage that grew is read beside the total that fell (or
         the other way round). Only the profiles; the loop's verdict comes from the interleaved rounds later."""
+        if not {before, after} <= set(self.stages):
+            return f"No comparison of the profiles of {before} and {after}: a profile did not run (see its row)."
         a, b = self.profile_total(before), self.profile_total(after)
         parts = "; ".join(self.moved(before, after, st) for st in stages)
         return (f"Single-process profiles ({self.profile_steps} batches each), per sample: {parts}; the whole "
@@ -303,10 +345,11 @@ class Lab(Report):
         for variant in variants:
             tdir = profiling.fresh_trace_dir(f"{self.notebook}/{variant}_nw{self.num_workers}")
             try:
-                loop.profile_loop(variant, self.num_workers, self.batch_size, crop=self.crop, trace_dir=tdir,
-                                  device=self.device, active=self.profile_steps, cycles=self.profile_cycles,
-                                  stand_in_ms=self.stand_in_ms)
-            except Exception as exc:  # noqa: BLE001 - a profile that cannot run (e.g. too little /dev/shm): failed row
+                with self.budget.limit():
+                    loop.profile_loop(variant, self.num_workers, self.batch_size, crop=self.crop, trace_dir=tdir,
+                                      device=self.device, active=self.profile_steps, cycles=self.profile_cycles,
+                                      stand_in_ms=self.stand_in_ms)
+            except (Exception, OverBudget) as exc:  # noqa: BLE001 - a profile that cannot run: failed row
                 self.results.record(f"idle share {variant}", self._row_config(variant), _failed(exc))
                 continue
             idle[variant] = {"trace_dir": str(tdir),
@@ -330,7 +373,7 @@ class Lab(Report):
         (``bound_ms`` = decode x batch / workers, a step no CPU pipeline with these workers can beat), and the best
         variant against it, against the ceiling, and against its own bound (``loop.bound_ms``)."""
         best_ms, ceiling = self.ms(best), self.ceiling_ms()
-        return self.results.record(
+        return self.record(
             "decode bound", {"variant": "decode_bound", "num_workers": self.num_workers, "batch_size": self.batch_size,
                              "crop": self.crop},
             lambda: {"decode_ms_per_image": round(decode_ms, 3), "bound_step_ms": round(bound_ms, 3),
@@ -383,7 +426,11 @@ class Lab(Report):
             self.results.record(name, {"variant": str(variant), "num_workers": str(nw), "batch_size": str(bs),
                                        "model": True}, _failed(exc))
             return self.panel_table()
-        self.measure(name, variant, num_workers=nw, batch_size=bs, persistent_workers=persistent_workers)
+        budget, self.budget = self.budget, Budget(None)   # the reader's own rows: not under the notebook's budget
+        try:
+            self.measure(name, variant, num_workers=nw, batch_size=bs, persistent_workers=persistent_workers)
+        finally:
+            self.budget = budget
         return self.panel_table()
 
     def panel(self):

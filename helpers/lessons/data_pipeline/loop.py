@@ -9,6 +9,7 @@ is a ``StandIn`` for the accelerator (a fixed time, no CPU). The sweep's expecta
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ from torch.profiler import record_function
 from ...measure import device as dv
 from ...measure.timing import StepTimes, rotation, torch_threads
 from ...measure.training import labelled_step
+from ...notebook.budget import OverBudget
 from .checks import check_config, check_decode, check_shm, clean_worker_error, shm_bytes, shm_needed_mb
 from .data import make_loader, sample_paths, to_device
 
@@ -264,7 +266,8 @@ def run_variant(variant: str = "baseline", num_workers: int = 0, batch_size: int
     return m
 
 
-def run_interleaved(configs: Mapping[str, Mapping[str, Any]], rounds: int, **common) -> dict[str, Any]:
+def run_interleaved(configs: Mapping[str, Mapping[str, Any]], rounds: int, guard: Callable[[], Any] | None = None,
+                    **common) -> dict[str, Any]:
     """Run each configuration (``run_variant`` keyword arguments, over ``common``) ``rounds`` times, in
     rotating order (A B C, B C A, C A B, ...), and pool each one's timed steps. A configuration with
     ``variant="ceiling"`` is the ceiling (``ceiling``: a batch already on the device), timed in the same rounds.
@@ -273,18 +276,28 @@ def run_interleaved(configs: Mapping[str, Mapping[str, Any]], rounds: int, **com
     moment. Interleaved, a burst of someone else's work hits every variant alike. Returns
     ``{name: metrics}`` (``summarize`` of the pooled steps; first step and warm-up from the first round),
     or ``{name: exception}`` for a configuration that failed (it is not run again).
+
+    ``guard``: a time budget's ``limit`` (``helpers.notebook.budget``), around each run. When it raises ``OverBudget``
+    the rounds end there: the run it stopped (or skipped) fails with that message, and every other configuration
+    with a message saying in which round the budget ran out (a row is kept only with all its rounds).
     """
     if rounds < 1:
         raise ValueError("rounds must be at least 1")
     names = list(configs)
     runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     failed: dict[str, BaseException] = {}
-    for _, name in rotation(names, rounds):
+    for r, name in rotation(names, rounds):
         if name in failed:
             continue
         try:
             kw = {**common, **configs[name]}
-            runs[name].append(_ceiling_of(kw) if kw.get("variant") == "ceiling" else run_variant(**kw))
+            with guard() if guard is not None else contextlib.nullcontext():
+                runs[name].append(_ceiling_of(kw) if kw.get("variant") == "ceiling" else run_variant(**kw))
+        except OverBudget as exc:
+            cut = OverBudget(f"skipped: the time budget ran out in round {r + 1} of {rounds} of these interleaved "
+                             f"rows (a row is kept only with all its rounds)") if any(runs.values()) else exc
+            failed = {n: failed.get(n, exc if n == name else cut) for n in names}
+            break
         except Exception as exc:  # noqa: BLE001 - reported as this configuration's failure
             failed[name] = exc
     out: dict[str, Any] = {}

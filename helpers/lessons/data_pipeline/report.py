@@ -188,6 +188,8 @@ class Report:
         import pandas as pd
 
         df = pd.DataFrame(self.stages).T.loc[list(self.stages)]
+        if df.empty:
+            return df
         return df.loc[:, df.sum() > 0]
 
     def plot_stages(self) -> None:
@@ -196,6 +198,9 @@ class Report:
         import numpy as np
 
         df = self.stages_table()
+        if df.empty:
+            print("no re-profiled variant (their rows failed): no chart of the stages")
+            return
         fig, ax = plt.subplots(figsize=(8, 3.4))
         left = np.zeros(len(df))
         for col, colour in zip(df.columns, plt.cm.tab10.colors):
@@ -238,7 +243,8 @@ class Report:
 
         names = [r["name"] for r in self.results.experiments if r["name"].startswith(f"{variant} ") and r["status"] == "ok"]
         return pd.DataFrame([{"experiment": n, "step_ms_mean": self.ms(n), "first_step_ms": self.ms(n, "first_step_ms"),
-                              "samples_per_s": self.ms(n, "samples_per_s")} for n in names]).set_index("experiment")
+                              "samples_per_s": self.ms(n, "samples_per_s")} for n in names],
+                            columns=["experiment", "step_ms_mean", "first_step_ms", "samples_per_s"]).set_index("experiment")
 
     def idle_table(self, idle: Mapping[str, Mapping[str, Any]]):
         """The trace's wait share beside the timed loop's, in %, and HTA's GPU idle share where there is a GPU
