@@ -119,15 +119,23 @@ def strict(text):
 
 
 @pytest.mark.parametrize("where, name", EVERY_TRACE, ids=[n.split("/")[-1][:40] for _, n in EVERY_TRACE])
-def test_every_real_trace(where, name):
+def test_every_real_trace(where, name, capfd):
     """Strict JSON; a GPU trace whatever its schema (torch 1.9's capitalised categories) or its accelerator (ROCm);
     the doctor's own GPU idle and compute within 1 point of Holistic Trace Analysis' (run now) on every trace and
-    rank; the Overview's categories add up to step_ms within 2%; the causes to no more than step_ms."""
+    rank; the Overview's categories add up to step_ms within 2%; the causes to no more than step_ms.
+
+    The command's own ``main`` runs in this process (the seconds are the analysis, not a new interpreter's imports;
+    the tests above run ``python -m helpers.doctor`` itself, on a real GPU trace too); everything written to the
+    file descriptor 1 (HTA's and the libraries' prints included) must be that one strict JSON document."""
+    from helpers.traces.doctor import main
     from tests.shared_data import shared_path
 
-    p = doctor(shared_path(where, name), "--json")
-    assert p.returncode == 0, p.stderr
-    rep = strict(p.stdout)
+    path = shared_path(where, name)
+    capfd.readouterr()
+    code = main([str(path), "--json"])
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    rep = strict(out)
     check_contract(rep)
     for r in rep["ranks"] or [rep]:
         assert r["gpu"] is not None and r["gpu_doctor"] is not None, "a GPU trace"
