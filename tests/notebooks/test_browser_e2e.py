@@ -374,7 +374,8 @@ def _overflows_and_planted(page) -> list[dict]:
     """The output areas that scroll sideways; first proves that the detector sees a planted 3000 px output."""
     overflows = page.evaluate(_OVERFLOWS_JS)
     planted = page.evaluate(
-        "() => { const outs = document.querySelectorAll('.jp-Notebook .jp-OutputArea-output');"
+        "() => { const outs = [...document.querySelectorAll('.jp-Notebook .jp-OutputArea-output')]"
+        "  .filter(o => o.scrollWidth <= o.clientWidth + 1);"   # one that does not scroll yet
         " const o = outs[outs.length - 1]; const d = document.createElement('div');"
         " d.id = 'perf-wide-probe'; d.style.width = '3000px'; d.textContent = 'probe'; o.appendChild(d);"
         " return outs.length; }")
