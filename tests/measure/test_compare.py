@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.measure.compare import compare, compare_times, describe, resolved
+from helpers.measure.compare import NOISE_FLOOR, compare, compare_times, describe, resolved
 
 
 def test_compare_exact_close_and_different():
@@ -40,6 +40,19 @@ def test_compare_times_verdicts():
     assert compare_times([5, 5], [5, 5])["verdict"] == "no difference"     # no spread: the ratio alone decides
     with pytest.raises(ValueError):
         compare_times([], [1.0])
+
+
+def test_a_resolved_change_within_the_noise_floor_is_no_difference():
+    rng = np.random.default_rng(1)
+    base = rng.normal(10.0, 0.05, 200)
+    small = compare_times(base, base / 1.02, a="a", b="b")   # 2% faster, interval far from 1
+    assert small["low"] > 1 and small["verdict"] == "no difference" and small["floor"] == NOISE_FLOOR
+    assert not resolved(small) and "within the noise floor of ±3.5%" in describe(small)
+    assert compare_times(base, base / 1.02, floor=0.0)["verdict"] == "faster"
+    assert compare_times(base, base / 1.05)["verdict"] == "faster"        # beyond the floor
+    assert compare_times(base / 1.05, base)["verdict"] == "slower"
+    with pytest.raises(ValueError, match="floor"):
+        compare_times(base, base, floor=1.5)
 
 
 def test_compare_times_is_reproducible():
