@@ -5,6 +5,7 @@ Taught in every notebook's set-up cell (``01_profiler_basics`` explains it first
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import platform
 import random
@@ -78,13 +79,36 @@ def get_scale(value: str | None = None) -> str:
     return raw
 
 
-def params(sizes: Mapping[str, Mapping[str, Any]], scale: str | None = None) -> dict[str, Any]:
-    """Pick a notebook's sizes for the current scale from ``{"smoke": {...}, "full": {...}}``."""
+SIZES_ENV = "PERF_SIZES"
+
+
+def params(sizes: Mapping[str, Mapping[str, Any]], scale: str | None = None,
+           environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Pick a notebook's sizes for the current scale from ``{"smoke": {...}, "full": {...}}``.
+
+    ``$PERF_SIZES`` (a JSON object, e.g. ``{"rounds": 2}``) overrides some of them, for a quick look or a test that
+    needs the notebook to run, not its numbers (the browser test); the keys it changed are listed under
+    ``"overrides"``. A key the table does not have, or text that is not a JSON object, is refused in one line.
+    """
     s = get_scale(scale)
     missing = [k for k in SCALES if k not in sizes]
     if missing:
         raise KeyError(f"sizes table lacks the scale(s) {missing}")
     out = dict(sizes[s])
+    raw = (os.environ if environ is None else environ).get(SIZES_ENV, "").strip()
+    if raw:
+        try:
+            extra = json.loads(raw)
+        except ValueError:
+            extra = None
+        if not isinstance(extra, dict):
+            raise ValueError(f"{SIZES_ENV}={raw!r} is not a JSON object of sizes, e.g. '{{\"rounds\": 2}}'")
+        unknown = sorted(set(extra) - set(out))
+        if unknown:
+            raise ValueError(f"{SIZES_ENV}: {', '.join(map(repr, unknown))} not among this notebook's sizes "
+                             f"({', '.join(out)})")
+        out.update(extra)
+        out["overrides"] = sorted(extra)
     out["scale"] = s
     return out
 
