@@ -15,8 +15,9 @@ TEST_OUT   := $(CURDIR)/build/test
 # notebooks/ itself stays clean.
 TEST_NOTEBOOKS := $(TEST_OUT)/notebooks
 # The notebooks run first and alone (their checks compare timings: nothing else may load the machine then), then the
-# unit tests, which read the executed copies, on TEST_WORKERS processes (pytest-xdist; 2 cores here).
-TEST_WORKERS ?= 2
+# unit tests, which read the executed copies, on TEST_WORKERS processes (pytest-xdist). 3 on 2 cores: much of the unit
+# phase waits (JupyterLab and Chromium, kernels starting, subprocess ranks, stopped runs), so a third worker fills it.
+TEST_WORKERS ?= 3
 
 # Offline install. On a machine with internet: `make wheelhouse` (options below) builds a folder of
 # wheels; on the offline machine: `make setup WHEELS=<that folder>` installs from it alone.
