@@ -9,16 +9,7 @@ import pytest
 from helpers.lessons import data_pipeline as pl
 from helpers.notebook.budget import Budget
 from helpers.notebook.results import Results
-
-TINY = dict(scale="smoke", crop=32, batch_size=2, num_workers=1, dataset_size=8, steps=2, warmup=1, cycles=1, rounds=2,
-            pipe_steps=2, ceiling_steps=2, profile_steps=1, profile_cycles=1, stand_in=True, stand_in_ms=1.0,
-            stand_in_ratio=0.35, seed=0)
-
-
-@pytest.fixture(autouse=True)
-def _runs(tmp_path, monkeypatch):
-    monkeypatch.setenv("PERF_RUNS_DIR", str(tmp_path / "runs"))
-
+from tests.lessons.test_data_pipeline_lab import TINY, _runs  # noqa: F401 - the same tiny sizes; _runs: autouse
 
 def test_a_tiny_budget_stops_the_running_row_skips_the_rest_and_the_results_still_run(tmp_path):
     results = Results("02_data_pipeline", "smoke", root=tmp_path / "results")
