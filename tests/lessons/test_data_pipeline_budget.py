@@ -4,7 +4,6 @@ left (a check about a skipped row comes out false, never a traceback)."""
 import math
 import multiprocessing
 
-import pytest
 
 from helpers.lessons import data_pipeline as pl
 from helpers.notebook.budget import Budget
