@@ -88,11 +88,13 @@ def test_two_halves_of_a_real_a100_run_are_no_change(tmp_path):
 
 @pytest.fixture(scope="module")
 def planted_fix(tmp_path_factory):
-    """Notebook 05's planted input bottleneck (a dataset costing 2 ms a sample, 8 samples a batch) and its fix (the
-    plain step): the trace folders diagnose_step wrote."""
+    """Notebook 05's planted input bottleneck (a dataset costing 4 ms a sample, 8 samples a batch) and its fix (the
+    plain step): the trace folders diagnose_step wrote. 10 steps a side and a ~32 ms effect: under a loaded CI
+    machine one stalled step among 5, with a 2 ms-a-sample plant, widened the step's interval past 0 (the input
+    cause alone still resolved)."""
     root = tmp_path_factory.mktemp("planted")
-    before = diagnose_step(planted_step("input", 2.0), trace_root=root / "before", active=5).trace_dir
-    after = diagnose_step(planted_step("none", 1), trace_root=root / "after", active=5).trace_dir
+    before = diagnose_step(planted_step("input", 4.0), trace_root=root / "before", active=10).trace_dir
+    after = diagnose_step(planted_step("none", 1), trace_root=root / "after", active=10).trace_dir
     return before, after
 
 
