@@ -34,11 +34,14 @@ PIP_FROM       := $(if $(WHEELS),--no-index --find-links $(WHEELS),-c constraint
 
 setup: $(STAMP)
 
+# Online, helpers/tools/install.py installs the pinned set with uv (parallel, bytecode compiled on every core; pip's
+# own settings carried over), falling back to pip; offline (WHEELS=) it is pip from the wheel folder alone.
+# SETUP_STEPS: the devsetup steps after the install (.ci/run leaves out the browser while it installs Chromium).
+SETUP_STEPS ?= lab-settings browser
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV_ARGS) $(VENV)
-	$(if $(WHEELS),,$(BIN)/python -m pip install -q --upgrade pip)
-	$(BIN)/python -m pip install -q $(PIP_FROM) -e ".[test]"
-	$(BIN)/python -m helpers.tools.devsetup lab-settings browser
+	$(if $(WHEELS),$(BIN)/python -m pip install -q $(PIP_FROM) -e ".[test]",$(BIN)/python -m helpers.tools.install --python $(BIN)/python)
+	$(BIN)/python -m helpers.tools.devsetup $(SETUP_STEPS)
 	@touch $@
 
 lab: setup

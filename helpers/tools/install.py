@@ -1,0 +1,131 @@
+"""``make setup``'s install: the pinned environment into ``.venv``, with uv where it can be had, else with pip.
+
+``python -m helpers.tools.install --python .venv/bin/python`` (run from the project folder; stdlib only, so it runs
+before anything is installed). uv installs the same pinned set as pip (``constraints.txt``, the same resolution) in
+about a minute instead of two and a half on a 2-core machine: it unpacks wheels in parallel, links them from its
+cache and compiles the bytecode on every core (``--compile-bytecode``, so that no process pays for it later, also
+where ``PYTHONDONTWRITEBYTECODE`` is set).
+
+- uv itself comes from the package index into the venv (``pip install uv==UV_VERSION``).
+- pip's own configuration is carried over, read with ``pip config list`` (files and ``PIP_*`` variables alike):
+  ``index-url``, ``extra-index-url``, ``find-links``, ``constraint`` and ``cert``. A machine whose pip is set to
+  local indexes or a cap on torch gets the same from uv. As pip does, every index is searched and the best version
+  taken (uv's ``--index-strategy unsafe-best-match``).
+- uv's cache is ``$UV_CACHE_DIR`` when set, else ``build/uv-cache`` beside ``.venv``: on one file system, so the
+  venv's files are links into it, not copies (``make distclean`` keeps it, like the wheelhouse).
+- Anything that fails on the uv route (no uv for this platform, no index) falls back to pip, as before:
+  ``pip install --upgrade pip`` then ``pip install -c constraints.txt -e ".[test]"``; the line before it says why.
+
+Offline installs (``make setup WHEELS=...``) do not come here: they are pip's ``--no-index`` route.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+UV_VERSION = "0.13.9"
+SPEC = ("-e", ".[test]")
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CACHE = ROOT / "build" / "uv-cache"
+# pip options that carry over to ``uv pip install`` (pip's name -> uv's flag); every other pip setting is pip's own
+CARRIED = {"index-url": "--index-url", "extra-index-url": "--extra-index-url", "find-links": "--find-links",
+           "constraint": "--constraint"}
+
+Runner = Callable[..., subprocess.CompletedProcess]
+
+
+def parse_pip_config(text: str) -> dict[str, list[str]]:
+    """``pip config list`` output (``global.find-links='/opt/wheels'``, ``:env:.extra-index-url='a b'``) as option ->
+    values, in order, without repeats. Variables (``:env:``) come first: pip lets them override the files."""
+    env: dict[str, list[str]] = {}
+    files: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if not sep or "." not in key:
+            continue
+        section, _, option = key.strip().rpartition(".")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        target = env if section == ":env:" else files
+        target.setdefault(option, []).extend(value.split())
+    merged: dict[str, list[str]] = {}
+    for source in (env, files):
+        for option, values in source.items():
+            seen = merged.setdefault(option, [])
+            seen.extend(v for v in values if v not in seen)
+    return merged
+
+
+def uv_command(uv: str, python: str, config: dict[str, list[str]], constraints: str, spec: Sequence[str]
+               ) -> list[str]:
+    """The ``uv pip install`` command line for ``spec`` into ``python``'s environment, pip's settings carried over."""
+    cmd = [uv, "pip", "install", "--quiet", "--python", python, "--compile-bytecode",
+           "--index-strategy", "unsafe-best-match", "--constraint", constraints]
+    for option, flag in CARRIED.items():
+        values = config.get(option, [])
+        if option == "index-url":
+            values = values[:1]  # pip takes one index url (the variable's, when both are set)
+        for v in values:
+            cmd += [flag, v]
+    return cmd + list(spec)
+
+
+def uv_env(config: dict[str, list[str]], environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for uv: its cache beside the venv unless ``$UV_CACHE_DIR`` says otherwise, pip's
+    certificate bundle when pip has one and ``$SSL_CERT_FILE`` is unset."""
+    env = dict(os.environ if environ is None else environ)
+    env.setdefault("UV_CACHE_DIR", str(DEFAULT_CACHE))
+    cert = next((c for c in config.get("cert", []) if Path(c).is_file()), None)
+    if cert and "SSL_CERT_FILE" not in env:
+        env["SSL_CERT_FILE"] = cert
+    return env
+
+
+def _tail(proc: subprocess.CompletedProcess) -> str:
+    lines = ((proc.stderr or "") + (proc.stdout or "")).strip().splitlines()
+    return lines[-1][:200] if lines else f"exit status {proc.returncode}"
+
+
+def install_with_uv(python: str, constraints: str, spec: Sequence[str], run: Runner = subprocess.run) -> str | None:
+    """Install with uv; None when done, else why not (then the caller falls back to pip)."""
+    pip = [python, "-m", "pip"]
+    got = run([*pip, "install", "--quiet", f"uv=={UV_VERSION}"], capture_output=True, text=True)
+    if got.returncode != 0:
+        return f"uv {UV_VERSION} could not be installed ({_tail(got)})"
+    listed = run([*pip, "config", "list"], capture_output=True, text=True)
+    config = parse_pip_config(listed.stdout if listed.returncode == 0 else "")
+    uv = str(Path(python).parent / "uv")
+    done = run(uv_command(uv, python, config, constraints, spec), env=uv_env(config), text=True,
+               stdout=None, stderr=subprocess.PIPE)
+    if done.returncode != 0:
+        return f"uv pip install failed ({_tail(done)})"
+    return None
+
+
+def install_with_pip(python: str, constraints: str, spec: Sequence[str], run: Runner = subprocess.run) -> int:
+    """pip's route (as before uv): upgrade pip, then the pinned install."""
+    run([python, "-m", "pip", "install", "-q", "--upgrade", "pip"])
+    return run([python, "-m", "pip", "install", "-q", "-c", constraints, *spec]).returncode
+
+
+def main(argv: Sequence[str] | None = None, run: Runner = subprocess.run) -> int:
+    ap = argparse.ArgumentParser(prog="python -m helpers.tools.install", description=__doc__.split("\n")[0])
+    ap.add_argument("--python", default=sys.executable, help="the environment's Python (default: this one)")
+    ap.add_argument("--constraints", default="constraints.txt")
+    ap.add_argument("--pip-only", action="store_true", help="pip's route alone (no uv)")
+    a = ap.parse_args(argv)
+    if not a.pip_only:
+        why = install_with_uv(a.python, a.constraints, SPEC, run=run)
+        if why is None:
+            return 0
+        print(f"install: {why}; installing with pip instead", file=sys.stderr, flush=True)
+    return install_with_pip(a.python, a.constraints, SPEC, run=run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
