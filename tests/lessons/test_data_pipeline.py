@@ -100,6 +100,29 @@ def test_corrupt_image_in_a_worker_gives_a_readable_error(tmp_path):
         pl.run_variant("crop_first", 1, 2, 1, warmup=0, crop=32, paths=[bad], max_workers=1)
 
 
+def test_a_failed_workers_loader_is_shut_down_when_the_row_fails(tmp_path):
+    """The worker is gone when run_variant raises, before any garbage collection: the failure's frames no longer
+    hold the iterator (left to the collector, its workers each waited out the DataLoader's 5 s timeout)."""
+    import gc
+
+    import psutil
+
+    bad = tmp_path / "corrupt.jpg"
+    bad.write_bytes(pl.sample_paths()[0].read_bytes()[:2000])
+    gc.disable()
+    try:
+        with pytest.raises(RuntimeError, match="could not be decoded") as info:
+            pl.run_variant("crop_first", 1, 2, 2, warmup=0, crop=32, paths=[bad], max_workers=1)
+        alive = [p for p in psutil.Process().children() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    finally:
+        gc.enable()
+    assert not alive, f"the failed row left its DataLoader worker running: {alive}"
+    tb = info.value.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    assert tb.tb_frame.f_code.co_name == "run_variant" and info.value.__context__ is None   # raised there, no chain
+
+
 def test_dying_worker_is_reported():
     with pytest.raises(RuntimeError, match="worker died"):
         pl.run_variant("crop_first", 1, 2, 2, warmup=0, crop=32, die_at=1, max_workers=1)
