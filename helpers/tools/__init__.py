@@ -1,5 +1,6 @@
 """Set-up and maintenance tools, apart from the lessons.
 
+- ``install``       ``make setup``'s install of the pinned set: uv (pip's settings carried over), pip as the fallback
 - ``devsetup``      JupyterLab defaults and the browser for the real-browser test (``make setup``)
 - ``wheelhouse``    the wheels for an offline install (``make wheelhouse``)
 - ``gpukit``        the few wheels a borrowed GPU machine needs to run the notebooks (``make gpu-kit``, gpu-kit.txt)

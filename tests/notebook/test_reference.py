@@ -12,6 +12,7 @@ import pytest
 
 from helpers.notebook import pack, reference
 from helpers.notebook.results import Results
+from tests.once import built_once
 
 ROOT = Path(__file__).resolve().parents[2]
 NB = "01_fixture"
@@ -47,8 +48,12 @@ R.check("the step was timed", R.metric("train_step", "step_ms_mean") is not None
 
 @pytest.fixture(scope="module")
 def ref_root(tmp_path_factory):
-    """data/reference/smoke-cpu/01_fixture/ from the runner's pack of a smoke run."""
-    tmp = tmp_path_factory.mktemp("reference")
+    """data/reference/smoke-cpu/01_fixture/ from the runner's pack of a smoke run (one run for the session's
+    workers: tests/once.py)."""
+    return built_once(tmp_path_factory, "reference-01-fixture", _smoke_reference) / "data" / "reference"
+
+
+def _smoke_reference(tmp: Path) -> None:
     nb = {"cells": [{"cell_type": "code", "id": "c0", "execution_count": None, "metadata": {}, "outputs": [],
                      "source": [SMOKE_RUN]}],
           "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
@@ -58,9 +63,7 @@ def ref_root(tmp_path_factory):
     p = subprocess.run([sys.executable, "-m", "helpers.runner", "--scale", "smoke", "--out", str(tmp / "out"),
                         str(tmp / f"{NB}.ipynb")], cwd=ROOT, env=e, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
-    root = tmp / "data" / "reference"
-    pack.unpack(tmp / "out" / f"{NB}.tar.gz", root / "smoke-cpu")
-    return root
+    pack.unpack(tmp / "out" / f"{NB}.tar.gz", tmp / "data" / "reference" / "smoke-cpu")
 
 
 def mine():
