@@ -8,7 +8,7 @@ sideways (``scrollWidth`` > ``clientWidth``: a table or a text wider than the vi
 its widths and the start of its text; the first screen and each overflowing cell are kept as screenshots in
 test-artifacts/browser_e2e/<notebook>/ (with ``PERF_SCREENSHOTS=1`` also every table and picture output).
 
-Starts JupyterLab on a free 127.0.0.1 port with a token (smoke scale with fewer rounds: ``BROWSER_SIZES``, results
+Starts JupyterLab on a free 127.0.0.1 port with a token (smoke scale, smaller: ``BROWSER_SIZES``, results
 and runs in a temporary folder), opens notebook 02, runs all cells from the Run menu, then uses the widget
 panel as a reader would (changes num_workers, clicks Run, sees a new row in the results table),
 checks that the inline TensorBoard frame loads and lists the notebook's runs, and that the
@@ -49,10 +49,12 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 RUN_ALL_TIMEOUT_S = 600
 # Notebook 02 in the browser runs for its JupyterLab experience (cells, panel, TensorBoard), not for its numbers: nbmake
-# has executed it at smoke scale before this test (make test's first phase). Fewer rounds, cycles and sweep points
-# ($PERF_SIZES, helpers.notebook.env.params) make its Run All about a third as long; every cell still runs.
+# has executed it at smoke scale before this test (make test's first phase). Fewer rounds, cycles, steps and sweep
+# points, and batches of 4 crops of 64 px ($PERF_SIZES, helpers.notebook.env.params) make its cells run in 28 s (on a
+# quiet 2-core machine, nbclient), against 60-66 s at smoke scale; every cell still runs.
 BROWSER_SIZES = {"rounds": 2, "cycles": 1, "sweep_workers": [0, 2], "pipe_steps": 4, "dilation_repeats": 3,
-                 "decode_repeats": 3}
+                 "decode_repeats": 3, "crop": 64, "batch_size": 4, "steps": 4, "ceiling_steps": 4, "sweep_steps": 4,
+                 "profile_steps": 2, "profile_cycles": 1, "dataset_size": 32}
 PANEL_RUN_TIMEOUT_S = 300
 
 # JupyterLab settings for this test only (a temporary user-settings folder): never save the
