@@ -197,6 +197,7 @@ def _cannot(name, why):
     return {"cause": name, "ms": None, "share": None, "finding": False, "evidence": why, "see": advice(name, False)}
 
 
+@ev.memoizing
 def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | None = None,
              alloc_retries: int | None = None, loop_syncs: bool | None = None) -> Diagnosis:
     """Split the average profiled step of ``trace`` (a Chrome-trace dict, or a path ``load_trace`` reads)

@@ -103,6 +103,7 @@ def _job_causes(reps: list[dict[str, Any]], step_ms: float) -> list[dict[str, An
     return sorted(out, key=lambda c: -c["ms"])
 
 
+@ev.memoizing
 def diagnose_job(path: Path | str, *, views: bool = True) -> dict[str, Any]:
     """The job report of a folder of ranks (the module docstring). A folder with one worker, or a file, gives that
     trace's own report (``ranks`` and ``straggler`` null). ``DoctorError`` for bad input."""

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import diagnosis as dg
+from . import events as ev
 from . import gputime, quality
 from .files import TraceError
 from .views import Trace, open_trace, quiet
@@ -91,6 +92,7 @@ def load(path: Path | str | Trace) -> Trace:
                           f"give the file that prof.export_chrome_trace or tensorboard_trace_handler wrote") from None
 
 
+@ev.memoizing
 def trace_report(path: Path | str | Trace, *, views: bool = True) -> dict[str, Any]:
     """One trace's report (the dict in the module docstring); raises ``DoctorError`` on bad input. ``views=False``
     skips the Overview and HTA (the slow part on a large trace). Keys starting with ``_`` hold the ``Diagnosis``

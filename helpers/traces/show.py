@@ -38,6 +38,7 @@ def _short(msg: str, t: Trace) -> str:
     return str(msg).replace(f"{t.label}: ", "").replace(t.label, name)
 
 
+@ev.memoizing
 def show(path_or_dir, steps: int = 3, top: int = 10, title: str | None = None) -> None:
     """Show the offline views of a trace: a summary line, the Overview (step-time breakdown per step and on
     average), the GPU's time (HTA), Operators, Kernels, Memory and a timeline of the first ``steps`` steps titled
