@@ -50,3 +50,16 @@ def test_constraints_pin_every_dependency_exactly():
 def test_servers_bind_to_loopback():
     mk = (ROOT / "Makefile").read_text()
     assert "HOST   := 127.0.0.1" in mk and "--ip $(HOST)" in mk
+
+
+def test_importing_nbformat_and_jupyter_events_builds_no_iri_parsers():
+    """constraints.txt's jsonschema (4.23) checks formats without rfc3987-syntax, whose import builds ~35 Earley
+    parsers (2.4 s here) in every process that imports nbformat, nbclient or jupyter_server: pytest's workers, the
+    runner, JupyterLab."""
+    import subprocess
+    import sys
+
+    code = "import sys, nbformat, jupyter_events.validators; print('rfc3987_syntax' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
