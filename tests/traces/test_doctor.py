@@ -106,10 +106,10 @@ def test_no_profiler_step_is_said(tmp_path):
 
 
 # --- every real trace of other projects (../shared): the doctor's own figures against HTA's ----------------------
+# kineto_resnet50_nw0 (a folder of two runs, not ranks: the newest shown, worker0.1623143566756) and its older file
 EVERY_TRACE = [("traces", "hta_nccl_data.json.gz"), ("traces", "tracelens_mi300_resnet_act_checkpoint.json.gz"),
                ("traces", "kineto_resnet50_nw0"),
-               ("traces", "kineto_resnet50_nw0/worker0.1623143089861.pt.trace.json.gz"),
-               ("traces", "kineto_resnet50_nw0/worker0.1623143566756.pt.trace.json.gz"), ("traces", "param_dlrm_8rank"),
+               ("traces", "kineto_resnet50_nw0/worker0.1623143089861.pt.trace.json.gz"), ("traces", "param_dlrm_8rank"),
                ("gpu-traces", "hta_alexnet.json.gz"),   # hta_control.json.gz: test_json_on_the_real_gpu_trace
                ("gpu-traces", "hta_ns_resolution.json.gz"), ("gpu-traces", "hta_trace_diff_test.json.gz")]
 
