@@ -76,3 +76,23 @@ def test_setup_prints_the_summary_and_names_the_device(capsys, monkeypatch):
     device, on_gpu = env.setup(prefer="cpu")
     assert device.type == "cpu" and on_gpu is False and os.environ["KINETO_LOG_LEVEL"]
     assert "device cpu" in capsys.readouterr().out
+
+
+def test_versions_are_read_without_importing_the_packages(tmp_path):
+    """env_info's torchvision and timm versions are their ``__version__`` (torchvision's with its build, as
+    ``0.29.1+cu130``), read without importing them in a process that has not (importing them costs ~3 s), and None
+    for a package that is not installed."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom helpers.notebook import env\ni = env.env_info()\n"
+            "print(i['torchvision'], i['timm'], 'torchvision' in sys.modules, 'timm' in sys.modules, "
+            "env.package_version('no_such_package_here'))\n"
+            "import torchvision, timm\nprint(torchvision.__version__, timm.__version__)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=Path(__file__).resolve().parents[2])
+    assert p.returncode == 0, p.stderr
+    read, imported = p.stdout.splitlines()[-2:]
+    tv, tm, tv_in, tm_in, missing = read.split()
+    assert (tv_in, tm_in, missing) == ("False", "False", "None")
+    assert f"{tv} {tm}" == imported
