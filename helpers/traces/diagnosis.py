@@ -260,7 +260,7 @@ def _peak_reserved(trace: Mapping[str, Any]) -> float | None:
     """Peak bytes the caching allocator reserved on a GPU, from ``[memory]`` events (``profile_memory=True``)."""
     peak = None
     for e in ev.events(trace):
-        if (type(e) is dict or isinstance(e, Mapping)) and e.get("name") == "[memory]":
+        if ev.is_mapping(e) and e.get("name") == "[memory]":
             a = ev.args(e)
             r = a.get("Total Reserved")
             if a.get("Device Type") == 1 and isinstance(r, (int, float)) and math.isfinite(r):

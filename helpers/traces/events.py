@@ -65,6 +65,12 @@ def category(cat: Any) -> str:
     return re.sub(r"[\s\-]+", "_", str(cat).strip().lower())
 
 
+def is_mapping(x: Any) -> bool:
+    """A trace event or its ``args`` (a mapping): a dict is checked as such first, as the ``Mapping`` ABC's own check
+    is ~20 times slower and ran on every event of every pass (a fifth of a diagnosis on a 700k-event trace)."""
+    return type(x) is dict or isinstance(x, Mapping)
+
+
 def kind(e: Mapping[str, Any]) -> str:
     """The kind of a trace event (see ``CATEGORY_KIND``); ``"host"`` for everything else."""
     cat = e.get("cat", "")
@@ -80,7 +86,7 @@ def kind(e: Mapping[str, Any]) -> str:
 def is_host(e) -> bool:
     """A host-side event: for a trace dict, by its category (not device work, not a device-timeline copy of a
     label, not a device-side sync record); for a profiler ``FunctionEvent`` (``prof.events()``), by its device type."""
-    if (type(e) is dict or isinstance(e, Mapping)):
+    if is_mapping(e):
         return kind(e) not in DEVICE_SIDE
     return str(getattr(e, "device_type", "CPU")).endswith("CPU")
 
@@ -168,8 +174,7 @@ def _once(reader: str, evs: list, compute) -> list:
 def complete(trace) -> list:
     """Its complete events (``ph == "X"``) with a valid time (``valid_time``): the ones that take time."""
     evs = events(trace)
-    return _once("complete", evs, lambda: [e for e in evs if (type(e) is dict or isinstance(e, Mapping)) and e.get("ph") == "X"
-                                           and valid_time(e)])
+    return _once("complete", evs, lambda: [e for e in evs if is_mapping(e) and e.get("ph") == "X" and valid_time(e)])
 
 
 def span(e: Mapping[str, Any]) -> tuple[float, float]:
@@ -181,7 +186,7 @@ def span(e: Mapping[str, Any]) -> tuple[float, float]:
 def args(e: Mapping[str, Any]) -> Mapping[str, Any]:
     """An event's ``args`` ({} when absent or not a mapping: another tool's trace, a damaged file)."""
     a = e.get("args")
-    return a if type(a) is dict or isinstance(a, Mapping) else {}
+    return a if is_mapping(a) else {}
 
 
 def corr(e: Mapping[str, Any]):
@@ -198,7 +203,7 @@ def api_name(name: str) -> str:
 
 def has_gpu(trace) -> bool:
     """True when the trace holds device activity (kernels, copies, memsets), whatever the accelerator."""
-    return any((type(e) is dict or isinstance(e, Mapping)) and is_device_work(e) for e in events(trace))
+    return any(is_mapping(e) and is_device_work(e) for e in events(trace))
 
 
 # --- steps and phases ------------------------------------------------------------------------------------------
@@ -209,7 +214,7 @@ def step_events(trace) -> list:
     evs = events(trace)
 
     def compute():
-        named = [e for e in evs if (type(e) is dict or isinstance(e, Mapping)) and str(e.get("name", "")).startswith(STEP_PREFIX)]
+        named = [e for e in evs if is_mapping(e) and str(e.get("name", "")).startswith(STEP_PREFIX)]
         return sorted((e for e in complete(named) if is_host(e)), key=lambda e: float(e["ts"]))  # the name first
     return _once("step_events", evs, compute)
 
@@ -313,7 +318,7 @@ def names(trace, kinds: Iterable[str] = ("thread_name", "process_name")) -> dict
     kinds = set(kinds)
     out = {}
     for e in events(trace):
-        if (type(e) is dict or isinstance(e, Mapping)) and e.get("ph") == "M" and e.get("name") in kinds:
+        if is_mapping(e) and e.get("ph") == "M" and e.get("name") in kinds:
             out[(e["name"], e.get("pid"), e.get("tid") if e["name"] == "thread_name" else None)] = str(
                 args(e).get("name", ""))
     return out

@@ -50,7 +50,7 @@ def assess(doc: Mapping[str, Any], label: str = "the trace") -> list[dict[str, s
     """The quality entries of a loaded trace (see the module docstring; ``warmup`` judges the steps' times).
     Raises ``TraceError`` when nothing in it can be diagnosed."""
     out: list[dict[str, str]] = []
-    timed = [e for e in ev.events(doc) if (type(e) is dict or isinstance(e, Mapping)) and e.get("ph") == "X"]
+    timed = [e for e in ev.events(doc) if ev.is_mapping(e) and e.get("ph") == "X"]
     cats = Counter(str(e.get("cat", "")) for e in timed)
     foreign = {c: n for c, n in cats.items() if not _is_pytorch(c)}
     if timed and sum(foreign.values()) == len(timed):
