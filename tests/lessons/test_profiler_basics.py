@@ -272,11 +272,15 @@ def test_three_orders_on_a_cpu_profile(cpu_profile):
     assert levels["aten::conv2d"] >= 2
     assert facts["tops"]["total"] == facts["tops"]["per call"] == "ProfilerStep*"   # contains all, once per step
     assert facts["top_levels"]["total"] == 0 and facts["total_contains"] and facts["every_step"]
-    assert not pb.is_label(facts["tops"]["self"]) and facts["top_levels"]["self"] >= 2
+    # Which row leads by self time is a timing: on an idle machine an operator (level >= 2); under a loaded test run
+    # a label's own time (a descheduled process inside `backward`) can lead. The claim and the sentence follow it.
+    label_on_top = pb.is_label(facts["tops"]["self"])
     name, by_total, per_call, calls = facts["sink"]
     assert per_call >= by_total
-    assert pb.orders_claims(facts) == {"self": True, "total": True, "per call": True}
+    assert pb.orders_claims(facts) == {"self": not label_on_top and facts["top_levels"]["self"] >= 2, "total": True,
+                                       "per call": True}
     text = pb.orders_sentence(facts)
+    assert ("is not an operator in this run" in text) == label_on_top
     assert "`ProfilerStep*` is on top again" in text and "at least once per recorded step" in text
 
 
@@ -296,6 +300,9 @@ def test_orders_sentence_says_what_this_run_shows():
     assert "three different rows on top" in pb.orders_sentence(three)
     assert "part further down" not in pb.orders_sentence(_facts(sink=("x", 3, 3, 1.0)))
     assert "at least once" not in pb.orders_sentence(_facts(every_step=False))
+    label = pb.orders_sentence(_facts(tops={"self": "backward", "total": "ProfilerStep*", "per call": "ProfilerStep*"},
+                                      top_levels={"self": 1, "total": 0, "per call": 0}))
+    assert "`backward` is one of our labels (level 1)" in label and "top rows are operators" not in label
     bad = pb.orders_claims(_facts(tops={"self": "forward", "total": "forward", "per call": "aten::mm"},
                                   top_levels={"self": 1, "total": 1, "per call": 2},
                                   top_calls_per_step={"self": 1.0, "total": 1.0, "per call": 3.0}))
