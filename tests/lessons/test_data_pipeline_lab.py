@@ -310,6 +310,28 @@ def test_the_bound_sentence_says_which_points_beat_the_prediction(tmp_path):
     above = lab.sweep_table({1: "sweep nw=1", 2: "sweep nw=2"}, t_batch_ms=200.0, t_batch_rounds=[190.0, 210.0])
     text = lab.bound_sentence(above)   # 40 and 80 samples/s against a prediction of 10 and 20
     assert "1, 2 worker(s) beat the prediction" in text and "not a bound" in text
+    assert above["beats_prediction"].tolist() == [True, True] and not below["beats_prediction"].any()
+
+
+def test_a_point_beats_its_prediction_only_beyond_the_rounds_noise(tmp_path):
+    """A CI run's figures (batch 8): T_batch's rounds against the 1-worker point's. Its mean is faster than T_batch's
+    fastest round allows, but one round in five carries it: within the noise, so no claim that it beats the bound."""
+    lab = make_lab(tmp_path, num_workers=1)
+    lab.batch_size = 8
+    lab.ceilings[8] = 10.0
+    lab.results.add("ceiling", {"model": True, "num_workers": 0, "stand_in": True, "batch_size": 8},
+                    {"step_ms_mean": 10.0})
+    t_batch = [94.1, 92.1, 92.8, 83.4, 85.7]
+    for name, rounds in (("noisy", [98.3, 67.6, 95.7, 80.6, 84.1]), ("fast", [60.2, 61.0, 59.5, 58.8, 60.9])):
+        lab.results.add(name, {"model": True, "num_workers": 1, "batch_size": 8},
+                        {"step_ms_mean": sum(rounds) / 5, "samples_per_s": 8000 * 5 / sum(rounds),
+                         "round_means_ms": rounds})
+    noisy = lab.sweep_table({1: "noisy"}, sum(t_batch) / 5, t_batch)
+    assert noisy["samples_per_s"].iloc[0] > noisy["predicted_samples_per_s"].iloc[0]   # the mean is above
+    assert not noisy["beats_prediction"].iloc[0] and "Every point is at or below" in lab.bound_sentence(noisy)
+    fast = lab.sweep_table({1: "fast"}, sum(t_batch) / 5, t_batch)
+    assert fast["beats_prediction"].iloc[0]
+    assert "beyond this run's noise" in lab.bound_sentence(fast) and "not a bound" in lab.bound_sentence(fast)
 
 
 def test_one_run_per_sawtooth_and_the_waves_in_words(tmp_path):
