@@ -37,7 +37,22 @@ def runs_dir() -> Path:
     return Path(env) if env else project_root() / "runs"
 
 
+# Where a GPU driver shows itself: NVIDIA's (its /proc entry, its device files) and ROCm's kernel driver (HIP builds of
+# torch answer torch.cuda too). With none of them torch.cuda.is_available() is False.
+GPU_DRIVER_PATHS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd")
+
+
+def no_gpu_driver(paths: tuple[str, ...] = GPU_DRIVER_PATHS) -> bool:
+    """True when none of ``paths`` exists: this machine has no GPU driver that torch could use."""
+    return not any(os.path.exists(p) for p in paths)
+
+
 def cuda_available() -> bool:
+    """``torch.cuda.is_available()``. Where torch is not imported yet and the machine has no GPU driver at all
+    (``no_gpu_driver``), False without importing it: importing torch takes ~3 s, and the processes that only ask
+    this (pytest's configuration, ``make lab``'s log level, the runner's default scale) never need it."""
+    if "torch" not in sys.modules and no_gpu_driver():
+        return False
     import torch
 
     return torch.cuda.is_available()

@@ -96,3 +96,25 @@ def test_versions_are_read_without_importing_the_packages(tmp_path):
     tv, tm, tv_in, tm_in, missing = read.split()
     assert (tv_in, tm_in, missing) == ("False", "False", "None")
     assert f"{tv} {tm}" == imported
+
+
+def test_cuda_available_without_a_driver_needs_no_torch(tmp_path):
+    """No GPU driver on the machine: False without importing torch (in a process that has not), and the same answer
+    torch gives. With a driver path present (or torch already imported) it is torch's own answer."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom helpers.notebook import env\nno_driver = env.no_gpu_driver()\n"
+            "a = env.cuda_available()\nprint(no_driver, a, 'torch' in sys.modules)\n"
+            "import torch\nprint(torch.cuda.is_available())")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=Path(__file__).resolve().parents[2])
+    assert p.returncode == 0, p.stderr
+    first, torch_says = p.stdout.splitlines()[-2:]
+    no_driver, answer, imported = first.split()
+    assert answer == torch_says
+    if no_driver == "True":
+        assert imported == "False"
+    assert env.no_gpu_driver(()) and env.no_gpu_driver((str(tmp_path / "none"),))
+    assert not env.no_gpu_driver((str(tmp_path),))   # a path that exists: a driver, so torch is asked
+    assert env.cuda_available() == torch.cuda.is_available()   # torch imported here: its own answer
