@@ -37,9 +37,10 @@ def runs_dir() -> Path:
     return Path(env) if env else project_root() / "runs"
 
 
-# Where a GPU driver shows itself: NVIDIA's (its /proc entry, its device files) and ROCm's kernel driver (HIP builds of
-# torch answer torch.cuda too). With none of them torch.cuda.is_available() is False.
-GPU_DRIVER_PATHS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd")
+# Where a GPU driver shows itself: NVIDIA's (its /proc entry, its device files), WSL 2's GPU device (CUDA on a Windows
+# laptop's GPU, without either of those) and ROCm's kernel driver (HIP builds of torch answer torch.cuda too). With none
+# of them torch.cuda.is_available() is False.
+GPU_DRIVER_PATHS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg", "/dev/kfd")
 
 
 def no_gpu_driver(paths: tuple[str, ...] = GPU_DRIVER_PATHS) -> bool:
