@@ -1,4 +1,6 @@
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -78,21 +80,23 @@ def test_setup_prints_the_summary_and_names_the_device(capsys, monkeypatch):
     assert "device cpu" in capsys.readouterr().out
 
 
+def _fresh_python(code: str) -> list[str]:
+    """The stdout lines of ``code`` run in a new Python process from the project folder (what it imports is its own)."""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=Path(__file__).resolve().parents[2])
+    assert p.returncode == 0, p.stderr
+    return p.stdout.splitlines()
+
+
 def test_versions_are_read_without_importing_the_packages(tmp_path):
     """env_info's torchvision and timm versions are their ``__version__`` (torchvision's with its build, as
     ``0.29.1+cu130``), read without importing them in a process that has not (importing them costs ~3 s), and None
     for a package that is not installed."""
-    import subprocess
-    import sys
-
     code = ("import sys\nfrom helpers.notebook import env\ni = env.env_info()\n"
             "print(i['torchvision'], i['timm'], 'torchvision' in sys.modules, 'timm' in sys.modules, "
             "env.package_version('no_such_package_here'))\n"
             "import torchvision, timm\nprint(torchvision.__version__, timm.__version__)")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       cwd=Path(__file__).resolve().parents[2])
-    assert p.returncode == 0, p.stderr
-    read, imported = p.stdout.splitlines()[-2:]
+    read, imported = _fresh_python(code)[-2:]
     tv, tm, tv_in, tm_in, missing = read.split()
     assert (tv_in, tm_in, missing) == ("False", "False", "None")
     assert f"{tv} {tm}" == imported
@@ -101,16 +105,10 @@ def test_versions_are_read_without_importing_the_packages(tmp_path):
 def test_cuda_available_without_a_driver_needs_no_torch(tmp_path):
     """No GPU driver on the machine: False without importing torch (in a process that has not), and the same answer
     torch gives. With a driver path present (or torch already imported) it is torch's own answer."""
-    import subprocess
-    import sys
-
     code = ("import sys\nfrom helpers.notebook import env\nno_driver = env.no_gpu_driver()\n"
             "a = env.cuda_available()\nprint(no_driver, a, 'torch' in sys.modules)\n"
             "import torch\nprint(torch.cuda.is_available())")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       cwd=Path(__file__).resolve().parents[2])
-    assert p.returncode == 0, p.stderr
-    first, torch_says = p.stdout.splitlines()[-2:]
+    first, torch_says = _fresh_python(code)[-2:]
     no_driver, answer, imported = first.split()
     assert answer == torch_says
     if no_driver == "True":

@@ -149,12 +149,12 @@ def orders_sentence(facts: Mapping[str, Any]) -> str:
                f"{facts['top_levels']['self']}), and its self time, {facts['self_share']:.0%} of its total, is time "
                "inside it that no operator recorded: the autograd engine's or the optimizer's own Python between "
                "operators, or this process waiting for a core on a busy machine. Run the cell again on an idle "
-               f"machine: the operators below it usually lead. By total time: {span(lv['total'])}, led by "
-               f"`{t['total']}` (level {facts['top_levels']['total']}), which contains the others. ")
+               "machine: the operators below it usually lead. ")
     else:
         out = (f"By self time the top rows are operators at {span(lv['self'])} of the tree; the first, `{t['self']}`, "
-               f"spends {facts['self_share']:.0%} of its total in itself. By total time: {span(lv['total'])}, led by "
-               f"`{t['total']}` (level {facts['top_levels']['total']}), which contains the others. ")
+               f"spends {facts['self_share']:.0%} of its total in itself. ")
+    out += (f"By total time: {span(lv['total'])}, led by `{t['total']}` (level {facts['top_levels']['total']}), which "
+            "contains the others. ")
     if len(set(t.values())) == 3:
         out += (f"By time per call: `{t['per call']}` ({span(lv['per call'])}). Three orders, three different rows "
                 "on top.")
