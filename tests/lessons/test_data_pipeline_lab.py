@@ -8,6 +8,7 @@ import pytest
 
 from helpers.lessons import data_pipeline as pl
 from helpers.lessons.data_pipeline import checks, lab as lab_mod, loop
+from helpers.measure import compare
 from helpers.measure.validate import InvalidValue
 from helpers.notebook.results import Results
 
@@ -332,6 +333,24 @@ def test_a_point_beats_its_prediction_only_beyond_the_rounds_noise(tmp_path):
     fast = lab.sweep_table({1: "fast"}, sum(t_batch) / 5, t_batch)
     assert fast["beats_prediction"].iloc[0]
     assert "beyond this run's noise" in lab.bound_sentence(fast) and "not a bound" in lab.bound_sentence(fast)
+
+
+def test_a_point_within_t_batchs_range_does_not_beat_its_prediction(tmp_path):
+    """Another run's figures (0 workers, batch 8, a 9.4 ms stand-in step): the point is faster than the prediction
+    beyond its rounds' noise (1.05x, interval 1.02-1.11), but not faster than the prediction at T_batch's fastest
+    round: no claim that it beats the bound."""
+    lab = make_lab(tmp_path, num_workers=2)
+    lab.batch_size = 8
+    lab.ceilings[8] = 9.405
+    t_batch = [58.7, 58.6, 56.4, 58.6, 66.1]
+    rounds = [66.4, 64.4, 65.6, 66.6, 66.9]
+    lab.results.add("nw0", {"model": True, "num_workers": 0, "batch_size": 8},
+                    {"step_ms_mean": 65.994, "samples_per_s": 121.22, "round_means_ms": rounds})
+    sweep = lab.sweep_table({0: "nw0"}, sum(t_batch) / 5, t_batch)
+    implied = [t + 9.405 for t in t_batch]
+    assert compare.compare_times(implied, rounds)["verdict"] == "faster"   # beyond the noise ...
+    assert sweep["samples_per_s"].iloc[0] < sweep["predicted_high"].iloc[0]   # ... but within T_batch's range
+    assert not sweep["beats_prediction"].iloc[0] and "Every point is at or below" in lab.bound_sentence(sweep)
 
 
 def test_one_run_per_sawtooth_and_the_waves_in_words(tmp_path):
