@@ -18,11 +18,10 @@ def pytest_configure(config):
     env.quiet_logs()
 
 
-# The longest tests start first (the browser sessions, the runner's budget and signal runs, the doctor on real
-# traces): with pytest-xdist the workers then share out the many short ones instead of one worker finishing a
-# minutes-long test alone at the end. Only the order changes; every test runs as before.
-LONG_FIRST = ("tests/notebooks/test_browser_e2e.py::test_jupyterlab_notebook_widgets",
-              "tests/notebooks/test_browser_e2e.py", "tests/notebook/test_runner.py", "tests/traces/test_doctor.py")
+# The long tests start first (the runner's signal and stale-results runs, the doctor on real traces): with
+# pytest-xdist the workers then share out the many short ones instead of one worker finishing a long test alone at the
+# end. Only the order changes; every test runs as before. (The browser sessions are WAITERS, below.)
+LONG_FIRST = ("tests/notebook/test_runner.py", "tests/traces/test_doctor.py")
 # The tests that mostly wait (a runner sleeping out its budget, JupyterLab and Chromium starting), longest first. Each
 # starts a different worker's share, so that they wait side by side while the others compute: in one worker's share
 # (the order above alone) they ran one after another, and the last one (~100 s) ended ~25 s after every other test,
