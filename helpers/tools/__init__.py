@@ -5,5 +5,6 @@
 - ``wheelhouse``    the wheels for an offline install (``make wheelhouse``)
 - ``gpukit``        the few wheels a borrowed GPU machine needs to run the notebooks (``make gpu-kit``, gpu-kit.txt)
 - ``gpusim``        that machine simulated here, offline (``make gpu-sim``)
+- ``idle``          a command at the lowest CPU priority (``make test``'s trace tests beside the notebooks)
 - ``doctor_bench``  the doctor on a 200 MB trace, timed (run by hand: ``python -m helpers.tools.doctor_bench``)
 """
