@@ -458,3 +458,37 @@ def test_the_panel_table_shows_the_baseline_and_the_panel_rows(tmp_path):
                     {"step_ms_mean": 20.0})
     t = lab.panel_table()
     assert list(t["experiment"]) == ["baseline", "panel crop_first nw=1 bs=2"]
+
+
+def test_idle_shares_take_windows_in_turns_and_pool_them(tmp_path, monkeypatch):
+    """profile_rounds windows per variant, the variants in turns (a burst of other load falls on both), the share
+    pooled over every window's steps (not a mean of the windows' shares); a window that cannot run fails the variant."""
+    from helpers.lessons.data_pipeline import idle as idle_mod
+    lab = make_lab(tmp_path, num_workers=0)
+    lab.profile_rounds, lab.profile_cycles = 3, 4
+    order, windows = [], iter([(10.0, 20.0), (1.0, 10.0), (30.0, 40.0), (2.0, 10.0), (20.0, 30.0), (3.0, 30.0)])
+    monkeypatch.setattr(loop, "profile_loop", lambda variant, *a, **k: order.append((variant, k["cycles"])))
+    monkeypatch.setattr(idle_mod.profiling, "trace_files", lambda tdir: [tdir])
+    monkeypatch.setattr(idle_mod, "load_trace", lambda path: path)
+    monkeypatch.setattr(idle_mod, "dataloader_wait_share",
+                        lambda trace: (lambda n, s: {"next_ms": n, "step_ms": s, "share": n / s})(*next(windows)))
+    got = lab.idle_shares(["baseline", "crop_first"])
+    assert order == [("baseline", 4), ("crop_first", 4)] * 3
+    assert got["baseline"]["share"] == pytest.approx(60 / 90) and got["crop_first"]["share"] == pytest.approx(6 / 50)
+    assert got["baseline"]["windows"] == 3 and got["baseline"]["window_shares"] == [0.5, 0.75, 20 / 30]
+    m = row(lab, "idle share crop_first")["metrics"]
+    assert m["trace_wait_share"] == round(6 / 50, 4) and m["profiled_windows"] == 3 and m["cycles_per_window"] == 4
+
+    calls = iter([None, RuntimeError("worker died")])   # crop_first's first window runs, its second does not
+    def flaky(variant, *a, **k):
+        if variant == "crop_first":
+            err = next(calls)
+            if err:
+                raise err
+    monkeypatch.setattr(loop, "profile_loop", flaky)
+    windows = iter([(1.0, 2.0)] * 6)
+    monkeypatch.setattr(idle_mod, "dataloader_wait_share",
+                        lambda trace: (lambda n, s: {"next_ms": n, "step_ms": s, "share": n / s})(*next(windows)))
+    got = lab.idle_shares(["baseline", "crop_first"])
+    assert list(got) == ["baseline"] and got["baseline"]["windows"] == 3
+    assert row(lab, "idle share crop_first")["status"] == "failed"

@@ -1,8 +1,9 @@
 """Notebook 02's pipeline: ``data`` (dataset, transforms, collates, the DataLoader of a variant), ``checks`` (settings,
 /dev/shm, the GPU decode against the CPU's), ``loop`` (the step, the one clock, runs, the ceiling, profiles), ``lab``
 (the notebook's harness: ``Lab`` holds the run's settings and results, the stand-in's calibration, the one ceiling,
-``measure`` / ``measure_interleaved``, re-profiles, idle shares, the decode bound, bad-input rows, the panel) and
-``report`` (the tables and charts of ``Lab``'s rows)."""
+``measure`` / ``measure_interleaved``, re-profiles, idle shares, the decode bound, bad-input rows, the panel),
+``report`` (the tables and charts of ``Lab``'s rows) and ``idle`` (the loop's wait for data read from profiles,
+windows in turns)."""
 
 from .data import (
     VARIANTS, REGENERATE, DATA_DIR, CROSS, YUV_MATRIX, YUV_OFFSET, ImageLoadError, sample_paths, load_image,

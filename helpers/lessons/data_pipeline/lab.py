@@ -29,20 +29,13 @@ from ...notebook import env
 from ...notebook.budget import Budget, OverBudget
 from ...notebook import tensorboard as tb
 from ...notebook.results import Results
-from ...traces import dataloader_wait_share, load_trace
-from . import loop
+from . import idle, loop
+from .idle import failing
 from .checks import SharedMemoryTooSmall, check_decode, check_shm, shm_needed_mb
 from .data import VARIANTS, sample_paths
 from .report import Report
 
 NOTEBOOK = "02_data_pipeline"
-
-
-def _failed(exc: BaseException) -> Callable[[], Mapping[str, Any]]:
-    """A ``Results.record`` function that raises ``exc``: the row records the failure with its message."""
-    def fn():
-        raise exc
-    return fn
 
 
 class Lab(Report):
@@ -54,16 +47,17 @@ class Lab(Report):
 
     def __init__(self, device, *, scale: str, crop: int, batch_size: int, num_workers: int, dataset_size: int,
                  steps: int, warmup: int, cycles: int, rounds: int, pipe_steps: int, ceiling_steps: int,
-                 profile_steps: int, profile_cycles: int, stand_in: bool, stand_in_ms: float | None = None,
-                 stand_in_ratio: float = 0.35, seed: int = 0, notebook: str = NOTEBOOK, results: Results | None = None,
-                 paths: Iterable[Path] | None = None, cores: int | None = None, budget: Budget | None = None):
+                 profile_steps: int, profile_cycles: int, profile_rounds: int = 1, stand_in: bool,
+                 stand_in_ms: float | None = None, stand_in_ratio: float = 0.35, seed: int = 0,
+                 notebook: str = NOTEBOOK, results: Results | None = None, paths: Iterable[Path] | None = None,
+                 cores: int | None = None, budget: Budget | None = None):
         self.device = torch.device(device)
         self.on_gpu = is_cuda(self.device)
         self.scale, self.notebook, self.seed = scale, notebook, seed
         self.crop, self.batch_size, self.num_workers, self.dataset_size = crop, batch_size, num_workers, dataset_size
         self.steps, self.warmup, self.cycles, self.rounds = steps, warmup, cycles, rounds
         self.pipe_steps, self.ceiling_steps = pipe_steps, ceiling_steps
-        self.profile_steps, self.profile_cycles = profile_steps, profile_cycles
+        self.profile_steps, self.profile_cycles, self.profile_rounds = profile_steps, profile_cycles, profile_rounds
         self.stand_in, self.stand_in_ratio = bool(stand_in), stand_in_ratio
         self.stand_in_ms = stand_in_ms if self.stand_in else None
         self.cores = cores or os.cpu_count() or 1
@@ -333,39 +327,13 @@ class Lab(Report):
         except Exception as exc:  # noqa: BLE001 - a mismatch (or no nvJPEG) is a failed row, with its message
             self.results.record("gpu_decode", {"variant": "gpu_decode", "num_workers": self.num_workers,
                                                "batch_size": self.batch_size, "crop": self.crop, "model": True,
-                                               "stand_in": False}, _failed(exc))
+                                               "stand_in": False}, failing(exc))
             return []
 
     def idle_shares(self, variants: Iterable[str]) -> dict[str, dict[str, Any]]:
-        """Profile each variant with its workers (the first worker cycle skipped, ``profile_cycles`` full cycles
-        recorded) and read the trace: the share of each step spent in the DataLoader's ``__next__``, and on a GPU
-        Holistic Trace Analysis' idle share. A row ``idle share <variant>`` each (failed when the profile cannot
-        run). Returns ``{variant: {"trace_dir", "share", "next_ms", "step_ms", ["gpu_idle_share"]}}``."""
-        idle: dict[str, dict[str, Any]] = {}
-        for variant in variants:
-            tdir = profiling.fresh_trace_dir(f"{self.notebook}/{variant}_nw{self.num_workers}")
-            try:
-                with self.budget.limit():
-                    loop.profile_loop(variant, self.num_workers, self.batch_size, crop=self.crop, trace_dir=tdir,
-                                      device=self.device, active=self.profile_steps, cycles=self.profile_cycles,
-                                      stand_in_ms=self.stand_in_ms)
-            except (Exception, OverBudget) as exc:  # noqa: BLE001 - a profile that cannot run: failed row
-                self.results.record(f"idle share {variant}", self._row_config(variant), _failed(exc))
-                continue
-            idle[variant] = {"trace_dir": str(tdir),
-                             **dataloader_wait_share(load_trace(profiling.trace_files(tdir)[0]))}
-            if self.on_gpu:
-                try:
-                    share = loop.gpu_idle_share(tdir)  # HTA's temporal breakdown, quiet (None: no GPU activity)
-                    idle[variant].update({} if share is None else {"gpu_idle_share": share})
-                except Exception as exc:  # noqa: BLE001 - analysis is optional; the CPU-side share stands
-                    print(f"HTA could not analyse {tdir}: {exc}")
-        for v, d in idle.items():
-            self.results.record(f"idle share {v}", self._row_config(v), lambda d=d, v=v: {
-                "trace_wait_share": round(d["share"], 4), "timed_wait_share": self.ms(v, "data_wait_share"),
-                "next_ms": round(d["next_ms"], 3), "profiled_step_ms": round(d["step_ms"], 3),
-                **({"gpu_idle_share": round(d["gpu_idle_share"], 4)} if "gpu_idle_share" in d else {})})
-        return idle
+        """How long each variant's loop waits for data, from profiles with its workers (``idle.idle_shares``: windows
+        in turns, ``profile_rounds`` x ``profile_cycles`` cycles; on a GPU also HTA's idle share), a row each."""
+        return idle.idle_shares(self, variants)
 
     # -- bounds ------------------------------------------------------------------------------------
     def decode_bound_row(self, best: str, decode_ms: float, bound_ms: float) -> dict[str, Any]:
@@ -424,7 +392,7 @@ class Lab(Report):
         except ValueError as exc:   # named by the values as given (repr), so each refusal is a row of its own
             name = f"panel {variant!r} nw={nw!r} bs={bs!r} persistent_workers={persistent_workers!r}"
             self.results.record(name, {"variant": str(variant), "num_workers": str(nw), "batch_size": str(bs),
-                                       "model": True}, _failed(exc))
+                                       "model": True}, failing(exc))
             return self.panel_table()
         budget, self.budget = self.budget, Budget(None)   # the reader's own rows: not under the notebook's budget
         try:
