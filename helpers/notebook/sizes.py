@@ -34,11 +34,26 @@ DATA_PIPELINE = {
     # profile_rounds x profile_cycles: the profiled windows with workers (the idle share), the variants in turns, each
     # window that many full worker cycles, the share pooled over the windows. Smoke 3 x 4: with one window of 2 cycles
     # the best pipeline's share was longer than the baseline's or within 0.01 of it in 2 of 8 runs (0.799 vs 0.777,
-    # 0.663 vs 0.666): a wave loader
-    # waits once per cycle, so a short window's share depends on where in the wave it starts, and a burst of other load
-    # can fall on one variant's window only. Measured here with a process busy 0.7 s in every 1.2 s on one core: baseline
-    # minus best share 1 x 2: -0.07 to +0.25, below 0 in 2 of 8; 2 x 4: -0.05 to +0.26, 1 of 8; 3 x 4: +0.06 to +0.15,
-    # 0 of 8 (~2.7 s for both variants on a quiet machine, against ~0.6 s).
+    # 0.663 vs 0.666): a wave loader waits once per cycle, so a short window's share depends on where in the wave it
+    # starts, and a burst of other load can fall on one variant's window only. Measured here with a process busy 0.7 s
+    # in every 1.2 s on one core: baseline minus best share 1 x 2: -0.07 to +0.25, below 0 in 2 of 8; 2 x 4: -0.05 to
+    # +0.26, 1 of 8; 3 x 4: +0.06 to +0.15, 0 of 8 (~2.7 s for both variants on a quiet machine, against ~0.6 s).
+    # Full: one window of one cycle (the estimate below).
+    # budget_s / reserve_s: the notebook's time guard (helpers.notebook.budget; $PERF_TIME_BUDGET_S wins): once
+    # budget_s - reserve_s are spent, what is left becomes skipped rows. Smoke: generous, never reached in CI.
+    # Full scale on one H100 (16 cores, so 4 workers and the sweep's 8 have a core each): ~5.5 min, estimated
+    # (not measured). Method: every row's batches counted from these sizes (Lab.plan: timed cycles + one warm-up
+    # cycle per round; 2 rounds), each costed at the time one worker takes for a batch of 256 crops, measured here
+    # on a CPU (one thread, fastest of 3 batches, a loaded 2-core machine): baseline 3.7 s, bool_dilation 1.4,
+    # crop_first 1.2, batch_collate 1.6, uint8_device 1.1 (its colour and scaling on the GPU), divided by the workers;
+    # the toy CNN's GPU step (~20 ms) is small beside it. Sweep (T_batch, 0, 4, 8 workers) ~1.5 min; every variant
+    # and its T_batch in the loop ~1.7 min; the options ~0.6; the profiles (one process and with workers) ~0.7;
+    # the baseline row, decode, dilation, bad inputs ~0.4; kernel start, TensorBoard, trace views ~0.75. The old
+    # sizes (warm-up 5, 3 cycles, 12 sweep steps at 0-16 workers) came to ~13 min this way, ~47% of it in the 0- and
+    # 1-worker rows (the issue: 7-12 min, 40%); so full runs warm up one worker cycle (not 5 batches), time 2 cycles
+    # a round, have no 1-, 2- or 16-worker point, and time the pipeline alone for one batch a round. The guard
+    # (330 s, 30 s of it kept for the results) leaves ~300 s for experiments against ~290 s estimated: on a slower
+    # CPU the last rows (the appendix's) become skipped rows instead of an overrun.
     "smoke": dict(crop=256, batch_size=8, dataset_size=128, num_workers=4, steps=12, warmup=1, cycles=3, rounds=5,
                   ceiling_steps=10, sweep_steps=12, pipe_steps=15, profile_steps=3, profile_cycles=4, profile_rounds=3,
                   dilation_repeats=20, decode_repeats=10, mask_ratio=0.25, stand_in_ms=None, stand_in_ratio=0.35,
