@@ -66,33 +66,52 @@ def _differ(why: str) -> dict[str, Any]:
 
 
 # --- timing two implementations: a ratio with an interval and a verdict -----------------------------------------
-VERDICTS = ("faster", "slower", "no difference")
+VERDICTS = ("faster", "slower", "faster, small", "slower, small", "no difference")
+# A resolved change smaller than this is named "small" ("faster, small"): a real effect, but one a reader should not
+# build on without more rounds. It is a size, not a noise floor: the floor comes from each comparison's own samples.
+SMALL = 0.035
+# Roles decide the wording (``describe``): "change" (b is a changed version of a: a fix, a plant, compile, more
+# workers), "timer" (b is another reading of the same work as a: a timer that reads low or high).
+ROLES = ("change", "timer")
 
 
-# The smallest change a verdict names: a ratio within 3.5% of 1 is "no difference" even when its interval excludes 1.
-# On a shared 2-core machine comparisons whose true difference is nil (notebook 03's deterministic gather vs
-# indexing on a CPU, 02's persistent_workers within one epoch) read 0.97-1.04 across smoke runs, and once an interval
-# excluded 1 there (0.97 [0.95, 1.00]); the smallest real effect these notebooks show on that machine (the profiler's
-# overhead in 01) reads 0.90-0.95. Differences this small are not findings here; on a GPU they rarely matter.
-NOISE_FLOOR = 0.035
+def noise_floor(*samples, min_n: int = 4) -> tuple[float | None, str]:
+    """The noise floor of a comparison, measured on its own samples: an A/A split of each side (its even-numbered
+    rounds against its odd-numbered ones, which ran interleaved with the same work) gives a ratio of means that
+    differs from 1 only by noise; the floor is the largest such difference over the sides (a fraction). Returns
+    ``(floor, floor_from)``; ``(None, why)`` when no side has ``min_n`` samples to split."""
+    diffs = []
+    for x in samples:
+        x = np.asarray(list(x), dtype=float)
+        if len(x) >= min_n and x[0::2].mean() > 0 and x[1::2].mean() > 0:
+            r = float(x[0::2].mean() / x[1::2].mean())
+            diffs.append(max(r, 1 / r) - 1)
+    if not diffs:
+        return None, f"not measured: fewer than {min_n} samples on each side"
+    return float(max(diffs)), "A/A split of each side's samples (even vs odd rounds)"
 
 
 def compare_times(a_ms, b_ms, *, a: str = "a", b: str = "b", metric: str = "step_ms_mean",
                   confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0, statistic=None,
-                  floor: float = NOISE_FLOOR) -> dict[str, Any]:
+                  floor: float | None = None, role: str = "change") -> dict[str, Any]:
     """Is ``b`` faster than ``a``? Their samples (step times in ms, or round means, measured in interleaved rounds)
     give ``ratio`` = statistic(a) / statistic(b) (above 1: ``b`` is faster), a ``confidence`` interval
     ``[low, high]`` from ``scipy.stats.bootstrap`` (BCa, the two samples resampled independently), and a verdict:
-    ``"faster"`` when the whole interval is above 1 and the ratio at least ``1 + floor``, ``"slower"`` when the whole
-    interval is below 1 and the ratio at most ``1 / (1 + floor)``, else ``"no difference"`` (this machine does not
-    resolve one, or it is smaller than the noise floor: ``NOISE_FLOOR``, recorded as ``floor``). ``statistic`` defaults to the mean (``metric`` names it in results.json).
+    ``"faster"`` when the whole interval is above 1 and the ratio beyond the noise floor (``ratio >= 1 + floor``),
+    ``"slower"`` likewise below, else ``"no difference"``; a resolved change under ``SMALL`` (3.5%) reads
+    ``"faster, small"`` / ``"slower, small"``. The floor is measured on the samples (``noise_floor``: an A/A split)
+    unless given; with too few samples to split (under 4 on each side) it is ``SMALL`` and ``floor_from`` says so. ``statistic`` defaults to the
+    mean (``metric`` names it).
 
     Returns the ``comparisons`` entry of results.json: ``{"a", "b", "metric", "ratio", "low", "high", "verdict"}``
-    plus ``n_a``, ``n_b`` and ``confidence``. Fewer than 2 samples on a side, or samples that do not vary at all,
-    give an interval equal to the ratio (which then decides alone: equal samples are "no difference").
+    plus ``role``, ``n_a``, ``n_b``, ``confidence``, ``floor``, ``floor_from`` and ``samples`` (``{"a": [...],
+    "b": [...]}``, so any later rule can be re-applied to the recorded data). Fewer than 2 samples on a side, or
+    samples that do not vary at all, give an interval equal to the ratio (which then decides alone).
     """
     from scipy import stats
 
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}, not {role!r}")
     stat = statistic or np.mean
     x = np.asarray(list(a_ms), dtype=float)
     y = np.asarray(list(b_ms), dtype=float)
@@ -113,26 +132,68 @@ def compare_times(a_ms, b_ms, *, a: str = "a", b: str = "b", metric: str = "step
             if np.isfinite(ci.low) and np.isfinite(ci.high):
                 low, high = float(ci.low), float(ci.high)
                 break
-    if not 0 <= floor < 1:
-        raise ValueError(f"floor must be a fraction in [0, 1), not {floor!r}")
+    if floor is None:
+        floor, floor_from = noise_floor(x, y)
+        if floor is None:   # too few samples to measure a floor (and to trust a bootstrap): the small-change size
+            floor, floor_from = SMALL, f"assumed {100 * SMALL:g}%: {floor_from}"
+    else:
+        floor_from = "given"
+    if not 0 <= floor:
+        raise ValueError(f"floor must be a fraction >= 0, not {floor!r}")
     verdict = ("faster" if low > 1.0 and ratio >= 1.0 + floor else
                "slower" if high < 1.0 and ratio <= 1.0 / (1.0 + floor) else "no difference")
+    if verdict != "no difference" and max(ratio, 1 / ratio) < 1 + SMALL:
+        verdict += ", small"
     return {"a": a, "b": b, "metric": metric, "ratio": round(ratio, 4), "low": round(low, 4), "high": round(high, 4),
-            "verdict": verdict, "n_a": int(len(x)), "n_b": int(len(y)), "confidence": confidence, "floor": floor}
+            "verdict": verdict, "role": role, "n_a": int(len(x)), "n_b": int(len(y)), "confidence": confidence,
+            "floor": round(floor, 4), "floor_from": floor_from,
+            "samples": {"a": [round(float(v), 4) for v in x], "b": [round(float(v), 4) for v in y]}}
+
+
+def direction(comparison: Mapping[str, Any]) -> str | None:
+    """``"faster"``, ``"slower"`` (small or not), or None for no difference."""
+    v = comparison.get("verdict", "")
+    return v.split(",")[0] if v.split(",")[0] in ("faster", "slower") else None
 
 
 def resolved(comparison: Mapping[str, Any]) -> bool:
     """Whether a comparison's interval excludes "no difference": only then may a figure derived from it (a
     break-even, ms saved, a ratio to a ceiling) be printed; otherwise say this machine does not resolve it."""
-    return comparison.get("verdict") in ("faster", "slower")
+    return direction(comparison) is not None
 
 
-def describe(comparison: Mapping[str, Any], unit: str = "×") -> str:
-    """One line for a reader: ``b`` vs ``a``: the ratio, its interval and the verdict."""
+def _x(r: float) -> str:
+    return f"{r:.0f}×" if r >= 100 else f"{r:.1f}×" if r >= 10 else f"{r:.2f}×"
+
+
+def describe(comparison: Mapping[str, Any]) -> str:
+    """One line for a reader, worded by the comparison's role (the one renderer every notebook and the doctor use):
+
+    - change, faster: ``compiled: 0.51× the eager step (1.97× faster; 95% interval 1.87–2.04×)``
+    - change, slower: ``planted input makes the step 43× slower than nothing planted (95% interval 38–49×)``
+    - timer: ``naive reads 1040× low against synchronised (95% interval 990–1100×)``
+    - no difference: ``persistent workers vs baseline: no difference beyond this run's noise (1.01×, 95% interval
+      0.95–1.08×; noise floor ±2.1%)``
+    A resolved change under 3.5% adds "a small change"."""
     c = comparison
     pct = int(round(100 * c.get("confidence", 0.95)))
-    what = {"faster": f"{c['b']} is faster than {c['a']}", "slower": f"{c['b']} is slower than {c['a']}",
-            "no difference": f"no difference between {c['b']} and {c['a']} beyond this machine's noise"}[c["verdict"]]
-    if c["verdict"] == "no difference" and (c["low"] > 1 or c["high"] < 1) and c.get("floor"):
-        what += f" (its interval excludes 1, but the change is within the noise floor of ±{100 * c['floor']:g}%)"
-    return f"{what}: {c['ratio']:.2f}{unit} ({pct}% interval {c['low']:.2f}–{c['high']:.2f})"
+    r, lo, hi, d = c["ratio"], c["low"], c["high"], direction(c)
+    small = "; a small change, under 3.5%" if c["verdict"].endswith("small") else ""
+    if d is None:
+        floor = f"; noise floor ±{100 * c['floor']:.1f}%" if c.get("floor") else ""
+        return (f"{c['b']} vs {c['a']}: no difference beyond this run's noise ({_x(r)}, {pct}% interval "
+                f"{lo:.2f}–{hi:.2f}×{floor})")
+    if c.get("role") == "timer":
+        if d == "faster":
+            return f"{c['b']} reads {_x(r)} low against {c['a']} ({pct}% interval {_x(lo)}–{_x(hi)}{small})"
+        return f"{c['b']} reads {_x(1 / r)} high against {c['a']} ({pct}% interval {_x(1 / hi)}–{_x(1 / lo)}{small})"
+    if d == "faster":
+        return (f"{c['b']}: {1 / r:.2f}× the {c['a']} step ({_x(r)} faster; {pct}% interval "
+                f"{_x(lo)}–{_x(hi)}{small})")
+    return (f"{c['b']} makes the step {_x(1 / r)} slower than {c['a']} ({pct}% interval {_x(1 / hi)}–{_x(1 / lo)}"
+            f"{small})")
+
+
+def not_measured(what: str, why: str = "skipped for time") -> str:
+    """The line for a figure this run did not measure: ``what: not measured (why)``."""
+    return f"{what}: not measured ({why})"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import re
 import tempfile
 import traceback
 from pathlib import Path
@@ -17,6 +18,7 @@ from .display import frame, readable
 
 RESULTS_ENV = "PERF_RESULTS_DIR"
 STATUSES = ("ok", "failed")
+CHECK_ID = re.compile(r"[a-z][a-z0-9_]{0,59}")
 
 
 def results_root() -> Path:
@@ -102,6 +104,7 @@ class Results:
         self.env = dict(env or {})
         self.experiments: list[dict[str, Any]] = []
         self.checks: dict[str, bool] = {}
+        self.claims: dict[str, str] = {}
         self.comparisons: list[dict[str, Any]] = []
         self.notes: dict[str, Any] = {}
         self.dir = Path(root) if root is not None else results_root() / notebook
@@ -155,16 +158,21 @@ class Results:
         return row["metrics"].get(key, default)
 
     # -- checks --------------------------------------------------------------
-    def check(self, claim: str, value: bool) -> bool:
-        """Record a claim of the notebook, computed from this run's measurements."""
-        self.checks[claim] = bool(value)
+    def check(self, check_id: str, value: bool, claim: str | None = None) -> bool:
+        """Record a claim of the notebook, computed from this run's measurements, under a stable id
+        (``RESULTS.check("gather_gone_from_fixed_backward", ok, "GatherBackward gone from the fixed backward")``):
+        results.json's ``checks`` maps ids to booleans and ``claims`` ids to their sentences; tests refer to ids."""
+        if not isinstance(check_id, str) or not CHECK_ID.fullmatch(check_id):
+            raise ValueError(f"a check id is lower_snake_case, at most 60 characters: {check_id!r}")
+        self.checks[check_id] = bool(value)
+        self.claims[check_id] = claim or check_id.replace("_", " ")
         if self.autosave:
             self.save()
         return bool(value)
 
     def compare(self, a: str, b: str, a_ms, b_ms, *, metric: str = "step_ms_mean", **kw) -> dict[str, Any]:
-        """Compare two variants' timings (``measure.compare.compare_times``: ratio a/b with a 95% interval and a
-        verdict) and keep the entry in results.json's ``comparisons`` (an earlier entry for the same ``a``, ``b`` and
+        """Compare two variants' timings (``measure.compare.compare_times``: ratio a/b with a 95% interval, a noise
+        floor measured on the samples and a verdict; ``role="timer"`` for a second reading of the same work) and keep the entry in results.json's ``comparisons`` (an earlier entry for the same ``a``, ``b`` and
         ``metric`` is replaced). Returns the entry."""
         from ..measure.compare import compare_times
 
@@ -188,7 +196,7 @@ class Results:
     # -- output --------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return {"notebook": self.notebook, "scale": self.scale, "env": _jsonable(self.env),
-                "experiments": self.experiments, "checks": self.checks, "comparisons": _jsonable(self.comparisons),
+                "experiments": self.experiments, "checks": self.checks, "claims": self.claims, "comparisons": _jsonable(self.comparisons),
                 "notes": self.notes}
 
     def save(self) -> Path:
@@ -217,17 +225,18 @@ class Results:
         return readable(self.table(metrics))
 
     def checks_table(self):
-        """The checks as a DataFrame (``claim``, ``holds``), shown with each claim whole, wrapped in its cell."""
+        """The checks as a DataFrame (``id``, ``claim``, ``holds``), shown with each claim whole, wrapped in its cell."""
         import pandas as pd
 
-        return frame(pd.DataFrame([{"claim": k, "holds": v} for k, v in self.checks.items()], columns=["claim", "holds"]))
+        return frame(pd.DataFrame([{"id": k, "claim": self.claims.get(k, k), "holds": v} for k, v in self.checks.items()],
+                                  columns=["id", "claim", "holds"]))
 
     def comparisons_table(self):
         """The comparisons as a DataFrame: b against a, the metric, the ratio a/b, its interval, the verdict."""
         import pandas as pd
 
-        cols = ["b", "a", "metric", "ratio", "low", "high", "verdict"]
-        return frame(pd.DataFrame([{k: c[k] for k in cols} for c in self.comparisons], columns=cols))
+        cols = ["b", "a", "metric", "ratio", "low", "high", "floor", "verdict"]
+        return frame(pd.DataFrame([{k: c.get(k) for k in cols} for c in self.comparisons], columns=cols))
 
     def savefig(self, fig, name: str) -> Path:
         path = self.dir / f"{name}.png"
@@ -281,11 +290,13 @@ def validate(doc: Mapping[str, Any]) -> list[str]:
     for k, v in doc["checks"].items():
         if not isinstance(v, bool):
             problems.append(f"check {k!r} is not a boolean")
+        if not CHECK_ID.fullmatch(k):
+            problems.append(f"check {k!r} is not an id (lower_snake_case)")
     for i, c in enumerate(doc.get("comparisons", [])):
         missing = [k for k in ("a", "b", "metric", "ratio", "low", "high", "verdict") if k not in c]
         if missing:
             problems.append(f"comparison {i} lacks {missing}")
-        elif c["verdict"] not in ("faster", "slower", "no difference"):
+        elif c["verdict"] not in ("faster", "slower", "faster, small", "slower, small", "no difference"):
             problems.append(f"comparison {i} has verdict {c['verdict']!r}")
         elif not (c["low"] <= c["ratio"] <= c["high"]):
             problems.append(f"comparison {i}: the ratio {c['ratio']} is outside its interval [{c['low']}, {c['high']}]")

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.measure.compare import NOISE_FLOOR, compare, compare_times, describe, resolved
+from helpers.measure.compare import compare, compare_times, describe, direction, noise_floor, resolved
 
 
 def test_compare_exact_close_and_different():
@@ -36,23 +36,47 @@ def test_compare_times_verdicts():
     same = compare_times(rng.normal(10, 1, 20), rng.normal(10, 1, 20))
     assert same["verdict"] == "no difference" and same["low"] < 1 < same["high"] and not resolved(same)
     assert set(c) >= {"a", "b", "metric", "ratio", "low", "high", "verdict"}
-    assert describe(c).startswith("compiled is faster than eager: 1.2")
+    assert describe(c).startswith("compiled: 0.8") and "1.2" in describe(c) and "faster" in describe(c)
+    assert c["samples"]["a"][0] == round(float(slow[0]), 4) and len(c["samples"]["b"]) == 30
     assert compare_times([5, 5], [5, 5])["verdict"] == "no difference"     # no spread: the ratio alone decides
     with pytest.raises(ValueError):
         compare_times([], [1.0])
 
 
-def test_a_resolved_change_within_the_noise_floor_is_no_difference():
+def test_the_noise_floor_is_measured_on_the_samples_and_small_changes_are_named():
     rng = np.random.default_rng(1)
     base = rng.normal(10.0, 0.05, 200)
-    small = compare_times(base, base / 1.02, a="a", b="b")   # 2% faster, interval far from 1
-    assert small["low"] > 1 and small["verdict"] == "no difference" and small["floor"] == NOISE_FLOOR
-    assert not resolved(small) and "within the noise floor of ±3.5%" in describe(small)
-    assert compare_times(base, base / 1.02, floor=0.0)["verdict"] == "faster"
-    assert compare_times(base, base / 1.05)["verdict"] == "faster"        # beyond the floor
+    floor, frm = noise_floor(base)
+    assert 0 < floor < 0.01 and "A/A" in frm
+    small = compare_times(base, base / 1.02, a="a", b="b")   # 2% faster, interval far from 1, a floor well under 1%
+    assert small["low"] > 1 and small["verdict"] == "faster, small" and small["floor"] < 0.01
+    assert resolved(small) and direction(small) == "faster" and "small" in describe(small)
+    assert small["floor_from"].startswith("A/A")
+    assert compare_times(base, base / 1.05)["verdict"] == "faster"        # beyond the floor and not small
     assert compare_times(base / 1.05, base)["verdict"] == "slower"
+    # a floor given: a 2% change within a 3.5% floor is no difference
+    assert compare_times(base, base / 1.02, floor=0.035)["verdict"] == "no difference"
+    # drifting samples: the even and odd rounds differ by ~10%, so a 5% change is within the measured floor
+    drift = np.tile([10.0, 11.0], 10)
+    assert compare_times(drift, drift / 1.05)["verdict"] == "no difference"
+    assert noise_floor([1.0, 2.0])[0] is None            # too few samples to split
+    few = compare_times([76.0, 76.3, 76.2], [78.7, 78.9, 78.8])   # 3 steps a side: no floor to measure
+    assert few["floor"] == 0.035 and few["floor_from"].startswith("assumed") and few["verdict"] == "no difference"
     with pytest.raises(ValueError, match="floor"):
-        compare_times(base, base, floor=1.5)
+        compare_times(base, base, floor=-0.5)
+    with pytest.raises(ValueError, match="role"):
+        compare_times(base, base, role="winner")
+
+
+def test_describe_words_each_role():
+    rng = np.random.default_rng(2)
+    truth, naive = rng.normal(100, 1, 10), rng.normal(0.1, 0.001, 10)
+    t = compare_times(truth, naive, a="synchronised", b="naive", role="timer")
+    assert describe(t).startswith("naive reads ") and " low against synchronised" in describe(t)
+    plant = compare_times(rng.normal(1, 0.01, 10), rng.normal(43, 0.5, 10), a="nothing planted", b="planted input")
+    assert describe(plant).startswith("planted input makes the step 43") and "slower than nothing planted" in describe(plant)
+    same = compare_times(rng.normal(10, 1, 20), rng.normal(10, 1, 20), a="x", b="y")
+    assert "no difference beyond this run's noise" in describe(same)
 
 
 def test_compare_times_is_reproducible():

@@ -42,7 +42,7 @@ profiling.profile_steps(step, wait=P["wait"], warmup=P["warmup_steps"], active=P
 fig, ax = plt.subplots()
 ax.plot(times.times_ms)
 R.savefig(fig, "step_times")
-R.check("the step was timed", R.metric("train_step", "step_ms_mean") is not None)
+R.check("step_timed", R.metric("train_step", "step_ms_mean") is not None)
 """
 
 

@@ -17,8 +17,11 @@ def test_record_ok_and_failed_rows_and_atomic_save(tmp_path, capsys):
     assert row["status"] == "failed" and row["error"].startswith("out of memory")
     assert "[failed] bad" in capsys.readouterr().out
     r.record("after", {}, lambda: {"x": 1})  # the run goes on
-    r.check("claim", 1 == 1)
+    r.check("claim_holds", 1 == 1, "one equals one")
+    with pytest.raises(ValueError, match="id"):
+        r.check("a sentence, not an id", True)
     doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["checks"] == {"claim_holds": True} and doc["claims"] == {"claim_holds": "one equals one"}
     assert [e["name"] for e in doc["experiments"]] == ["good", "bad", "after"]
     assert results.validate(doc) == []
     assert not list(tmp_path.glob(".*.tmp"))
@@ -34,6 +37,7 @@ def test_validate_finds_problems():
     assert any("scale" in p for p in probs)
     assert any("without an error" in p for p in probs)
     assert any("not a boolean" in p for p in probs)
+    assert any("not an id" in p for p in results.validate({**doc, "checks": {"A claim": True}}))
     assert any("env lacks" in p for p in probs)
 
 
@@ -92,7 +96,7 @@ def test_comparisons_are_kept_in_results_json(tmp_path):
     assert any("verdict" in p for p in results.validate(doc))
     doc["comparisons"][0].update(verdict="faster", ratio=9.0)
     assert any("outside its interval" in p for p in results.validate(doc))
-    assert list(r.comparisons_table().columns) == ["b", "a", "metric", "ratio", "low", "high", "verdict"]
+    assert list(r.comparisons_table().columns) == ["b", "a", "metric", "ratio", "low", "high", "floor", "verdict"]
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
