@@ -4,10 +4,11 @@ Importing it (or any of its packages) has no side effects.
 
 - ``helpers.traces``    the trace toolkit: read any profiler trace offline (``files``, ``load``, ``events``,
                         ``intervals``, ``syncs``), its views (``views``, ``gputime``, ``timeline``, ``show``), the
-                        diagnosis (``quality``, ``diagnosis``, ``split``, ``report``, ``job``, ``comparison``,
-                        ``doctor``) and backward attribution (``backward``)
+                        diagnosis (``quality``, ``diagnosis``, ``split``, ``report``, ``job``,
+                        ``doctor``) and backward attribution (``backward``); nothing from measure or notebook
 - ``helpers.measure``   timing, profiling, a labelled training step, ``diagnose_step``, comparisons, validation
-                        (``device``, ``timing``, ``profiling``, ``training``, ``diagnose``, ``compare``, ``validate``)
+                        (``device``, ``timing``, ``profiling``, ``training``, ``diagnose``, ``compare``, ``trace_compare``,
+                        ``validate``)
 - ``helpers.lessons``   what one notebook alone uses: ``profiler_basics`` (01), ``data_pipeline`` (02),
                         ``backward_hooks`` (03), ``torch_compile`` (04), ``diagnose`` (05)
 - ``helpers.notebook``  around the lessons: ``env``, ``sizes``, ``results``, ``display``, ``panels``,

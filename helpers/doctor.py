@@ -1,8 +1,65 @@
 """``python -m helpers.doctor PATH`` and ``python -m helpers.doctor compare BEFORE AFTER`` (also installed as the
-``perf-doctor`` command): the trace toolkit's doctor, ``helpers.traces.doctor``, from the command line."""
-import sys
+``perf-doctor`` command): one trace diagnosed by the trace toolkit (``helpers.traces.doctor``), or two traces' steps
+compared with the notebooks' comparison (``helpers.measure.trace_compare``).
 
-from .traces.doctor import main
+``compare BEFORE AFTER [--json] [--fail-if-slower PCT]``: the ratio of mean steps with its 95% interval, the measured
+noise floor and a verdict (faster, slower, "…, small", no difference; cannot tell under 2 steps a side), and each
+cause's change in ms. ``--fail-if-slower PCT`` exits with status 1 when AFTER is slower beyond the noise ("slower"
+or "slower, small") by PCT percent of BEFORE's step or more, and also when the doctor cannot tell (a gate that
+cannot see does not pass); "no difference" passes. Bad input: one line, status 2."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .measure.compare import direction
+from .measure.trace_compare import compare, compare_text
+from .traces import doctor
+from .traces.quality import finite
+from .traces.report import DoctorError
+
+EXIT_SLOWER = 1          # --fail-if-slower: slower by PCT% or more, or cannot tell
+EXIT_BAD_INPUT = doctor.EXIT_BAD_INPUT
+
+
+def compare_main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m helpers.doctor compare",
+                                 description="Did AFTER get faster than BEFORE, beyond the step-to-step noise?")
+    ap.add_argument("before", help="a trace or a trace folder (before the change)")
+    ap.add_argument("after", help="a trace or a trace folder (after the change)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--fail-if-slower", type=doctor.pct_arg, metavar="PCT",
+                    help="exit status 1 when AFTER is slower beyond noise by PCT%% of BEFORE's step or more, or "
+                         "when there are too few steps to tell")
+    args = ap.parse_args(argv)
+    try:
+        cmp = compare(args.before, args.after)
+    except DoctorError as exc:
+        print(f"doctor: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    doctor.emit(json.dumps(finite(cmp), indent=1, allow_nan=False) if args.json else compare_text(cmp))
+    limit = args.fail_if_slower
+    if limit is None:
+        return 0
+    if cmp["comparison"] is None:
+        print(f"doctor: cannot tell with {cmp['steps'][0]} and {cmp['steps'][1]} steps: the gate fails "
+              f"(profile at least 2 steps a side)", file=sys.stderr)
+        return EXIT_SLOWER
+    pct = cmp["step"]["change_pct"]
+    if direction(cmp["comparison"]) == "slower" and pct >= limit:
+        print(f"doctor: slower by {pct:.1f}% (limit {limit:g}%)", file=sys.stderr)
+        return EXIT_SLOWER
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["compare"] and not Path("compare").exists():
+        return compare_main(argv[1:])
+    return doctor.main(argv)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -125,3 +125,34 @@ def test_the_index_and_the_readme_name_every_module():
             missing_readme.append(mod)
     assert not missing_index, f"modules their package's index does not name: {missing_index}"
     assert not missing_readme, f"top-level packages and modules the README's layout does not name: {missing_readme}"
+
+
+def test_the_trace_toolkit_imports_nothing_from_measure_or_notebook():
+    """``helpers.traces`` stands alone (the doctor reads a trace from any job): it imports neither ``helpers.measure``
+    nor ``helpers.notebook``, at module level or inside a function. What needs both lives above it
+    (``helpers.measure.trace_compare``, ``helpers.doctor``); ``helpers.notebook.display`` hands ``traces.show`` its
+    renderers."""
+    graph = imports(modules())
+    bad = {m: sorted(t for t in targets if t.split(".")[:2] in (["helpers", "measure"], ["helpers", "notebook"]))
+           for m, targets in graph.items() if m.split(".")[:2] == ["helpers", "traces"]}
+    bad = {m: t for m, t in bad.items() if t}
+    assert not bad, f"the trace toolkit imports from measure/notebook: {bad}"
+
+
+def test_the_layer_check_sees_a_lazy_import():
+    """The check above reads function-level imports too (``imports`` walks the whole tree)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        pkg = Path(d) / "helpers" / "traces"
+        pkg.mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        (pkg / "x.py").write_text("def f():\n    from ..measure.timing import gc_paused\n")
+        (Path(d) / "helpers" / "__init__.py").write_text("")
+        (Path(d) / "helpers" / "measure").mkdir()
+        (Path(d) / "helpers" / "measure" / "__init__.py").write_text("")
+        (Path(d) / "helpers" / "measure" / "timing.py").write_text("")
+        mods = {"helpers": Path(d) / "helpers" / "__init__.py", "helpers.traces": pkg / "__init__.py",
+                "helpers.traces.x": pkg / "x.py", "helpers.measure": Path(d) / "helpers" / "measure" / "__init__.py",
+                "helpers.measure.timing": Path(d) / "helpers" / "measure" / "timing.py"}
+        assert imports(mods)["helpers.traces.x"] == {"helpers.measure.timing"}

@@ -9,5 +9,7 @@
 - ``diagnose``   ``diagnose_step``: profile a step and diagnose its trace in one call; ``training_step`` from your
                  own model, optimizer and loader
 - ``compare``    two implementations: equal, close, or how far apart (before anything is timed)
+- ``trace_compare``  two traces' steps (``python -m helpers.doctor compare``): ``compare_times`` on the step
+                 times, each cause's change in ms
 - ``validate``   settings refused with a clear message (``InvalidValue``)
 """

@@ -9,12 +9,12 @@ steps apart), and ``samples_per_s`` = samples over the whole timed window = batc
 from __future__ import annotations
 
 import contextlib
-import gc
 import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
+from ..traces.load import gc_paused  # noqa: F401 - timing.gc_paused: the block timed without collections
 from .device import is_cuda, synchronize
 
 
@@ -197,20 +197,3 @@ def torch_threads(n: int | None):
         yield
     finally:
         torch.set_num_threads(before)
-
-
-@contextlib.contextmanager
-def gc_paused(collect: bool = True) -> Iterator[None]:
-    """Python's cyclic garbage collector off for the block (reference counting still frees memory), as ``timeit``
-    times: a collection of a notebook's heap (its profiles hold hundreds of thousands of objects) would land in
-    whichever step runs then. ``collect``: one collection first (for timing); ``False`` where the block builds many
-    objects with no cycles and a collection first would only cost (reading a large trace, ``traces.load``)."""
-    was = gc.isenabled()
-    if collect:
-        gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()

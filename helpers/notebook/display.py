@@ -280,3 +280,10 @@ def styled(df, precision: int = 2, hide_index: bool = True, **fmt):
     st = st.set_table_styles(_CELL_CSS, overwrite=False)
     left = [{"selector": "th", "props": "text-align: left;"}, {"selector": "td", "props": "text-align: left;"}]
     return st.set_table_styles({c: left for c in text}, overwrite=False) if text and out.columns.is_unique else st
+
+
+# The trace toolkit's views in a notebook (``helpers.traces.show``) render their tables and lines as these do: the
+# toolkit imports nothing from this layer, this layer hands it its renderers.
+from ..traces.show import render_with  # noqa: E402 - after Table and say, which it is given
+
+render_with(Table, say)

@@ -15,7 +15,7 @@ returns numbers or DataFrames; ``Trace.timeline`` and ``show`` draw.
 - ``views``      ``open_trace`` / ``Trace``: overview, operators, kernels, memory (torch-tb-profiler's parser),
                  GPU time, idle and launch statistics (Holistic Trace Analysis)
 - ``timeline``   a Perfetto-like picture of a few steps
-- ``show``       the views in a notebook
+- ``show``       the views in a notebook (plain tables and lines; ``helpers.notebook.display`` renders them)
 - ``diagnosis``  ``diagnose``: the average step split into causes (input, host sync, launch/overhead, compute,
                  memory, communication), each microsecond to one cause
 - ``split``      the interval work behind it: a trace's steps split into each cause's time ranges (GPU and CPU)
@@ -23,12 +23,11 @@ returns numbers or DataFrames; ``Trace.timeline`` and ``show`` draw.
 - ``gputime``    the GPU's temporal breakdown computed here, with Holistic Trace Analysis' definitions
 - ``report``     one trace's report (``trace_report``: quality, Overview, GPU, diagnosis) and its text
 - ``job``        ``diagnose_job``: a folder of ranks, every rank diagnosed, the straggler, one verdict
-- ``comparison`` ``compare(before, after)``: per-cause change per step with an interval, and a verdict
-- ``doctor``     ``python -m helpers.doctor PATH`` / ``compare BEFORE AFTER``: all of it from the command line
+- ``doctor``     ``python -m helpers.doctor PATH``: all of it from the command line (``compare BEFORE AFTER``,
+                 which needs the notebooks' comparison, is ``helpers.measure.trace_compare``)
 - ``backward``   a backward pass read from a trace: two clocks per autograd node, a node's forward op and line
 """
 from .backward import backward_ops, forward_origin
-from .comparison import compare
 from .diagnosis import CAUSES, Diagnosis, DiagnosisError, diagnose
 from .events import dataloader_wait_share, has_gpu, phase_ranges, step_ranges
 from .files import find_workers
@@ -38,7 +37,7 @@ from .show import show
 from .syncs import KINDS, count_syncs, sync_costs
 from .views import Trace, open_trace
 
-__all__ = ["CAUSES", "Diagnosis", "DiagnosisError", "KINDS", "Trace", "TraceError", "backward_ops", "compare",
+__all__ = ["CAUSES", "Diagnosis", "DiagnosisError", "KINDS", "Trace", "TraceError", "backward_ops",
            "count_syncs", "dataloader_wait_share", "diagnose", "diagnose_job", "find_trace", "find_workers",
            "forward_origin", "has_gpu",
            "load_trace", "open_trace", "phase_ranges", "show", "step_ranges", "sync_costs", "trim"]

@@ -21,9 +21,9 @@ A folder of ranks: the same keys for the job (``diagnosis``: each cause's mean o
 entry per rank: rank, steps, step_ms, top_cause, causes, diagnosis, waits_ms, last_in, gpu, quality),
 ``straggler`` (``{"rank", "ms", ...}`` or null) and ``verdict``.
 
-``python -m helpers.doctor compare BEFORE AFTER [--json] [--fail-if-slower PCT]``: per-cause change per step with
-a 95% interval, and a verdict (faster, slower, no change beyond noise; ``comparison``). ``--fail-if-slower PCT``
-exits with status 1 when AFTER is slower beyond the noise by PCT percent of BEFORE's step or more (for CI).
+``python -m helpers.doctor compare BEFORE AFTER`` is the command's other half, which times one trace against another
+with the notebooks' comparison: ``helpers.doctor`` and ``helpers.measure.trace_compare`` (the trace toolkit needs
+nothing from ``measure``).
 
 Bad input (not a trace, a truncated ``.gz``, an unreadable or empty folder, a file over the reading limit, another
 tool's trace...) gets one line naming the file and what to do, and exit status 2. Taught in ``05_diagnose``.
@@ -37,14 +37,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .comparison import compare, compare_text
 from .job import diagnose_job, job_text
 from .quality import finite
 from .report import DoctorError, trace_text
 
-EXIT_SLOWER = 1
 EXIT_BAD_INPUT = 2
-__all__ = ["DoctorError", "EXIT_BAD_INPUT", "EXIT_SLOWER", "json_report", "main", "report", "text_report"]
+__all__ = ["DoctorError", "EXIT_BAD_INPUT", "emit", "json_report", "main", "pct_arg", "report", "text_report"]
 
 
 def report(path: Path | str, *, views: bool = True) -> dict[str, Any]:
@@ -62,7 +60,7 @@ def text_report(rep: dict[str, Any], top: int = 10) -> str:
     return job_text(rep) if rep.get("ranks") else trace_text(rep, top=top)
 
 
-def _pct(text: str) -> float:
+def pct_arg(text: str) -> float:
     try:
         x = float(text)
     except ValueError:
@@ -72,7 +70,7 @@ def _pct(text: str) -> float:
     return x
 
 
-def _print(text: str) -> None:
+def emit(text: str) -> None:
     """Print, quietly stopping when the reader has gone (``| head``)."""
     try:
         print(text)
@@ -81,40 +79,15 @@ def _print(text: str) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def _compare_main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m helpers.doctor compare",
-                                 description="Did AFTER get faster than BEFORE, beyond the step-to-step noise?")
-    ap.add_argument("before", help="a trace or a trace folder (before the change)")
-    ap.add_argument("after", help="a trace or a trace folder (after the change)")
-    ap.add_argument("--json", action="store_true", help="print one JSON object")
-    ap.add_argument("--fail-if-slower", type=_pct, metavar="PCT",
-                    help="exit status 1 when AFTER is slower beyond noise by PCT%% of BEFORE's step or more")
-    args = ap.parse_args(argv)
-    try:
-        cmp = compare(args.before, args.after)
-    except DoctorError as exc:
-        print(f"doctor: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    _print(json.dumps(finite(cmp), indent=1, allow_nan=False) if args.json else compare_text(cmp))
-    pct = cmp["step"]["change_pct"]
-    limit = args.fail_if_slower
-    if limit is not None and cmp["verdict"] == "slower" and pct is not None and pct >= limit:
-        print(f"doctor: slower by {pct:.1f}% (limit {args.fail_if_slower:g}%)", file=sys.stderr)
-        return EXIT_SLOWER
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["compare"] and not Path("compare").exists():
-        return _compare_main(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m helpers.doctor", description=__doc__.splitlines()[0],
                                  epilog="python -m helpers.doctor compare BEFORE AFTER [--json] [--fail-if-slower PCT]"
                                         ": did a change help? (--help after compare for more)")
     ap.add_argument("path", help="a .json / .json.gz profiler trace or a tensorboard_trace_handler folder")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--top", type=int, default=10, help="rows of the operator and kernel tables (default 10)")
-    ap.add_argument("--max-mb", type=_pct, help="the reading limit in MiB (default $PERF_TRACE_MAX_MB or 512)")
+    ap.add_argument("--max-mb", type=pct_arg, help="the reading limit in MiB (default $PERF_TRACE_MAX_MB or 512)")
     args = ap.parse_args(argv)
     if args.max_mb:
         os.environ["PERF_TRACE_MAX_MB"] = str(args.max_mb)
@@ -123,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     except DoctorError as exc:
         print(f"doctor: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    _print(json_report(rep) if args.json else text_report(rep, top=args.top))
+    emit(json_report(rep) if args.json else text_report(rep, top=args.top))
     return 0
 
 

@@ -3,22 +3,40 @@ a long one to its first steps. Bad input raises ``TraceError`` with a one-line m
 from __future__ import annotations
 
 import bisect
+import contextlib
+import gc
 import gzip
 import json
 import os
 import zlib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
-from ..measure.timing import gc_paused
 from . import events as ev
 from .files import TraceError, find_trace
 
 
+@contextlib.contextmanager
+def gc_paused(collect: bool = True) -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block (reference counting still frees memory), as ``timeit``
+    times: a collection of a notebook's heap (its profiles hold hundreds of thousands of objects) would land in
+    whichever step runs then. ``collect``: one collection first (for timing; ``measure.timing`` re-exports it);
+    ``False`` where the block builds many objects with no cycles and a collection first would only cost (``no_gc``)."""
+    was = gc.isenabled()
+    if collect:
+        gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def no_gc():
-    """Python's cyclic garbage collector off for the block (``measure.timing.gc_paused`` without a collection first):
-    building the million small dicts of a large trace otherwise triggers collection after collection (a 200 MB trace
-    loads 4x faster without them). Trace events hold no reference cycles."""
+    """``gc_paused`` without a collection first: building the million small dicts of a large trace otherwise
+    triggers collection after collection (a 200 MB trace loads 4x faster without them). Trace events hold no
+    reference cycles."""
     return gc_paused(collect=False)
 
 

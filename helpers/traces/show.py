@@ -3,15 +3,35 @@ in notebooks 01-04, and in ``05_diagnose``). The views themselves are computed i
 
 What a reader sees: the trace named once (its file; the folder in the first line only), each view's table with the
 columns that carry something on this trace (a CPU-only trace has no device columns: they would all be 0), text
-wrapped at spaces and path separators, missing values as '–', and a timeline titled with ``title``."""
+wrapped at spaces and path separators, missing values as '–', and a timeline titled with ``title``.
+
+The toolkit draws nothing of its own beyond the timeline: the tables and lines go through ``Table`` and ``say``,
+plain here (a DataFrame as pandas shows it, a line printed) and replaced by ``render_with`` with a notebook's
+readable ones (``helpers.notebook.display`` installs its ``Table`` and ``say`` when imported), so the trace toolkit
+needs nothing from the notebook layer."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..notebook.display import Table, say
 from . import events as ev
 from .load import TraceError
 from .views import Trace, open_trace
+
+
+def Table(df, precision: int = 2):  # noqa: N802 - stands in for a renderer class (``render_with``)
+    """A view's table, plain: the DataFrame itself."""
+    return df
+
+
+def say(text: str, small: bool = False) -> None:
+    """A line about the trace, plain: printed (``**bold**`` marks dropped)."""
+    print(str(text).replace("**", ""))
+
+
+def render_with(table, say_line) -> None:
+    """Render the views' tables with ``table(df, precision=...)`` and their lines with ``say_line(text, small=...)``."""
+    global Table, say
+    Table, say = table, say_line
 
 # columns that only a GPU fills: left out of the views of a CPU-only trace (the Overview's device categories, the
 # Operators' device times and tensor-core eligibility)

@@ -8,16 +8,10 @@ from helpers import traces as trace
 from helpers.lessons.backward_hooks import patch_dropout as pdm
 from helpers.traces import backward as bl
 from helpers.traces import events as ev
+from tests import fake_trace as ft
 from tests.shared_data import gpu_trace
 
 NO_SYNCS = pd.DataFrame(columns=["ts_us", "name", "kind", "host_us", "gpu_idle_us"])
-
-
-def _ev(name, ts, dur=1.0, cat="cuda_runtime", corr=None, tid=1, **args):
-    e = {"ph": "X", "name": name, "ts": ts, "dur": dur, "cat": cat, "pid": 1, "tid": tid, "args": dict(args)}
-    if corr is not None:
-        e["args"]["correlation"] = corr
-    return e
 
 
 def _gpu_backward():
@@ -25,17 +19,17 @@ def _gpu_backward():
     tiny kernel and a device-to-host copy, then waits for it (cudaStreamSynchronize) while the GPU idles."""
     node = bl.BWD_PREFIX
     return {"traceEvents": [
-        _ev("ProfilerStep#1", 0, 2000, "user_annotation"),
-        _ev(node + "MmBackward0", 100, 20, "cpu_op"),
-        _ev("cudaLaunchKernel", 105, 5, corr=1),
-        _ev("ampere_sgemm_128x64_nn", 130, 500, "kernel", corr=1, tid=7),
-        _ev(node + "GatherBackward0", 200, 1000, "cpu_op"),
-        _ev("cudaLaunchKernel", 210, 5, corr=2),
-        _ev("scatter_add_kernel", 640, 5, "kernel", corr=2, tid=7),
-        _ev("cudaMemcpyAsync", 220, 5, corr=3),
-        _ev("Memcpy DtoH (Device -> Pageable)", 650, 2, "gpu_memcpy", corr=3, tid=7),
-        _ev("cudaStreamSynchronize", 230, 960),
-        _ev("ampere_sgemm_128x64_nn", 1250, 300, "kernel", corr=4, tid=7),   # launched outside any node
+        ft.label("ProfilerStep#1", 0, 2000),
+        ft.op(node + "MmBackward0", 100, 20),
+        ft.runtime("cudaLaunchKernel", 105, 5, corr=1),
+        ft.kernel("ampere_sgemm_128x64_nn", 130, 500, corr=1, tid=7),
+        ft.op(node + "GatherBackward0", 200, 1000),
+        ft.runtime("cudaLaunchKernel", 210, 5, corr=2),
+        ft.kernel("scatter_add_kernel", 640, 5, corr=2, tid=7),
+        ft.runtime("cudaMemcpyAsync", 220, 5, corr=3),
+        ft.ev("Memcpy DtoH (Device -> Pageable)", 650, 2, "gpu_memcpy", corr=3, tid=7),
+        ft.runtime("cudaStreamSynchronize", 230, 960),
+        ft.kernel("ampere_sgemm_128x64_nn", 1250, 300, corr=4, tid=7),   # launched outside any node
     ]}
 
 
@@ -58,7 +52,7 @@ def test_two_clocks_rank_a_synchronising_node_differently():
 def test_two_clocks_on_a_cpu_trace_and_per_step():
     doc = _gpu_backward()
     doc["traceEvents"] = [e for e in doc["traceEvents"] if e["cat"] in ("cpu_op", "user_annotation")]
-    doc["traceEvents"].append(_ev("ProfilerStep#2", 2000, 2000, "user_annotation"))
+    doc["traceEvents"].append(ft.label("ProfilerStep#2", 2000, 2000))
     ops = bl.backward_ops(doc, costs=NO_SYNCS).set_index("op")
     assert (ops["device_ms"] == 0).all() and (ops["syncs"] == 0).all()
     assert ops.loc["GatherBackward0", "host_ms"] == pytest.approx(0.5)      # 1 ms over two profiled steps

@@ -7,6 +7,7 @@ from helpers import traces as trace
 from helpers.traces import diagnosis as dg
 from helpers.traces import events as ev
 from helpers.traces import views as trace_views
+from tests import fake_trace as ft
 from tests.shared_data import other_trace
 
 
@@ -36,21 +37,17 @@ def test_collectives_are_named_on_the_device_and_on_the_host():
     assert not ev.is_collective({"cat": "cuda_runtime", "name": "ncclKernel"})  # a launch is no collective
 
 
-def _ev(name, cat, ts, dur, tid=1, pid=1, **args):
-    return {"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": dur, "pid": pid, "tid": tid, "args": args}
-
-
 def mtia_trace(steps=3):
     """An MTIA-like trace: ``mtia_runtime`` launches and ``mtia_ccp_events`` kernels, each step 1 ms with 600 µs
     of device work launched at its start (a kernel 20-620 µs)."""
     evs = []
     for k in range(steps):
         o = k * 1000
-        evs += [_ev(f"ProfilerStep#{k}", "user_annotation", o, 1000),
-                _ev("aten::mm", "cpu_op", o + 5, 10, **{"External id": k + 1}),
-                _ev("mtiaLaunchKernel", "mtia_runtime", o + 6, 4, correlation=k + 1, **{"External id": k + 1}),
-                _ev("mm_kernel", "mtia_ccp_events", o + 20, 600, tid=7, pid=2, correlation=k + 1, device=0, stream=7,
-                    **{"External id": k + 1})]
+        evs += [ft.label(f"ProfilerStep#{k}", o, 1000),
+                ft.op("aten::mm", o + 5, 10, **{"External id": k + 1}),
+                ft.ev("mtiaLaunchKernel", o + 6, 4, "mtia_runtime", correlation=k + 1, **{"External id": k + 1}),
+                ft.ev("mm_kernel", o + 20, 600, "mtia_ccp_events", tid=7, pid=2, correlation=k + 1, device=0,
+                      stream=7, **{"External id": k + 1})]
     return {"traceEvents": evs}
 
 
@@ -71,7 +68,7 @@ def test_gpu_copies_of_profiler_steps_are_not_steps():
     """CUDA and ROCm traces draw each ProfilerStep on the device timeline too (``gpu_user_annotation``); the
     TensorBoard plugin's parser took them for more steps (twice as many, each half as long)."""
     doc = mtia_trace()
-    doc["traceEvents"] += [_ev(f"ProfilerStep#{k}", "gpu_user_annotation", k * 1000 + 20, 600, tid=7, pid=2)
+    doc["traceEvents"] += [ft.ev(f"ProfilerStep#{k}", k * 1000 + 20, 600, "gpu_user_annotation", tid=7, pid=2)
                            for k in range(3)]
     with trace_views.quiet():
         ov = trace.open_trace(doc).overview()
@@ -83,11 +80,11 @@ def test_a_step_runs_to_the_end_of_the_device_work_it_launched():
     """The host ranges 0-1000 and 1000-2000; step 0's kernel ends at 1300: step 0 is 0-1300, step 1 starts
     there (no overlap) and runs to its own kernel's end; the device work of the trailing step that launched
     nothing is no step."""
-    evs = [_ev("ProfilerStep#0", "user_annotation", 0, 1000), _ev("ProfilerStep#1", "user_annotation", 1000, 1000),
-           _ev("cudaLaunchKernel", "cuda_runtime", 900, 5, correlation=1),
-           _ev("k0", "kernel", 1000, 300, tid=7, correlation=1),
-           _ev("cudaLaunchKernel", "cuda_runtime", 1500, 5, correlation=2),
-           _ev("k1", "kernel", 1510, 600, tid=7, correlation=2)]
+    evs = [ft.label("ProfilerStep#0", 0, 1000), ft.label("ProfilerStep#1", 1000, 1000),
+           ft.runtime("cudaLaunchKernel", 900, 5, correlation=1),
+           ft.kernel("k0", 1000, 300, tid=7, correlation=1),
+           ft.runtime("cudaLaunchKernel", 1500, 5, correlation=2),
+           ft.kernel("k1", 1510, 600, tid=7, correlation=2)]
     doc = {"traceEvents": evs}
     assert ev.step_windows(doc) == [("ProfilerStep#0", 0, 1300), ("ProfilerStep#1", 1300, 2110)]
     r = dg.diagnose(doc)

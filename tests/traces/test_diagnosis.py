@@ -4,6 +4,7 @@ import pytest
 
 from helpers.traces import diagnosis as dg
 from helpers.traces.events import LOOP_SYNC_METADATA
+from tests import fake_trace as ft
 from tests.shared_data import gpu_trace
 
 def _sum_ms(r):
@@ -11,8 +12,6 @@ def _sum_ms(r):
 
 
 # --- synthetic GPU traces ---------------------------------------------------------------------------------
-def _ev(name, cat, ts, dur, tid=1, **args):
-    return {"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": dur, "pid": 1, "tid": tid, "args": args}
 
 
 def synthetic_gpu(sync=True, dl=True):
@@ -21,14 +20,13 @@ def synthetic_gpu(sync=True, dl=True):
     evs = []
     for k in range(2):
         o = k * 1000
-        evs.append(_ev(f"ProfilerStep#{k}", "user_annotation", o, 1000))
-        evs.append(_ev("gemm", "kernel", o, 300, tid=7))
+        evs.append(ft.label(f"ProfilerStep#{k}", o, 1000))
+        evs.append(ft.kernel("gemm", o, 300, tid=7))
         if sync:
-            evs.append(_ev("cudaStreamSynchronize", "cuda_runtime", o + 200, 200))
+            evs.append(ft.runtime("cudaStreamSynchronize", o + 200, 200))
         if dl:
-            evs.append(_ev("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "user_annotation",
-                           o + 700, 200))
-        evs.append(_ev("relu", "kernel", o + 900, 50, tid=7))
+            evs.append(ft.label("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", o + 700, 200))
+        evs.append(ft.kernel("relu", o + 900, 50, tid=7))
     return {"traceEvents": evs}
 
 
@@ -101,10 +99,10 @@ def test_loop_syncs_are_left_out():
     evs = []
     for k in range(2):
         o = k * 1000
-        evs.append(_ev(f"ProfilerStep#{k}", "user_annotation", o, 1000))
-        evs.append(_ev("cudaLaunchKernel", "cuda_runtime", o + 10, 5, correlation=k + 1))
-        evs.append(_ev("gemm", "kernel", o + 20, 600, tid=7, correlation=k + 1))
-        evs.append(_ev("cudaDeviceSynchronize", "cuda_runtime", o + 100, 520))
+        evs.append(ft.label(f"ProfilerStep#{k}", o, 1000))
+        evs.append(ft.runtime("cudaLaunchKernel", o + 10, 5, correlation=k + 1))
+        evs.append(ft.kernel("gemm", o + 20, 600, tid=7, correlation=k + 1))
+        evs.append(ft.runtime("cudaDeviceSynchronize", o + 100, 520))
     doc = {"traceEvents": evs}
     as_is = dg.diagnose(doc)
     assert as_is.ms("host sync") == pytest.approx(0.39)  # 620 -> 1020 (next kernel), 1620 -> end; over 2 steps
@@ -123,13 +121,13 @@ def _item_then_host_work(gpu_us, host_us, steps=3):
         c = 10 * k
         step = 40 + gpu_us + host_us + 100
         o = k * step
-        evs += [_ev(f"ProfilerStep#{k}", "user_annotation", o, step),
-                _ev("cudaLaunchKernel", "cuda_runtime", o + 5, 5, correlation=c + 1),
-                _ev("gemm", "kernel", o + 20, gpu_us, tid=7, correlation=c + 1),
-                _ev("cudaMemcpyAsync", "cuda_runtime", o + 30, 5, correlation=c + 2),
-                _ev("Memcpy DtoH (Device -> Pageable)", "gpu_memcpy", o + 21 + gpu_us, 2, tid=7, correlation=c + 2),
-                _ev("cudaStreamSynchronize", "cuda_runtime", o + 40, gpu_us - 15, correlation=c + 3),
-                _ev("cudaDeviceSynchronize", "cuda_runtime", o + step - 10, 5, correlation=c + 4)]
+        evs += [ft.label(f"ProfilerStep#{k}", o, step),
+                ft.runtime("cudaLaunchKernel", o + 5, 5, correlation=c + 1),
+                ft.kernel("gemm", o + 20, gpu_us, tid=7, correlation=c + 1),
+                ft.runtime("cudaMemcpyAsync", o + 30, 5, correlation=c + 2),
+                ft.ev("Memcpy DtoH (Device -> Pageable)", o + 21 + gpu_us, 2, "gpu_memcpy", tid=7, correlation=c + 2),
+                ft.runtime("cudaStreamSynchronize", o + 40, gpu_us - 15, correlation=c + 3),
+                ft.runtime("cudaDeviceSynchronize", o + step - 10, 5, correlation=c + 4)]
     return {"traceEvents": evs}
 
 
@@ -159,10 +157,10 @@ def test_loop_syncs_read_from_the_trace_so_the_doctor_agrees():
     evs = []
     for k in range(2):
         o = k * 1000
-        evs += [_ev(f"ProfilerStep#{k}", "user_annotation", o, 1000),
-                _ev("cudaLaunchKernel", "cuda_runtime", o + 10, 5, correlation=k + 1),
-                _ev("gemm", "kernel", o + 20, 600, tid=7, correlation=k + 1),
-                _ev("cudaDeviceSynchronize", "cuda_runtime", o + 100, 520)]
+        evs += [ft.label(f"ProfilerStep#{k}", o, 1000),
+                ft.runtime("cudaLaunchKernel", o + 10, 5, correlation=k + 1),
+                ft.kernel("gemm", o + 20, 600, tid=7, correlation=k + 1),
+                ft.runtime("cudaDeviceSynchronize", o + 100, 520)]
     marked = {"traceEvents": evs, LOOP_SYNC_METADATA: 1}
     r = dg.diagnose(marked)
     assert r.ms("host sync") == 0 and r.top == "compute"

@@ -13,6 +13,8 @@ import pytest
 
 from helpers.traces import doctor, quality
 
+from tests import fake_trace as ft
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -37,20 +39,13 @@ def one_line(code, out, err, *words):
     return err
 
 
-def _ev(name, cat, ts, dur, tid=1, pid=1, **args):
-    e = {"ph": "X", "name": name, "cat": cat, "ts": ts, "pid": pid, "tid": tid, "args": args}
-    if dur is not None:
-        e["dur"] = dur
-    return e
-
-
 def steps_trace(n=4, step=1000, pid=1, first=None):
     """``n`` CPU steps of ``step`` µs, each with one large op (the first step ``first`` µs long, if given)."""
     evs, t = [], 0
     for k in range(n):
         d = first if (k == 0 and first) else step
-        evs += [_ev(f"ProfilerStep#{k}", "user_annotation", t, d, pid=pid),
-                _ev("aten::mm", "cpu_op", t + 10, d - 100, pid=pid)]
+        evs += [ft.label(f"ProfilerStep#{k}", t, d, pid=pid),
+                ft.op("aten::mm", t + 10, d - 100, pid=pid)]
         t += d
     return {"traceEvents": evs}
 
@@ -67,7 +62,7 @@ def checks(rep):
 # --- bad input: one line, exit 2 ------------------------------------------------------------------------------
 def test_nan_and_infinity_give_strict_json_and_a_quality_entry(tmp_path, capsys):
     doc = steps_trace()
-    doc["traceEvents"] += [_ev("aten::add", "cpu_op", float("nan"), 5), _ev("aten::add", "cpu_op", 20, float("inf"))]
+    doc["traceEvents"] += [ft.op("aten::add", float("nan"), 5), ft.op("aten::add", 20, float("inf"))]
     path = tmp_path / "nan.json"
     path.write_text(json.dumps(doc))  # Python writes NaN / Infinity: not JSON, but what a broken exporter writes
     assert "NaN" in path.read_text()
@@ -79,16 +74,16 @@ def test_nan_and_infinity_give_strict_json_and_a_quality_entry(tmp_path, capsys)
 
 
 def test_every_time_impossible_is_one_line(tmp_path, capsys):
-    doc = {"traceEvents": [_ev("ProfilerStep#0", "user_annotation", 0, float("nan")),
-                           _ev("aten::mm", "cpu_op", 0, -5), _ev("aten::mm", "cpu_op", 10, None)]}
+    doc = {"traceEvents": [ft.label("ProfilerStep#0", 0, float("nan")),
+                           ft.op("aten::mm", 0, -5), ft.op("aten::mm", 10, None)]}
     one_line(*run(capsys, write(tmp_path / "bad.json", doc)), "bad.json", "no event has a valid time")
 
 
 def test_negative_and_missing_durations_are_left_out_and_said(tmp_path, capsys):
     doc = steps_trace()
-    doc["traceEvents"] += [_ev("aten::mm", "cpu_op", 50, -30), _ev("aten::mm", "cpu_op", 60, None),
-                           _ev("ProfilerStep#9", "user_annotation", 9000, -1000),
-                           _ev("aten::mm", "cpu_op", 1e300, 1e300), _ev("aten::mm", "cpu_op", "70", "5")]
+    doc["traceEvents"] += [ft.op("aten::mm", 50, -30), ft.op("aten::mm", 60, None),
+                           ft.label("ProfilerStep#9", 9000, -1000),
+                           ft.op("aten::mm", 1e300, 1e300), ft.op("aten::mm", "70", "5")]
     code, out, err = run(capsys, write(tmp_path / "neg.json", doc), "--json")
     rep = strict(out)
     assert code == 0 and rep["steps"] == 4 and rep["step_ms"] == pytest.approx(1.0)
@@ -238,10 +233,10 @@ def test_ranks_mixed_in_one_file():
 
 def test_gpu_operators_with_no_kernels_recorded():
     doc = steps_trace()
-    doc["traceEvents"] += [_ev("cudaLaunchKernel", "cuda_runtime", 100 + 1000 * k, 5, correlation=k) for k in range(4)]
+    doc["traceEvents"] += [ft.runtime("cudaLaunchKernel", 100 + 1000 * k, 5, correlation=k) for k in range(4)]
     entry = next(q for q in quality.assess(doc) if q["check"] == "ops_without_kernels")
     assert "4 of 4 launches" in entry["message"] and "no device work at all" in entry["message"]
-    doc["traceEvents"] += [_ev("k", "kernel", 110 + 1000 * k, 50, tid=7, correlation=k) for k in range(4)]
+    doc["traceEvents"] += [ft.kernel("k", 110 + 1000 * k, 50, tid=7, correlation=k) for k in range(4)]
     assert "ops_without_kernels" not in [q["check"] for q in quality.assess(doc)]
     cpu_only_on_a_gpu_machine = {**steps_trace(), "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}
     assert "NVIDIA H100" in quality.assess(cpu_only_on_a_gpu_machine)[0]["message"]
@@ -255,7 +250,7 @@ def test_finite_makes_strict_json():
 
 def test_a_trace_without_profiler_step_is_one_window_in_the_text_report(tmp_path, capsys):
     """The doctor's header says the whole trace is one window, not "1 step(s), N ms per step"."""
-    doc = {"traceEvents": [_ev("aten::mm", "cpu_op", 0, 5000), _ev("aten::add", "cpu_op", 6000, 4000)]}
+    doc = {"traceEvents": [ft.op("aten::mm", 0, 5000), ft.op("aten::add", 6000, 4000)]}
     code, out, err = run(capsys, write(tmp_path / "nostep.json", doc))
     assert code == 0, err
     assert "no ProfilerStep marks: the whole trace (10.00 ms) is one window, not a training step" in out

@@ -116,3 +116,20 @@ def test_fitted_label_is_whole_cut_or_absent():
     cut = tl.fitted_label("aten::convolution_backward", 80)
     assert cut.endswith("…") and len(cut) < len("aten::convolution_backward")
     assert tl.fitted_label("aten::add", 20) == ""
+
+
+def test_show_without_the_notebook_layer_is_plain(cpu_trace):
+    """The toolkit alone (``helpers.notebook`` never imported): the same views, as plain DataFrames and printed
+    lines; the notebook layer's readable tables only once ``helpers.notebook.display`` hands them over."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, matplotlib; matplotlib.use('Agg'); from helpers import traces; "
+            f"traces.show({str(cpu_trace)!r}, steps=1, top=3); "
+            "assert not any(m.startswith('helpers.notebook') for m in sys.modules), 'notebook layer imported'")
+    r = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-800:]
+    assert "CPU only" in r.stdout and "Overview: step time by category" in r.stdout and "**" not in r.stdout
+    assert show_mod.Table is display.Table and show_mod.say is display.say   # this process imported display

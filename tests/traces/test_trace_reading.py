@@ -11,33 +11,27 @@ from helpers.traces import events as ev
 from helpers.traces import syncs
 from helpers.traces import views as trace_views
 
+from tests import fake_trace as ft
 from tests.shared_data import gpu_trace
 
 # others' data (../shared/gpu-traces/, see tests/shared_data.py): the tests that read them skip where it is absent
 CONTROL, ALEXNET = "hta_control.json.gz", "hta_alexnet.json.gz"
 
 
-def _ev(name, ts, dur=1.0, cat="cuda_runtime", corr=None):
-    e = {"ph": "X", "name": name, "ts": ts, "dur": dur, "cat": cat, "args": {}}
-    if corr is not None:
-        e["args"]["correlation"] = corr
-    return e
-
-
 def test_sync_counter_on_a_synthetic_trace():
     doc = {"traceEvents": [
-        _ev("forward", 0, 100, "user_annotation"),
-        _ev("cudaStreamSynchronize", 50),                       # in the forward: not counted
-        _ev("backward", 200, 100, "user_annotation"),
-        _ev("cudaMemcpyAsync", 210, corr=7),
-        _ev("Memcpy DtoH (Device -> Pinned)", 400, 2, "gpu_memcpy", corr=7),  # runs later, launched inside
-        _ev("Memcpy HtoD (Pageable -> Device)", 220, 2, "gpu_memcpy", corr=8),
-        _ev("cudaStreamSynchronize", 215),
-        _ev("cudaDeviceSynchronize", 290),
-        _ev("backward", 500, 100, "user_annotation"),
-        _ev("backward", 600, 300, "gpu_user_annotation"),      # the GPU-timeline copy of the label: not a range
-        _ev("cudaStreamSynchronize", 700),                      # after the host-side backward: not counted
-        _ev("cudaStreamSynchronize", 550),
+        ft.label("forward", 0, 100),
+        ft.runtime("cudaStreamSynchronize", 50),                                # in the forward: not counted
+        ft.label("backward", 200, 100),
+        ft.runtime("cudaMemcpyAsync", 210, corr=7),
+        ft.ev("Memcpy DtoH (Device -> Pinned)", 400, 2, "gpu_memcpy", corr=7),  # runs later, launched inside
+        ft.ev("Memcpy HtoD (Pageable -> Device)", 220, 2, "gpu_memcpy", corr=8),
+        ft.runtime("cudaStreamSynchronize", 215),
+        ft.runtime("cudaDeviceSynchronize", 290),
+        ft.label("backward", 500, 100),
+        ft.ev("backward", 600, 300, "gpu_user_annotation"),  # the GPU-timeline copy of the label: not a range
+        ft.runtime("cudaStreamSynchronize", 700),            # after the host-side backward: not counted
+        ft.runtime("cudaStreamSynchronize", 550),
         {"ph": "i", "name": "cudaStreamSynchronize", "ts": 560},  # not a complete event
     ]}
     c = trace.count_syncs(doc)
@@ -48,7 +42,8 @@ def test_sync_counter_on_a_synthetic_trace():
     assert trace.count_syncs(doc, phase=None)["stream_sync"] == 4
     assert trace.count_syncs({"traceEvents": []})["per_step"] == 0.0
     # CUPTI's raw names carry a version / per-thread-stream suffix; they are the same calls
-    doc["traceEvents"] += [_ev("cudaStreamSynchronize_v3020", 520), _ev("cudaDeviceSynchronize_ptsz", 530)]
+    doc["traceEvents"] += [ft.runtime("cudaStreamSynchronize_v3020", 520),
+                           ft.runtime("cudaDeviceSynchronize_ptsz", 530)]
     c = trace.count_syncs(doc)
     assert (c["stream_sync"], c["device_sync"]) == (3, 2)
     assert ev.api_name("cudaMemcpyAsync_ptsz_v7000") == "cudaMemcpyAsync" and ev.api_name("x_v") == "x_v"
@@ -70,7 +65,7 @@ def test_sync_counter_on_a_real_cpu_trace(tmp_path):
 
 def _copy(api, gpu_name, ts, corr, cat="cuda_runtime"):
     """A copy call and its GPU record (which runs a little later)."""
-    return [_ev(api, ts, 2, cat, corr), _ev(gpu_name, ts + 5, 1, "gpu_memcpy", corr)]
+    return [ft.ev(api, ts, 2, cat, corr), ft.ev(gpu_name, ts + 5, 1, "gpu_memcpy", corr)]
 
 
 def _sync_record(kind, ts, corr):
@@ -82,16 +77,17 @@ def _sync_record(kind, ts, corr):
 # each case: (events, expected total, what the code before issue 11 counted)
 SYNC_CASES = {
     ".item(): DtoH copy to pageable memory, then its stream sync = one sync": (
-        _copy("cudaMemcpyAsync", "Memcpy DtoH (Device -> Pageable)", 10, 1) + [_ev("cudaStreamSynchronize", 13, corr=2)],
-        1, 2),
+        _copy("cudaMemcpyAsync", "Memcpy DtoH (Device -> Pageable)", 10, 1)
+        + [ft.runtime("cudaStreamSynchronize", 13, corr=2)], 1, 2),
     "an error check between the copy and its sync does not split the pair": (
         _copy("cudaMemcpyAsync", "Memcpy DtoH (Device -> Pageable)", 10, 1)
-        + [_ev("cudaPeekAtLastError", 12.5, 0.1, corr=3), _ev("cudaStreamSynchronize_v3020", 13, corr=2)], 1, 2),
+        + [ft.runtime("cudaPeekAtLastError", 12.5, 0.1, corr=3),
+           ft.runtime("cudaStreamSynchronize_v3020", 13, corr=2)], 1, 2),
     "non-blocking copy into pinned memory is no sync": (
         _copy("cudaMemcpyAsync", "Memcpy DtoH (Device -> Pinned)", 10, 1), 0, 1),
     "driver-API syncs": (
-        [_ev("cuStreamSynchronize", 10, cat="cuda_driver"), _ev("cuCtxSynchronize", 20, cat="cuda_driver"),
-         _ev("cuEventSynchronize", 30, cat="cuda_driver")], 3, 0),
+        [ft.ev("cuStreamSynchronize", 10, 1.0, "cuda_driver"), ft.ev("cuCtxSynchronize", 20, 1.0, "cuda_driver"),
+         ft.ev("cuEventSynchronize", 30, 1.0, "cuda_driver")], 3, 0),
     "blocking cudaMemcpy (either direction; device-to-device does not block)": (
         _copy("cudaMemcpy", "Memcpy HtoD (Pageable -> Device)", 10, 1)
         + _copy("cudaMemcpy", "Memcpy DtoH (Device -> Pageable)", 20, 2)
@@ -99,14 +95,15 @@ SYNC_CASES = {
         + _copy("cuMemcpyDtoH_v2", "Memcpy DtoH (Device -> Pageable)", 40, 4, "cuda_driver"),
         3, 2),
     "async DtoH copy to pageable memory with no sync after it blocks by itself": (
-        _copy("cudaMemcpyAsync", "Memcpy DtoH (Device -> Pageable)", 10, 1) + [_ev("cudaLaunchKernel", 20, corr=5)],
-        1, 1),
+        _copy("cudaMemcpyAsync", "Memcpy DtoH (Device -> Pageable)", 10, 1)
+        + [ft.runtime("cudaLaunchKernel", 20, corr=5)], 1, 1),
     "ROCm (HIP, under the same categories): .item()'s copy and sync are one, hipMemcpyWithStream blocks": (
-        _copy("hipMemcpyAsync", "Memcpy DtoH (Device -> Pageable)", 10, 1) + [_ev("hipStreamSynchronize", 13, corr=2)]
+        _copy("hipMemcpyAsync", "Memcpy DtoH (Device -> Pageable)", 10, 1)
+        + [ft.runtime("hipStreamSynchronize", 13, corr=2)]
         + _copy("hipMemcpyWithStream", "Memcpy DtoH (Device -> Pageable)", 20, 3)
-        + [_ev("hipDeviceSynchronize", 30, corr=4), _ev("hipStreamGetCaptureInfo_v2", 31, corr=5)], 3, 0),
+        + [ft.runtime("hipDeviceSynchronize", 30, corr=4), ft.runtime("hipStreamGetCaptureInfo_v2", 31, corr=5)], 3, 0),
     "Kineto's cuda_sync record duplicates its host call; Stream Wait Event is no host sync": (
-        [_ev("cudaStreamSynchronize", 10, corr=9), _sync_record("Stream Sync", 11, 9),
+        [ft.runtime("cudaStreamSynchronize", 10, corr=9), _sync_record("Stream Sync", 11, 9),
          _sync_record("Stream Wait Event", 15, 10), _sync_record("Context Sync", 20, 11)],  # the last: no host call
         2, 1),
 }
@@ -115,7 +112,7 @@ SYNC_CASES = {
 @pytest.mark.parametrize("case", list(SYNC_CASES))
 def test_each_synchronisation_counted_once(case):
     events, expected, _before = SYNC_CASES[case]
-    doc = {"traceEvents": [_ev("backward", 0, 100, "user_annotation")] + events}
+    doc = {"traceEvents": [ft.label("backward", 0, 100)] + events}
     c = trace.count_syncs(doc)
     assert c["total"] == expected and sum(c["by_kind"].values()) == expected and c["per_step"] == expected
     assert trace.count_syncs(doc, phase=None)["total"] == expected
@@ -127,18 +124,20 @@ def test_each_synchronisation_counted_once(case):
 
 def test_a_copy_and_a_sync_on_different_threads_are_two_syncs():
     copy = _copy("cudaMemcpyAsync", "Memcpy DtoH (Device -> Pageable)", 10, 1)
-    doc = {"traceEvents": [dict(e, tid=1) for e in copy] + [dict(_ev("cudaStreamSynchronize", 13, corr=2), tid=2)]}
+    doc = {"traceEvents": [dict(e, tid=1) for e in copy] + [ft.runtime("cudaStreamSynchronize", 13, corr=2, tid=2)]}
     assert trace.count_syncs(doc, phase=None)["by_kind"] == {"stream_sync": 1, "device_sync": 0, "event_sync": 0,
                                                              "blocking_copy": 1}
 
 
 def test_sync_cost_is_waiting_measured_on_the_gpu_timeline():
     doc = {"traceEvents": [
-        _ev("cudaLaunchKernel", 0, 2, corr=1), _ev("kernel_a", 10, 100, "kernel", corr=1),    # idle GPU: 10 us latency
-        _ev("cudaStreamSynchronize", 20, 95, corr=2),                                        # waits for kernel_a (to 110)
-        _ev("cudaLaunchKernel", 116, 2, corr=3), _ev("kernel_b", 126, 74, "kernel", corr=3),  # right after the sync
-        _ev("cudaDeviceSynchronize", 300, 5, corr=4),                                        # GPU already idle
-        _ev("cudaLaunchKernel", 1000, 2, corr=5), _ev("kernel_c", 1010, 10, "kernel", corr=5),  # CPU busy before this
+        # idle GPU: 10 us latency; the sync waits for kernel_a (to 110); kernel_b right after the sync; the device
+        # sync finds the GPU already idle; the CPU is busy before kernel_c's launch
+        ft.runtime("cudaLaunchKernel", 0, 2, corr=1), ft.ev("kernel_a", 10, 100, "kernel", corr=1),
+        ft.runtime("cudaStreamSynchronize", 20, 95, corr=2),
+        ft.runtime("cudaLaunchKernel", 116, 2, corr=3), ft.ev("kernel_b", 126, 74, "kernel", corr=3),
+        ft.runtime("cudaDeviceSynchronize", 300, 5, corr=4),
+        ft.runtime("cudaLaunchKernel", 1000, 2, corr=5), ft.ev("kernel_c", 1010, 10, "kernel", corr=5),
     ]}
     assert syncs.launch_latency_us(doc) == 10.0
     costs = trace.sync_costs(doc)
@@ -147,7 +146,7 @@ def test_sync_cost_is_waiting_measured_on_the_gpu_timeline():
     # first: idle from the kernel's end (110) until the next kernel (126), clipped at host end 115 + 10 us launch
     # second: idle from the call (300) to its end plus launch (315): the 700 us after that are the CPU's doing
     assert costs["gpu_idle_us"].tolist() == [15.0, 15.0]
-    assert len(trace.sync_costs({"traceEvents": doc["traceEvents"] + [_ev("backward", 250, 100, "user_annotation")]},
+    assert len(trace.sync_costs({"traceEvents": doc["traceEvents"] + [ft.label("backward", 250, 100)]},
                                 phase="backward")) == 1
 
 
@@ -156,11 +155,11 @@ def test_the_cost_of_item_starts_in_its_copy_call():
     waits there, the GPU drains its queue and goes idle), then ``cudaStreamSynchronize`` returns at once. One sync,
     whose wait and idle start in the copy call, not in the short sync call."""
     doc = {"traceEvents": [
-        _ev("cudaLaunchKernel", 0, 2, corr=1), _ev("kernel_a", 10, 100, "kernel", corr=1),   # launch latency 10 us
-        _ev("cudaMemcpyAsync", 20, 95, corr=2),                                             # waits for kernel_a
-        _ev("Memcpy DtoH (Device -> Pageable)", 110, 2, "gpu_memcpy", corr=2),              # GPU idle from 112
-        _ev("cudaStreamSynchronize", 116, 2, corr=3),                                       # returns at once
-        _ev("cudaLaunchKernel", 119, 2, corr=4), _ev("kernel_b", 129, 10, "kernel", corr=4),
+        ft.runtime("cudaLaunchKernel", 0, 2, corr=1), ft.ev("kernel_a", 10, 100, "kernel", corr=1),  # latency 10 us
+        ft.runtime("cudaMemcpyAsync", 20, 95, corr=2),                              # waits for kernel_a
+        ft.ev("Memcpy DtoH (Device -> Pageable)", 110, 2, "gpu_memcpy", corr=2),    # GPU idle from 112
+        ft.runtime("cudaStreamSynchronize", 116, 2, corr=3),                        # returns at once
+        ft.runtime("cudaLaunchKernel", 119, 2, corr=4), ft.ev("kernel_b", 129, 10, "kernel", corr=4),
     ]}
     assert trace.count_syncs(doc, phase=None)["total"] == 1
     costs = trace.sync_costs(doc)
@@ -383,8 +382,8 @@ def _gz_trace(path, steps=50):
     evs = []
     for i in range(steps):
         t0 = i * 100
-        evs += [_ev(f"ProfilerStep#{i}", t0, 90, "user_annotation"), _ev("cudaLaunchKernel", t0 + 5, 1, corr=i),
-                _ev(f"kernel_{i}", t0 + 10, 50, "kernel", corr=i)]
+        evs += [ft.label(f"ProfilerStep#{i}", t0, 90), ft.runtime("cudaLaunchKernel", t0 + 5, 1, corr=i),
+                ft.ev(f"kernel_{i}", t0 + 10, 50, "kernel", corr=i)]
     path.write_bytes(gzip.compress(json.dumps({"traceEvents": evs}).encode()))
     return path
 
@@ -456,8 +455,9 @@ def test_a_long_trace_is_trimmed_to_its_first_steps():
     doc = {"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}}]}
     for i in range(20):
         t0 = i * 100
-        doc["traceEvents"] += [_ev(f"ProfilerStep#{i}", t0, 90, "user_annotation"),
-                               _ev("cudaLaunchKernel", t0 + 80, 1, corr=i), _ev("k", t0 + 105, 10, "kernel", corr=i)]
+        doc["traceEvents"] += [ft.label(f"ProfilerStep#{i}", t0, 90),
+                               ft.runtime("cudaLaunchKernel", t0 + 80, 1, corr=i),
+                               ft.ev("k", t0 + 105, 10, "kernel", corr=i)]
     small, note = trace.trim(doc, max_steps=5, max_events=None)
     assert [n for n, _, _ in trace.step_ranges(small)] == [f"ProfilerStep#{i}" for i in range(5)]
     assert "holds 20 ProfilerSteps" in note and "first 5" in note
@@ -528,9 +528,7 @@ def test_a_folder_with_several_traces_shows_the_newest_and_says_so(tmp_path):
 
 def test_tb_profiler_intersect_complaint_is_kept_out_of_the_output(capsys, caplog):
     """torch-tb-profiler logs "ranges on the same thread should not intersect" on some newer traces."""
-    doc = {"traceEvents": [_ev("ProfilerStep#1", 0, 100, "user_annotation") | {"pid": 1, "tid": 1},
-                           _ev("aten::a", 10, 20, "cpu_op") | {"pid": 1, "tid": 1},
-                           _ev("aten::b", 20, 20, "cpu_op") | {"pid": 1, "tid": 1}]}
+    doc = {"traceEvents": [ft.label("ProfilerStep#1", 0, 100), ft.op("aten::a", 10, 20), ft.op("aten::b", 20, 20)]}
     with caplog.at_level("DEBUG"):
         assert trace.open_trace(doc).overview().loc["average", "step_ms"] == pytest.approx(0.1)
     captured = capsys.readouterr()
