@@ -1,26 +1,15 @@
-"""Notebook 01's lesson code. The profiler idiom itself (``torch.profiler.profile`` and ``key_averages().table()``)
-stays in the notebook, where it is taught.
+"""Harness of notebook ``01_profiler_basics``, which teaches ``torch.profiler``: the profiler calls, the labelled
+step and the timers are written in its cells; here are the model (``model``), the runs timed in alternation and the
+panel's experiment (``experiment``), and its tables and charts (``views``)."""
+from .model import SmallCNN
+from .experiment import (
+    NOTEBOOK, is_label, overhead_rounds, run_profiled_step, timer_rounds, top_op, validate_panel,
+)
+from .views import (
+    NAME_WIDTH, WIDTH, averages_frame, call_levels, fits, orders_table, phase_calls, phase_chart, results_view,
+    show_table, timer_chart,
+)
 
-- ``model``     the small CNN and the labelled step it profiles (``build``); the ops each call of a step runs
-- ``readings``  labels vs operators, the phase table, sentence and chart (with each phase's spread over the recorded
-                steps), the backward's wait chain, the top operator, the ``profiled_step`` metrics, the results table
-- ``tables``    ``key_averages()`` tables that do not wrap (text where it fits, else a DataFrame); the three orders
-                of one table, with each top row's level in the call tree, and what they put on top
-- ``costs``     the profiler's overhead and the two timers, each measured in alternation; every step time the
-                notebook shows, side by side, and why they differ
-- ``panel``     the panel's validator and experiment (``run_profiled_step``)
-"""
-from .model import SmallCNN, build, count_parameters, ops_per_step
-from .readings import (
-    CHAIN, PHASES, chain_table, is_label, phase_calls, phase_chart, phase_sentence, phase_view, profiled_step_metrics,
-    results_view, top_op,
-)
-from .tables import (
-    NAME_WIDTH, WIDTH, averages_frame, call_levels, fits, orders_claims, orders_sentence, ordinal, show_table,
-    three_orders,
-)
-from .costs import (
-    async_reference, figures_sentence, figures_table, overhead_rounds, round_clock, timer_chart, timer_metrics,
-    timer_rounds,
-)
-from .panel import NOTEBOOK, run_profiled_step, validate_panel
+__all__ = ["SmallCNN", "NOTEBOOK", "is_label", "overhead_rounds", "run_profiled_step", "timer_rounds", "top_op",
+           "validate_panel", "NAME_WIDTH", "WIDTH", "averages_frame", "call_levels", "fits", "orders_table",
+           "phase_calls", "phase_chart", "results_view", "show_table", "timer_chart"]

@@ -1,0 +1,107 @@
+"""Notebook 01's runs: the profiler's overhead and the two timers, each measured in alternation (``overhead_rounds``,
+``timer_rounds``), and the panel's experiment (``run_profiled_step``, its values checked by ``validate_panel``)."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Mapping
+
+from ...measure import device as dev
+from ...measure import profiling, timing, training
+from ...measure.validate import validate_batch_size, validate_bool, validate_precision
+from ...notebook import env, tensorboard
+
+NOTEBOOK = "01_profiler_basics"
+
+
+def overhead_rounds(step: Callable[[], Any], rounds: int, steps: int, device) -> dict[str, list[float]]:
+    """The profiler's cost on ``step``: ``rounds`` rounds, each timing ``steps`` steps unprofiled and ``steps`` under
+    a fresh ``torch.profiler.profile``, which first alternating (``timing.rotation``). Each block first runs one
+    untimed step. The clock: on a GPU wall time with a synchronisation after each step; on a CPU the process's CPU
+    time, to which other processes' work does not add. The garbage collector is paused (``timing.gc_paused``).
+    Returns ``{"unprofiled": [ms, ...], "profiled": [...]}``."""
+    import torch
+
+    if steps < 1:
+        raise ValueError("steps must be at least 1")
+    env.quiet_profiler_warning()
+    clock = time.perf_counter if dev.is_cuda(device) else time.process_time
+    out: dict[str, list[float]] = {"unprofiled": [], "profiled": []}
+
+    def block() -> list[float]:
+        step()
+        dev.synchronize(device)
+        times = []
+        for _ in range(steps):
+            t0 = clock()
+            step()
+            dev.synchronize(device)
+            times.append((clock() - t0) * 1000.0)
+        return times
+
+    with timing.gc_paused():
+        for _, name in timing.rotation(list(out), rounds):
+            if name == "profiled":
+                with torch.profiler.profile(activities=profiling.activities(device)):
+                    out[name] += block()
+            else:
+                out[name] += block()
+    return out
+
+
+def timer_rounds(fn: Callable[[], Any], timers: Mapping[str, Callable[[Callable], float]], rounds: int,
+                 device) -> dict[str, list[float]]:
+    """Each timer (``timer(fn) -> ms``) reads ``fn`` once per round, which first alternating (``timing.rotation``);
+    the device is idle before every reading (synchronised, untimed). Returns ``{name: [ms, ...]}``."""
+    out: dict[str, list[float]] = {name: [] for name in timers}
+    for _, name in timing.rotation(list(timers), rounds):
+        dev.synchronize(device)
+        out[name].append(timers[name](fn))
+    dev.synchronize(device)
+    return out
+
+
+def is_label(name: str) -> bool:
+    """A ``record_function`` label of the step (a phase or ``ProfilerStep#N``), not an operator."""
+    return name in training.PHASES or name.startswith("ProfilerStep")
+
+
+def top_op(ev, on_gpu: bool) -> tuple[str, float]:
+    """From ``profiling.events_frame``: the operator (not a label) with the most self time (device time on a GPU)
+    and its share of all operators' (on a GPU: of the kernels' rows, which sum to the GPU's busy time)."""
+    col = "self_device_ms" if on_gpu else "self_cpu_ms"
+    ops = ev[~ev["name"].map(is_label)].sort_values(col, ascending=False, kind="stable")
+    return str(ops.iloc[0]["name"]), float(ops.iloc[0][col] / ops.loc[ops["on_device"] == on_gpu, col].sum())
+
+
+def validate_panel(values: Mapping[str, Any], device) -> dict[str, Any]:
+    """The panel's values, checked before anything runs: a batch size of 1..4096, a precision this device runs
+    (fp16 autocast only on a GPU), deterministic a real bool. Raises ``InvalidValue`` with the reader's message."""
+    return {"batch_size": validate_batch_size(values["batch_size"]),
+            "precision": validate_precision(values["precision"], device),
+            "deterministic": validate_bool(values["deterministic"], "deterministic")}
+
+
+def run_profiled_step(results, device, make_step: Callable[[int, str], Callable[[], Any]], batch_size: int,
+                      precision: str = "fp32", deterministic: bool = False, *, steps: int,
+                      warmup: int) -> dict[str, Any]:
+    """Time and profile the step ``make_step(batch_size, precision)`` builds: its step statistics, peak memory and
+    top operator with its share, recorded in ``results`` and logged for TensorBoard. Bad input (``validate_panel``)
+    or a failure is a failed row with a one-line message; returns the row."""
+    det = " det" if deterministic is True else ("" if deterministic is False else f" det={deterministic!r}")
+    name = f"step bs={batch_size} {precision}{det}"
+    cfg = {"batch_size": batch_size, "precision": precision, "deterministic": deterministic}
+
+    def experiment():
+        v = validate_panel(cfg, device)
+        with env.deterministic(v["deterministic"]):
+            step = make_step(v["batch_size"], v["precision"])
+            dev.reset_peak_memory(device)
+            t = timing.time_steps(step, steps=steps, warmup=warmup, device=device)
+            p = profiling.profile_steps(step, wait=0, warmup=1, active=2, device=device)
+        op, share = top_op(profiling.events_frame(p), dev.is_cuda(device))
+        m = {**t.metrics(v["batch_size"]), "peak_mem_mb": dev.peak_memory_mb(device), "top_op": op,
+             "top_op_share": round(share, 4)}
+        tensorboard.log_experiment(NOTEBOOK, name, v, m, step_times_ms=t.times_ms, batch_size=v["batch_size"])
+        return m
+
+    return results.record(name, cfg, experiment)
