@@ -1,0 +1,201 @@
+"""Notebook 03's runs: the article's ViT training step, built, timed and profiled per configuration.
+
+``Lab`` holds the sizes (``notebook.sizes.BACKWARD_HOOKS``), the device and the results log. ``run_config`` is the
+panel's experiment: one configuration (deterministic mode x patch-dropout method x batch size) timed and profiled, its
+trace read by ``trace_metrics`` (syncs inside the ``backward`` label by kind, the GPU idle they caused, both clocks
+of the node that selects the kept patches); a bad value or any failure becomes a failed row. ``time_matrix`` times the
+four configurations in interleaved rounds, the only step times the notebook compares. On a CPU every step runs with
+one intra-op thread: on a shared 2-core machine two OpenMP threads wait for each other whenever one is descheduled.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import torch
+from torch import nn
+
+from ... import traces as tr
+from ...measure import device as dv
+from ...measure import profiling, timing, training
+from ...measure.compare import compare
+from ...measure.validate import InvalidValue, validate_batch_size, validate_bool, validate_choice
+from ...notebook import env
+from ...notebook import tensorboard as tb
+from .patch_dropout import METHODS, set_patch_dropout
+
+SELECT_NODE = {"gather": "GatherBackward0", "indexing": "IndexBackward0"}   # the node that selects the kept patches
+MATRIX = [(det, method) for det in (True, False) for method in METHODS]   # deterministic rows first
+NUM_CLASSES = 1000
+
+
+def validate_config(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The panel's check: ``deterministic`` a bool, a batch size of 1..1024, a known method; raises ``InvalidValue``."""
+    validate_bool(values["deterministic"], "deterministic")
+    validate_batch_size(values["batch_size"], maximum=1024)
+    validate_choice(values["method"], METHODS, "patch-dropout method")
+    return dict(values)
+
+
+def matrix_name(deterministic: bool, method: str) -> str:
+    """``det gather``, ``nondet indexing``: the same at every scale, so a reference run's rows match."""
+    return f"{'det' if deterministic else 'nondet'} {method}"
+
+
+def config_name(deterministic: Any, method: Any, batch_size: Any) -> str:
+    """``det gather bs=8``; a value that is not a boolean is named as given (its row fails)."""
+    try:
+        mode = "det" if validate_bool(deterministic, "deterministic") else "nondet"
+    except InvalidValue:
+        mode = f"deterministic={deterministic!r}"
+    return f"{mode} {method} bs={batch_size}"
+
+
+def trace_metrics(doc: Mapping[str, Any], method: str) -> dict[str, Any]:
+    """Per profiled step: syncs inside the ``backward`` label, once each and by kind (``traces.count_syncs``), the
+    GPU idle after them (``traces.sync_costs``), the ``backward`` labels found, and the host and device time of the
+    node that selects the kept patches (``traces.backward_ops``; None when it is not in the trace)."""
+    counts = tr.count_syncs(doc)
+    n = max(counts["phases"], 1)
+    ops = tr.backward_ops(doc).set_index("op")
+    node = SELECT_NODE[method]
+    return {"syncs_per_step": counts["per_step"], "backward_phases": counts["phases"],
+            **{f"{kind}_per_step": c / n for kind, c in counts["by_kind"].items()},
+            "sync_gpu_idle_per_step_ms": float(tr.sync_costs(doc, phase="backward")["gpu_idle_us"].sum()) / 1e3 / n,
+            "select_backward_host_ms": float(ops.loc[node, "host_ms"]) if node in ops.index else None,
+            "select_backward_device_ms": float(ops.loc[node, "device_ms"]) if node in ops.index else None}
+
+
+class Lab:
+    """The lesson's experiments on one device, recorded in ``results`` (a ``notebook.results.Results``). ``params``:
+    ``batch_size``, ``image_size``, ``patch_size``, ``depth``, ``width``, ``heads``, timed ``steps`` and ``warmup``,
+    interleaved ``rounds``, the profiler schedule ``wait``, ``warmup_steps``, ``active``. Profiles and traces of the
+    configurations run are kept in ``profs`` / ``docs`` under their names."""
+
+    def __init__(self, notebook: str, params: Mapping[str, Any], device, results, *, patch_drop_rate: float = 0.5,
+                 lr: float = 0.001, momentum: float = 0.9, seed: int = 0, cpu_threads: int | None = 1):
+        self.notebook, self.device, self.results, self.p = notebook, torch.device(device), results, dict(params)
+        self.threads = cpu_threads if self.device.type == "cpu" else None   # None: the device's own setting
+        self.batch_size, self.rounds = params["batch_size"], params["rounds"]
+        self.patch_drop_rate, self.lr, self.momentum, self.seed = patch_drop_rate, lr, momentum, seed
+        self.acts = profiling.activities(self.device)
+        self.profs: dict[str, Any] = {}
+        self.docs: dict[str, dict] = {}
+
+    def batch(self, batch_size: int | None = None):
+        """Random images and labels (from the current random state)."""
+        b, size = self.batch_size if batch_size is None else batch_size, self.p["image_size"]
+        return (torch.randn(b, 3, size, size, device=self.device),
+                torch.randint(0, NUM_CLASSES, (b,), device=self.device))
+
+    def build(self, method: str = "gather", batch_size: int | None = None):
+        """From the seed: timm's VisionTransformer with patch dropout selecting by ``method`` (training mode),
+        CrossEntropyLoss, SGD with momentum, one random batch. Returns ``(model, loss_fn, step)``; ``step()`` runs
+        one step labelled ``forward`` / ``backward`` / ``optimizer_step`` (``measure.training.make_train_step``)."""
+        from timm.models.vision_transformer import VisionTransformer
+
+        env.seed_everything(self.seed)
+        p = self.p
+        model = VisionTransformer(img_size=p["image_size"], patch_size=p["patch_size"], embed_dim=p["width"],
+                                  depth=p["depth"], num_heads=p["heads"], num_classes=NUM_CLASSES,
+                                  patch_drop_rate=self.patch_drop_rate)
+        model = set_patch_dropout(model, method).to(self.device).train()
+        loss_fn = nn.CrossEntropyLoss()
+        opt = torch.optim.SGD(model.parameters(), lr=self.lr, momentum=self.momentum)
+        return model, loss_fn, training.make_train_step(model, opt, loss_fn, *self.batch(batch_size))
+
+    def profile(self, step: Callable[[], Any], name: str | None = None, deterministic: bool = True):
+        """Profile ``step`` with the schedule in ``deterministic`` mode (with ``name``: a TensorBoard trace in a
+        fresh directory). Returns ``(prof, trace_dir or None)``."""
+        tdir = profiling.fresh_trace_dir(f"{self.notebook}/{name}") if name else None
+        with env.deterministic(deterministic), timing.torch_threads(self.threads):
+            prof = profiling.profile_steps(step, wait=self.p["wait"], warmup=self.p["warmup_steps"],
+                                           active=self.p["active"], device=self.device, trace_dir=tdir)
+        return prof, tdir
+
+    def run_config(self, deterministic: Any = True, method: Any = "gather", batch_size: Any = None,
+                   name: str | None = None, timed: bool = True) -> dict[str, Any]:
+        """Time (``timed``) and profile one configuration; returns its results row. A bad value (``deterministic``
+        not a boolean, an unknown method, a batch size below 1) or any failure becomes a failed row."""
+        batch_size = self.batch_size if batch_size is None else batch_size
+        name = name or config_name(deterministic, method, batch_size)
+        cfg = {"deterministic": deterministic, "method": method, "batch_size": batch_size}
+
+        def experiment():
+            det = validate_bool(deterministic, "deterministic")
+            validate_choice(method, METHODS, "patch-dropout method")
+            validate_batch_size(batch_size)
+            step = self.build(method, batch_size)[2]
+            dv.reset_peak_memory(self.device)
+            t = None
+            if timed:
+                with env.deterministic(det), timing.torch_threads(self.threads):
+                    t = timing.time_steps(step, steps=self.p["steps"], warmup=self.p["warmup"], device=self.device)
+            prof, tdir = self.profile(step, name.replace(" ", "_"), det)
+            doc = tr.load_trace(profiling.trace_files(tdir)[0])
+            self.profs[name], self.docs[name] = prof, doc
+            names = [e.name for e in prof.events()]
+            m = {**(t.metrics(batch_size) if t else {}), "peak_mem_mb": dv.peak_memory_mb(self.device),
+                 **trace_metrics(doc, method), "gather_backward_calls": names.count("GatherBackward0"),
+                 "index_backward_calls": names.count("IndexBackward0"), "trace_dir": str(tdir)}
+            tb.log_experiment(self.notebook, name, cfg, m, step_times_ms=t.times_ms if t else None,
+                              batch_size=batch_size)
+            return m
+
+        return self.results.record(name, cfg, experiment)
+
+    def run_matrix(self) -> dict[tuple[bool, str], dict[str, Any]]:
+        """Profile the four ``MATRIX`` configurations, untimed (their step times come from ``time_matrix``).
+        Returns ``{(deterministic, method): row}``."""
+        return {(d, m): self.run_config(d, m, name=matrix_name(d, m), timed=False) for d, m in MATRIX}
+
+    def interleaved(self, steps: Mapping[Any, tuple[bool, Callable[[], Any]]], rounds: int | None = None):
+        """Time ``steps`` ({key: (deterministic, step_fn)}) in turns (``measure.timing.interleaved_times``), each
+        under its own deterministic setting, the garbage collector paused. Returns ``{key: StepTimes}``."""
+        def in_mode(det, fn):
+            def run():
+                with env.deterministic(det):
+                    return fn()
+            return run
+
+        with timing.torch_threads(self.threads), timing.gc_paused():
+            return timing.interleaved_times({k: in_mode(d, fn) for k, (d, fn) in steps.items()},
+                                            self.rounds if rounds is None else rounds, self.device,
+                                            warmup=self.p["warmup"])
+
+    def time_matrix(self, rounds: int | None = None) -> dict[tuple[bool, str], timing.StepTimes]:
+        """The four configurations on ONE model, optimizer and batch (each step first puts its method's patch
+        dropout in place: two builds of one model can differ by a few per cent on a CPU), timed in interleaved
+        rounds, each recorded as ``interleaved <matrix_name>``. Returns ``{(deterministic, method): StepTimes}``."""
+        model, _, step = self.build()
+        drops = {m: set_patch_dropout(model, m).patch_drop for m in METHODS}
+
+        def with_method(method):
+            def run():
+                model.patch_drop = drops[method]
+                return step()
+            return run
+
+        times = self.interleaved({(d, m): (d, with_method(m)) for d, m in MATRIX}, rounds)
+        for (d, m), t in times.items():
+            self.results.record(f"interleaved {matrix_name(d, m)}", {"deterministic": d, "method": m,
+                                "batch_size": self.batch_size, "timing": "interleaved"},
+                                lambda t=t: t.metrics(self.batch_size))
+        return times
+
+    def equivalence(self) -> dict[str, Any]:
+        """Both methods from the same weights, batch and kept patches: one loss and backward each, compared with
+        ``measure.compare.compare`` (gather the reference): ``loss_equal`` (bit for bit), ``loss_close``,
+        ``grads_close`` (within float32 rounding) and ``grad_max_abs_diff``."""
+        outs = {}
+        for method in METHODS:
+            model, loss_fn, _ = self.build(method)
+            env.seed_everything(self.seed + 1)
+            x, y = self.batch()
+            env.seed_everything(self.seed + 2)                     # the same kept patches for both methods
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            outs[method] = (loss.detach(), {n: p.grad.detach().clone() for n, p in model.named_parameters()})
+        (la, ga), (lb, gb) = outs["gather"], outs["indexing"]
+        loss, grads = compare(la, lb, rtol=1e-6, atol=1e-7), compare(ga, gb, rtol=1e-5, atol=1e-6)
+        return {"loss_equal": loss["exact"], "loss_close": loss["close"],
+                "grad_max_abs_diff": grads["max_abs_diff"], "grads_close": grads["close"]}
