@@ -1,33 +1,16 @@
-"""Notebook 04's matrix: ``models``, ``cells`` (one training run per model × precision × mode), ``dynamo`` (compile
-time, counters, logs, caches), ``tables`` (speed-ups, parity, break-even), ``starts`` (cold and warm fresh processes),
-``harness`` (the matrix under its time budget, interleaved re-timing, explain, the profiled pair, TensorBoard logging),
-``report`` (the notebook's tables from its rows), ``charts`` (its figures)."""
+"""Notebook 04 (``04_torch_compile``): the harness behind its open cells. ``experiment`` times a cell's training
+step (first steps apart, steady steps), runs the matrix under the time budget with interleaved eager/compiled rounds
+and their comparisons, and profiles an eager/compiled pair; ``dynamo`` holds compile-time and cache bookkeeping,
+``explain`` on the article's models and the fresh-process starts; ``views`` the tables and the chart."""
 
-from .models import (
-    MODELS, MINI, ClampMLP, GatedMLP, validate_model, build_model, build_small, synthetic_batches,
-)
 from .dynamo import (
-    COMPILE_TIMERS, dynamo_times, compile_seconds, graph_counters, use_inductor_cache, tf32_settings,
-    random_parity, dynamo_logs, quiet_known_noise, explain_summary,
+    ARTICLE_MODELS, article_model, cold_warm_start, compile_seconds, dynamo_times, explain_model, graph_counters,
+    tf32_settings, use_inductor_cache,
 )
-from .cells import (
-    CompileFailed, check_cell, run_cell, profile_cell, cell_name, record_cell,
-)
-from .tables import (
-    break_even_steps, break_even_whole_run, whole_run_s, loss_parity, speedup_table,
-)
-from .starts import (
-    start_run, cold_warm_start,
-)
-from .harness import (
-    run_matrix, progress_line, interleave, explain_model, record_explains, profile_metrics, profile_pair,
-    record_starts, log_to_tensorboard,
-)
-from .report import (
-    ARTICLE, summary_frame, timing_basis, matrix_view, compiled_cells, best_cell_line, compile_time_frame,
-    memory_frame, memory_line, graph_break_frame, graph_break_lines, speedup_comparison, profiled_line, ARTICLE_SOURCE, explain_frame, explain_reasons, starts_frame,
-    starts_line, profiled_frame, article_side_table, final_view,
-)
-from .charts import (
-    matrix_chart, article_chart,
-)
+from .experiment import break_even_whole_run, cell_name, derive, profile_pair, run_cell, run_matrix
+from .views import ARTICLE, article_table, matrix_table, rows_table, speedup_chart, starts_table
+
+__all__ = ["ARTICLE_MODELS", "article_model", "cold_warm_start", "compile_seconds", "dynamo_times", "explain_model",
+           "graph_counters", "tf32_settings", "use_inductor_cache", "break_even_whole_run", "cell_name", "derive",
+           "profile_pair", "run_cell", "run_matrix", "ARTICLE", "article_table", "matrix_table", "rows_table",
+           "speedup_chart", "starts_table"]

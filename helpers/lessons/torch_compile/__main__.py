@@ -1,6 +1,7 @@
-"""``python -m helpers.lessons.torch_compile SPEC``: one compiled cell in a fresh process (``starts.start_run``)."""
+"""``python -m helpers.lessons.torch_compile SPEC``: one compiled step in a fresh process (``dynamo.start_child``)."""
+import json
 import sys
 
-from .starts import child_main
+from .dynamo import start_child
 
-child_main(sys.argv[1:])
+print(json.dumps(start_child(json.loads(sys.argv[1]))))

@@ -1,225 +1,161 @@
-"""Dynamo and Inductor bookkeeping for ``04_torch_compile``: compile time from Dynamo's own timers, graph and
-cache counters, a fresh Inductor cache, the TF32 settings a row ran with, random-number parity on CUDA, the
-``graph_breaks``/``recompiles`` logs captured, and ``explain`` boiled down."""
+"""Dynamo and Inductor bookkeeping for notebook 04: compile time from Dynamo's timers, graph and cache counters, a
+fresh on-disk Inductor cache, the fp32 (TF32) settings, ``explain`` on the article's models (small torchvision
+configurations at smoke scale), and the cold and warm starts of a compiled step in fresh processes."""
 from __future__ import annotations
 
-import contextlib
-import logging
+import json
 import os
+import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import torch
 
-from ...measure.device import is_cuda
+from ...notebook.env import project_root
 
-# Dynamo's timers that together cover a training compile: the traced frames (which compile
-# the forward graph) and the backward graph, compiled lazily at the first backward().
+# Dynamo's timers that together cover a training compile: the traced frames (the forward graph) and the backward
+# graph, compiled lazily at the first backward()
 COMPILE_TIMERS = ("_compile.compile_inner", "compile_fx.<locals>.bw_compiler")
+ARTICLE_MODELS = ("swin_t", "swin_b", "convnext_large", "swin_mini", "convnext_mini")
 
 
 def dynamo_times() -> dict[str, float]:
-    """Dynamo's cumulative compile-time metrics (seconds per timer) so far in this process."""
+    """Dynamo's cumulative compile-time metrics (seconds per timer) so far in this process ({} if the API moved)."""
     try:
         from torch._dynamo.utils import compile_times
 
         headers, values = compile_times(repr="csv", aggregate=True)
         return {h: float(v) for h, v in zip(headers, values)}
-    except Exception:  # noqa: BLE001 - an API that moved: the caller falls back to wall time
+    except Exception:  # noqa: BLE001
         return {}
 
 
-def compile_seconds(before: Mapping[str, float], after: Mapping[str, float]) -> float | None:
+def compile_seconds(before: dict[str, float], after: dict[str, float]) -> float | None:
     """Compile time between two ``dynamo_times()`` snapshots; None when Dynamo reported nothing."""
-    total, seen = 0.0, False
-    for key in COMPILE_TIMERS:
-        if key in after:
-            seen = True
-            total += after[key] - before.get(key, 0.0)
-    return round(total, 3) if seen and total > 0 else None
+    total = sum(after[k] - before.get(k, 0.0) for k in COMPILE_TIMERS if k in after)
+    return round(total, 3) if total > 0 else None
 
 
 def graph_counters() -> dict[str, int]:
-    """Graphs, graph breaks, extern calls, FX-graph cache hits/misses and CUDA-graph skips since Dynamo's
-    counters were cleared.
-
-    ``cudagraph_skips``: graphs that ``reduce-overhead`` ran *without* CUDA graphs (Inductor logs "skipping
-    cudagraphs due to ..." — a mutated input, a CPU tensor in the graph, dynamic shapes); such a cell is timed as
-    plain ``default`` code, so the notebook checks it is zero for its ``reduce-overhead`` cells.
-    """
+    """Since Dynamo's counters were cleared: graphs compiled, graph breaks, FX-graph cache hits and misses, and the
+    graphs ``reduce-overhead`` ran without CUDA graphs (``cudagraph_skips``: such a cell is plain default code)."""
     from torch._dynamo.utils import counters
 
     ind = counters["inductor"]
     return {"graphs": int(counters["stats"].get("unique_graphs", 0)),
             "graph_breaks": int(sum(counters["graph_break"].values())),
             "cudagraph_skips": int(ind.get("cudagraph_skips", 0)),
-            # ops inductor handed to external libraries (GEMM/conv: the same kernels eager calls)
-            "extern_calls": int(ind.get("extern_calls", 0)),
             "fx_graph_cache_hits": int(ind.get("fxgraph_cache_hit", 0)),
             "fx_graph_cache_misses": int(ind.get("fxgraph_cache_miss", 0))}
 
 
 def use_inductor_cache(path: str | os.PathLike, clear: bool = True) -> Path:
-    """Point inductor at ``path`` (``TORCHINDUCTOR_CACHE_DIR``); ``clear`` empties it first.
-
-    Also forgets Dynamo's compiled frames and inductor's in-process code caches, so the next
-    compile really starts cold (or warm from this folder only).
-    """
-    import shutil
-
+    """Point Inductor at ``path`` (``TORCHINDUCTOR_CACHE_DIR``), emptied first with ``clear``; forget Dynamo's
+    compiled frames and Inductor's in-process code caches, so the next compile starts cold (or warm from ``path``)."""
     p = Path(path)
     if clear and p.exists():
         shutil.rmtree(p)
     p.mkdir(parents=True, exist_ok=True)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(p)
-    os.environ.pop("TRITON_CACHE_DIR", None)  # set by Inductor at the first Triton kernel: re-derived from ``p`` now
+    os.environ.pop("TRITON_CACHE_DIR", None)  # Inductor sets it at its first Triton kernel: re-derived from p
     torch._dynamo.reset()
-    try:
-        from torch._inductor import codecache
+    from torch._inductor import codecache
 
-        for name in ("PyCodeCache", "CppCodeCache", "CppPythonBindingsCodeCache", "CppWrapperCodeCache"):
-            cls = getattr(codecache, name, None)
-            if cls is not None and hasattr(cls, "cache_clear"):
-                cls.cache_clear()
-    except Exception:  # noqa: BLE001 - best effort: in-process caches are an optimisation detail
-        pass
+    for name in ("PyCodeCache", "CppCodeCache", "CppPythonBindingsCodeCache", "CppWrapperCodeCache"):
+        getattr(getattr(codecache, name, None), "cache_clear", lambda: None)()
     return p
 
 
 def tf32_settings() -> dict[str, Any]:
-    """What fp32 matrix products and convolutions may use on this process (TF32 on Ampere/Hopper GPUs).
-
-    ``float32_matmul_precision`` 'highest' keeps fp32 GEMMs in fp32; 'high' lets them use TF32
-    (``torch.backends.cuda.matmul.allow_tf32`` follows it). cuDNN convolutions have their own switch,
-    on by default. Recorded in every row so fp32 cells are compared under the same settings.
-    """
+    """What fp32 matrix products and convolutions may use (TF32 on Ampere/Hopper), recorded in every row."""
     return {"float32_matmul_precision": torch.get_float32_matmul_precision(),
             "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
             "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32)}
 
 
-@contextlib.contextmanager
-def random_parity(device):
-    """On CUDA, compile with ``torch._inductor.config.fallback_random = True`` (restored on exit).
+def article_model(name: str, num_classes: int = 10) -> torch.nn.Module:
+    """The article's models, randomly initialised (Swin-T, Swin-B, ConvNeXt-L), or a small configuration of the same
+    torchvision classes (``swin_mini``, ``convnext_mini``: shifted windows, stochastic depth, fewer blocks)."""
+    import torchvision
+    from torchvision.models import convnext, swin_transformer
 
-    Stochastic depth (Swin, ConvNeXt) draws random numbers in training. On CUDA inductor generates
-    its own random numbers, so compiled and eager losses differ whatever compile does; with
-    ``fallback_random`` it calls eager's random kernels and the draws match. On a CPU inductor already
-    falls back to eager's ``bernoulli_``, so nothing is changed there. Yields whether it is on.
-    """
-    from torch._inductor import config as inductor_config
-
-    if not is_cuda(device):
-        yield bool(inductor_config.fallback_random)
-        return
-    old = inductor_config.fallback_random
-    inductor_config.fallback_random = True
-    try:
-        yield True
-    finally:
-        inductor_config.fallback_random = old
+    if name == "swin_mini":
+        return swin_transformer.SwinTransformer([4, 4], 32, [2, 2], [2, 4], [4, 4], stochastic_depth_prob=0.2,
+                                                num_classes=num_classes)
+    if name == "convnext_mini":
+        return convnext.ConvNeXt([convnext.CNBlockConfig(32, 64, 2), convnext.CNBlockConfig(64, None, 2)],
+                                 stochastic_depth_prob=0.2, num_classes=num_classes)
+    if name not in ARTICLE_MODELS:
+        raise ValueError(f"unknown article model {name!r}; choose one of {ARTICLE_MODELS}")
+    return torchvision.models.get_model(name, weights=None, num_classes=num_classes)
 
 
-_LOG_KINDS = {"__graph_breaks": "graph_break", "__recompiles": "recompile"}
-
-
-def _log_kind(record: logging.LogRecord) -> str | None:
-    """``graph_break``/``recompile`` for the TORCH_LOGS artifacts; ``graph_break_warning`` for Dynamo's own
-    warning about a break (e.g. the ``Tensor.item()`` hint), which repeats what ``explain`` reports."""
-    kind = next((k for suffix, k in _LOG_KINDS.items() if record.name.endswith(suffix)), None)
-    if kind is None and record.name.startswith("torch._dynamo") and record.levelno >= logging.WARNING \
-            and record.getMessage().lstrip().startswith("Graph break"):
-        kind = "graph_break_warning"
-    return kind
-
-
-class _ArtifactFilter(logging.Filter):
-    def filter(self, record):  # keep torch's own handlers from printing what we capture
-        return _log_kind(record) is None
-
-
-@contextlib.contextmanager
-def dynamo_logs():
-    """``TORCH_LOGS=graph_breaks,recompiles`` in-process, captured: yields a list of ``{"kind", "message"}``.
-
-    The records (and Dynamo's own "Graph break ..." warnings) are collected instead of printed: each is a
-    long stack, shown by the caller as counts and first lines. Other torch log output is untouched.
-    """
-    import torch._logging
-
-    records: list[dict[str, str]] = []
-    seen: set[int] = set()
-
-    class Catch(logging.Handler):
-        def emit(self, record):
-            kind = _log_kind(record)
-            if kind and id(record) not in seen:
-                seen.add(id(record))
-                records.append({"kind": kind, "message": record.getMessage().strip()})
-
-    user_logs = bool(os.environ.get("TORCH_LOGS"))  # then torch ignores set_logs: the user's settings stay as they are
-    if not user_logs:
-        torch._logging.set_logs(graph_breaks=True, recompiles=True)
-    # torch's loggers have their own stderr handlers (and do not propagate): catch there, print nothing of ours
-    loggers = [lg for name, lg in logging.root.manager.loggerDict.items()
-               if isinstance(lg, logging.Logger) and name.split(".")[0] == "torch" and lg.handlers]
-    catch, filt = Catch(), _ArtifactFilter()
-    handlers = {h for lg in loggers for h in lg.handlers}
-    for h in handlers:
-        h.addFilter(filt)
-    for lg in loggers:
-        lg.addHandler(catch)
-    try:
-        yield records
-    finally:
-        for lg in loggers:
-            lg.removeHandler(catch)
-        for h in handlers:
-            h.removeFilter(filt)
-        if not user_logs:
-            torch._logging.set_logs()  # back to the defaults
-
-
-class _KnownNoise(logging.Filter):
-    """Drops one log line that is not the lesson: cpp_extension's "No CUDA runtime is found" on a machine
-    whose CUDA-built torch runs without a GPU (inductor imports it to compile C++ kernels). Nothing else."""
-
-    def filter(self, record):
-        return not record.getMessage().startswith("No CUDA runtime is found")
-
-
-def quiet_known_noise() -> None:
-    """Install ``_KnownNoise`` on ``torch.utils.cpp_extension``'s logger (once)."""
-    lg = logging.getLogger("torch.utils.cpp_extension")
-    if not any(isinstance(f, _KnownNoise) for f in lg.filters):
-        lg.addFilter(_KnownNoise())
-
-
-
-def explain_summary(fn: Callable, *args, **kwargs) -> dict[str, Any]:
-    """``torch._dynamo.explain(fn)(*args)`` boiled down: graph count, break count, each reason + place.
-
-    Runs with Dynamo's ``graph_breaks``/``recompiles`` logs captured (``dynamo_logs``): ``logged`` counts
-    their records by kind, ``first_log`` is the first one's opening line.
-    """
+def explain_model(name: str, image_size: int, device=None, batch_size: int = 2) -> dict[str, Any]:
+    """``torch._dynamo.explain`` of one article model's forward (training mode, random input): graphs, breaks, ops,
+    and each break's reason with its source line."""
+    t0 = time.perf_counter()
+    model = article_model(name).to(device).train()
     torch._dynamo.reset()
-    with dynamo_logs() as logs:
-        out = torch._dynamo.explain(fn)(*args, **kwargs)
-    reasons = []
-    for r in out.break_reasons:
-        where = ""
-        if r.user_stack:
-            f = r.user_stack[-1]
-            where = f"{Path(f.filename).name}:{f.lineno} `{(f.line or '').strip()}`"
-        reasons.append({"reason": str(r.reason).strip().splitlines()[0][:200], "where": where})
+    out = torch._dynamo.explain(model)(torch.randn(batch_size, 3, image_size, image_size, device=device))
     torch._dynamo.reset()
-    logged = {k: sum(1 for r in logs if r["kind"] == k) for k in _LOG_KINDS.values()}
-    artifacts = [r for r in logs if r["kind"] in _LOG_KINDS.values()]
-    warned = [r for r in logs if r["kind"] == "graph_break_warning"]
+    reasons = [f"{str(r.reason).strip().splitlines()[0][:160]} at {Path(r.user_stack[-1].filename).name}:"
+               f"{r.user_stack[-1].lineno}" if r.user_stack else str(r.reason)[:160] for r in out.break_reasons]
     return {"graphs": out.graph_count, "graph_breaks": out.graph_break_count, "ops": out.op_count,
-            "reasons": reasons, "logged": logged,
-            "first_log": artifacts[0]["message"].splitlines()[0][:200] if artifacts else "",
-            "warnings": [" ".join(ln.strip() for ln in w["message"].splitlines()[:6] if ln.strip())[:300]
-                         for w in warned]}
+            "reasons": reasons, "explain_s": round(time.perf_counter() - t0, 2)}
 
 
+# -- cold and warm starts in fresh processes ---------------------------------------------------------------------
+def start_child(spec: dict[str, Any]) -> dict[str, Any]:
+    """One fresh process's work (``python -m helpers.lessons.torch_compile SPEC``): a small MLP's training step
+    compiled, its first steps timed apart; Dynamo's compile time and the FX-graph cache counters."""
+    from torch._dynamo.utils import counters
+
+    device = torch.device(spec.get("device", "cpu"))
+    torch.manual_seed(0)
+    d, h, b = 3 * spec["image_size"] ** 2, spec["hidden"], spec["batch_size"]
+    model = torch.nn.Sequential(torch.nn.Linear(d, h), torch.nn.ReLU(), torch.nn.Linear(h, 10)).to(device)
+    model = torch.compile(model)
+    opt = torch.optim.RAdam(model.parameters())
+    x, y = torch.randn(b, d, device=device), torch.randint(0, 10, (b,), device=device)
+    counters.clear()
+    before, first = dynamo_times(), []
+    for _ in range(spec["compile_steps"]):
+        t0 = time.perf_counter()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        first.append(time.perf_counter() - t0)
+    g = graph_counters()
+    return {"compile_s": compile_seconds(before, dynamo_times()), "first_steps_s": round(sum(first), 3),
+            "fx_graph_cache_hits": g["fx_graph_cache_hits"], "fx_graph_cache_misses": g["fx_graph_cache_misses"]}
+
+
+def start_run(cache_dir: str | os.PathLike, timeout: float = 600, **spec: Any) -> dict[str, Any]:
+    """``start_child`` in a new Python process whose Inductor cache is ``cache_dir`` (nothing shared with this one),
+    plus ``process_s``: the whole process, interpreter start and ``import torch`` included."""
+    root = project_root()
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache_dir),
+           "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    for k in ("TORCH_LOGS", "TRITON_CACHE_DIR"):  # an inherited Triton cache would make the cold start warm
+        env.pop(k, None)
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-W", "ignore", "-m", "helpers.lessons.torch_compile", json.dumps(spec)],
+                          env=env, cwd=root, capture_output=True, text=True, timeout=timeout)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        err = [ln for ln in proc.stderr.splitlines() if ln.strip()] or ["no output"]
+        raise RuntimeError(f"the fresh process failed (exit {proc.returncode}): {err[-1][:300]}")
+    return {**json.loads(lines[-1]), "process_s": round(time.perf_counter() - t0, 3)}
+
+
+def cold_warm_start(cache_dir: str | os.PathLike, **spec: Any) -> dict[str, Any]:
+    """``start_run`` twice on one cache folder, emptied first: the metrics suffixed ``_cold`` and ``_warm``."""
+    p = Path(cache_dir)
+    shutil.rmtree(p, ignore_errors=True)
+    p.mkdir(parents=True)
+    return {f"{k}_{which}": v for which in ("cold", "warm") for k, v in start_run(p, **spec).items()}

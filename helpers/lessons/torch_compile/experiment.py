@@ -1,0 +1,213 @@
+"""Notebook 04's runs: one training cell timed (its first steps apart, then steady steps), the matrix under the
+notebook's time budget with each group's eager and compiled steps re-timed in interleaved rounds and compared, the
+derived figures (parity, break-even) stored in the rows, and the profiled eager/compiled pair."""
+from __future__ import annotations
+
+import gc
+import math
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from ...measure import device as dv
+from ...measure.compare import compare, resolved
+from ...measure.timing import interleaved_times, time_steps
+from .dynamo import compile_seconds, dynamo_times, graph_counters, tf32_settings
+
+
+def cell_name(model: str, precision: str, mode: str, batch_size: int) -> str:
+    return f"{model} {precision} {mode} bs={batch_size}"
+
+
+def _alloc_mb(device) -> float | None:
+    return round(torch.cuda.memory_allocated(device) / 2**20, 1) if dv.is_cuda(device) else None
+
+
+def _above(peak: float | None, base: float | None) -> float | None:
+    return None if peak is None else round(peak - (base or 0.0), 1)
+
+
+def run_cell(step: Callable[[], torch.Tensor], *, steps: int, compile_steps: int = 2, device=None,
+             compiled: bool = True) -> dict[str, Any]:
+    """Time one cell's training ``step`` (built by the notebook: model, optional ``torch.compile``, optimizer,
+    autocast; returns the loss): ``compile_steps`` first steps each timed apart (the first compiles), then ``steps``
+    steady ones (``time_steps``: CUDA events on a GPU). Peak memory is counted above what was allocated when the cell
+    started (earlier cells kept for interleaving are not this cell's), the first steps' peak apart from the steady
+    steps'. ``step.scaler`` (a GradScaler, fp16) adds the steps it skipped."""
+    from torch._dynamo.utils import counters
+    from torch._inductor import config as inductor_config
+
+    counters.clear()
+    base = _alloc_mb(device)
+    losses: list[torch.Tensor] = []
+    dv.reset_peak_memory(device)
+    before, first_ms = dynamo_times(), []
+    for _ in range(compile_steps):  # torch.compile is lazy: the first call compiles
+        dv.synchronize(device)
+        t0 = time.perf_counter()
+        losses.append(step())
+        dv.synchronize(device)
+        first_ms.append((time.perf_counter() - t0) * 1000.0)
+    first_peak = (_above(dv.peak_memory_mb(device), base), _above(dv.peak_reserved_mb(device), base))
+    graphs = graph_counters()
+    dv.reset_peak_memory(device)
+    times = time_steps(lambda: losses.append(step()), steps=steps, warmup=0, device=device)
+    m: dict[str, Any] = {**times.metrics(), "first_steps_ms": [round(t, 3) for t in first_ms],
+                         "first_steps_s": round(sum(first_ms) / 1000.0, 3),
+                         "first_steps_peak_mem_mb": first_peak[0], "first_steps_peak_reserved_mb": first_peak[1],
+                         "steady_peak_mem_mb": _above(dv.peak_memory_mb(device), base),
+                         "steady_peak_reserved_mb": _above(dv.peak_reserved_mb(device), base),
+                         "fallback_random": bool(inductor_config.fallback_random), **tf32_settings()}
+    if compiled:
+        dyn = compile_seconds(before, dynamo_times())
+        m["compile_s"] = dyn if dyn is not None else round((first_ms[0] - times.median) / 1000.0, 3)
+        m.update(graphs)
+        m["steady_graphs"] = graph_counters()["graphs"] - graphs["graphs"]  # recompiles in the steady steps
+    scaler = getattr(step, "scaler", None)
+    m["grad_scaler"] = scaler is not None
+    if scaler is not None:  # GradScaler halves its scale at each skipped (overflowing) step; grows every 2000
+        m["scaler_skipped_steps"] = round(math.log2(2.0 ** 16 / float(scaler.get_scale())))
+    m["losses"] = [float(v) for v in torch.stack(losses).float().cpu()]
+    m["step_times_ms"] = [round(t, 3) for t in times.times_ms]
+    return m
+
+
+def break_even_whole_run(eager_first_ms: Sequence[float], eager_ms: float,
+                         compiled_first_ms: Sequence[float], compiled_ms: float) -> int | str:
+    """Smallest run length (steps) at which the compiled run's wall time (its measured first steps, then steady
+    steps) is no longer than eager's; ``"never"`` when the compiled steady step is not faster."""
+    n0 = len(compiled_first_ms)
+    if n0 != len(eager_first_ms) or n0 < 1:
+        raise ValueError("both runs need the same number (at least one) of first steps")
+    extra_ms, saving_ms = sum(compiled_first_ms) - sum(eager_first_ms), eager_ms - compiled_ms
+    if extra_ms <= 0 and saving_ms >= 0:
+        return n0
+    return "never" if saving_ms <= 0 else n0 + math.ceil(extra_ms / saving_ms)
+
+
+def derive(eager: Mapping[str, Any], m: dict[str, Any], c: Mapping[str, Any], rtol: float) -> None:
+    """Into a compiled row's metrics ``m``: its comparison with eager (``speedup`` = ratio, interval, verdict), loss
+    parity against eager's curve within ``rtol``, and the break-even from whole-run time, only where ``c`` resolves a
+    difference ("not resolved" otherwise)."""
+    p = compare(eager["losses"], m["losses"], rtol=rtol)
+    m.update(speedup=c["ratio"], speedup_low=c["low"], speedup_high=c["high"], verdict=c["verdict"],
+             loss_match=bool(p["close"]), max_rel_loss_diff=p["max_rel_diff"])
+    stat = np.median if c["metric"].endswith("median") else np.mean
+    a, b = (float(stat(c["samples"][k])) for k in ("a", "b"))
+    m["break_even_steps"] = (break_even_whole_run(eager["first_steps_ms"], a, m["first_steps_ms"], b)
+                             if resolved(c) else "not resolved")
+
+
+def interleave(results, kept: Mapping[str, Callable[[], Any]], rounds: int, pairs: Sequence[tuple[str, str]],
+               device=None) -> tuple[int, list[dict[str, Any]]]:
+    """Re-time the ``kept`` steps in alternation (``rounds`` rounds, ``timing.interleaved_times``) and compare each
+    ``(a, b)`` of ``pairs`` (``results.compare``: ratio a/b, 95% interval, verdict). The mean of the steps, or the
+    median where graphs were compiled during the rounds (one-off recompiles in the samples; the metric says which).
+    Returns the graphs compiled during the rounds and the comparisons."""
+    from torch._dynamo.utils import counters
+
+    g0 = counters["stats"].get("unique_graphs", 0)
+    times = interleaved_times(dict(kept), rounds, device)
+    recompiled = counters["stats"].get("unique_graphs", 0) - g0
+    kw = {"metric": "step_ms_median", "statistic": np.median} if recompiled else {"metric": "step_ms_mean"}
+    for n, t in times.items():
+        results.get(n)["metrics"].update(interleaved_ms_mean=round(t.mean, 3), interleaved_ms_median=round(t.median, 3))
+    return recompiled, [results.compare(a, b, times[a].times_ms, times[b].times_ms, **kw)
+                        for a, b in pairs if a in times and b in times]
+
+
+def run_matrix(results, cells: Sequence[Sequence[str]], make_step: Callable[..., Callable], batch_size: int,
+               steps: int, *, rounds: int, rtol: Mapping[str, float], budget=None, matrix_s: float | None = None,
+               together: bool = False, pairs: Sequence[tuple[str, str]] = (), device=None,
+               extra_config: Mapping[str, Any] | None = None, compile_steps: int = 2) -> dict[str, Any]:
+    """Run ``cells`` (``(model, precision, mode)``, the most important first) as rows of ``results``, each
+    ``run_cell(make_step(model, precision, mode, batch_size))``. Cells are grouped by (model, precision), or all in
+    one group with ``together``; a group's successful steps are kept, re-timed in ``rounds`` interleaved rounds
+    (``interleave``), each compiled cell compared with its eager cell (and each of ``pairs``), the derived figures
+    stored (``derive``), and the group freed before the next. The time guard: no cell starts once ``budget`` is
+    spent or ``matrix_s`` seconds of notebook time are gone, and a cell running past either is stopped; either way
+    a failed row with the reason. Returns ``{"names", "recompiles", "comparisons"}``."""
+    groups: dict[Any, list] = {}
+    for c in cells:
+        groups.setdefault(0 if together else tuple(c[:2]), []).append(tuple(c))
+    out: dict[str, Any] = {"names": [cell_name(*c, batch_size) for c in cells], "recompiles": 0, "comparisons": []}
+    for group in groups.values():
+        kept: dict[str, Callable] = {}
+        for model, precision, mode in group:
+            name, t0 = cell_name(model, precision, mode, batch_size), time.perf_counter()
+            cfg = {"model": model, "precision": precision, "mode": mode, "batch_size": batch_size, "steps": steps,
+                   **(extra_config or {})}
+            left = None if matrix_s is None or budget is None else matrix_s - budget.elapsed()
+            if left is not None and left <= 0:
+                results.add(name, cfg, status="failed", error="OverBudget: skipped: the matrix's share of the time "
+                            f"budget ({matrix_s:g} s of notebook time) was spent")
+                continue
+            if not kept:
+                torch._dynamo.reset()  # free the previous group's graphs
+                if dv.is_cuda(device):
+                    gc.collect()
+                    torch.cuda.empty_cache()
+
+            def run(model=model, precision=precision, mode=mode, name=name):
+                kept[name] = make_step(model, precision, mode, batch_size)
+                return run_cell(kept[name], steps=steps, compile_steps=compile_steps, device=device,
+                                compiled=mode != "eager")
+            row = results.record(name, cfg, run if budget is None else budget.wrap(run, left), verbose=False)
+            if row["status"] != "ok":
+                kept.pop(name, None)
+            print(f"{name:<34} {row['status']:<6} {time.perf_counter() - t0:6.1f} s"
+                  + (f"  {row['error']}" if row["error"] else ""))
+        eager = {(results.get(n)["config"]["model"], results.get(n)["config"]["precision"]): n for n in kept
+                 if results.get(n)["config"]["mode"] == "eager"}
+        vs_eager = [(eager[tuple(results.get(n)["config"][k] for k in ("model", "precision"))], n) for n in kept
+                    if results.get(n)["config"]["mode"] != "eager"
+                    and tuple(results.get(n)["config"][k] for k in ("model", "precision")) in eager]
+        if rounds and len(kept) >= 2:
+            recompiled, found = interleave(results, kept, rounds, vs_eager + list(pairs), device)
+        else:  # no rounds: the cells' own steady steps (sequential), said so in the metric
+            recompiled, found = 0, [results.compare(a, b, results.get(a)["metrics"]["step_times_ms"],
+                                                    results.get(b)["metrics"]["step_times_ms"],
+                                                    metric="step_ms_mean_sequential") for a, b in vs_eager]
+        for c in found:
+            if (c["a"], c["b"]) in vs_eager:
+                b = results.get(c["b"])
+                derive(results.get(c["a"])["metrics"], b["metrics"], c, rtol[b["config"]["precision"]])
+        out["recompiles"] += recompiled
+        out["comparisons"] += found
+        kept.clear()
+    results.save()
+    return out
+
+
+def profile_pair(results, make_step: Callable[..., Callable], model: str, precision: str, batch_size: int, *,
+                 budget=None, device=None, active: int = 3) -> dict[str, dict[str, Any]]:
+    """Profile ``active`` steady steps of one cell, eager and compiled (its compile before the profiler starts), as
+    rows ``profiled <model> <precision> <mode>``, read back with ``traces.open_trace``: steps recorded, operator
+    calls per step and (GPU) kernel calls per step. Returns the successful modes' metrics by mode."""
+    from ...measure.profiling import fresh_trace_dir, profile_steps
+    from ...traces.views import open_trace
+
+    def run(mode):
+        torch._dynamo.reset()
+        step = make_step(model, precision, mode, batch_size)
+        for _ in range(2):
+            step()
+        tdir = fresh_trace_dir(f"04_torch_compile/{model}-{mode}")
+        profile_steps(step, wait=0, warmup=1, active=active, device=device, trace_dir=tdir)
+        t = open_trace(tdir)
+        n, kern = max(len(t.step_times()), 1), (t.kernels() if t.has_gpu else None)
+        return {"trace_dir": str(tdir), "steps_recorded": len(t.step_times()),
+                "trace_step_ms_mean": round(float(t.step_times().step_ms.mean()), 3),
+                "op_calls_per_step": round(float(t.operators().calls.sum()) / n, 1),
+                "kernel_calls_per_step": round(float(kern.calls.sum()) / n, 1) if kern is not None else None}
+
+    out = {}
+    for mode in ("eager", "default"):
+        cfg = {"what": "profile", "model": model, "precision": precision, "mode": mode, "batch_size": batch_size}
+        fn = (lambda mode=mode: run(mode))
+        row = results.record(f"profiled {model} {precision} {mode}", cfg, fn if budget is None else budget.wrap(fn))
+        if row["status"] == "ok":
+            out[mode] = row["metrics"]
+    return out
