@@ -1,6 +1,7 @@
 """helpers.lessons.diagnose around the plants (notebook 05_diagnose): the panel's validator, run_case as a results row
-(bad input a failed row, never an exception), the tables and chart, the reference GPU traces and the appendix's bad
-inputs written from this run's own traces."""
+(bad input a failed row, never an exception), each plant against its fix, the tables and chart, the reference GPU
+traces and the appendix's bad inputs written from this run's own traces. The plants are the notebook's; ``make_step``
+(test_planted) stands in for them."""
 import gzip
 import json
 import math
@@ -12,10 +13,13 @@ import pytest
 import torch
 
 from helpers.lessons import diagnose as dx
+from helpers.measure.compare import VERDICTS
 from helpers.measure.validate import InvalidValue
 from helpers.notebook.results import Results
 from helpers.traces import diagnosis as dg
 from helpers.traces import doctor
+from tests.fake_trace import doc, kernel, runtime, step
+from tests.lessons.test_planted import make_step
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEDULE = dict(wait=0, warmup=1, active=2)
@@ -30,7 +34,7 @@ SCHEDULE = dict(wait=0, warmup=1, active=2)
     ("compute", True, "positive, finite number"),
     ("compute", None, "positive, finite number"),
     ("compute", 2.5, "whole number"),
-    ("launch/overhead", 20_001, "20,000 tiny ops"),
+    ("launch/overhead", 20_001, "20,000"),
     ("compute", 16_385, "16,384"),
 ])
 def test_validate_size_refuses_with_one_line(kind, size, message):
@@ -58,11 +62,6 @@ def test_validate_panel():
             dx.validate_panel({"kind": "compute", "size": size}, False)
 
 
-def test_planted_step_refuses_infinity():
-    with pytest.raises(ValueError, match="finite"):
-        dx.planted_step("compute", float("inf"))
-
-
 def test_case_name_never_raises():
     assert dx.case_name("compute", 768) == "planted compute (size 768)"
     assert dx.case_name("input", 2.0) == "planted input (size 2)"
@@ -74,27 +73,28 @@ def test_case_name_never_raises():
 
 
 def _case_kw():
-    return dict(sizes={"none": 1, "compute": 64}, device=torch.device("cpu"), batch_size=4, features=8, hidden=8,
-                overlap=16, **SCHEDULE)
+    return dict(device=torch.device("cpu"), **SCHEDULE)
 
 
 def test_run_case_rows(tmp_path, monkeypatch):
     monkeypatch.setenv("PERF_RUNS_DIR", str(tmp_path / "runs"))
     res = Results("05_diagnose", "smoke", root=tmp_path / "results")
     kw = _case_kw()
-    d = dx.run_case(res, "compute", **kw)   # the size from sizes
+    d = dx.run_case(res, make_step, "compute", 64, **kw)
     row = res.get("planted compute (size 64)")
     assert d is not None and row["status"] == "ok" and row["config"] == {"planted": "compute", "size": 64,
                                                                           "device": "cpu"}
     m = row["metrics"]
     assert m["step_ms_mean"] == d.step_ms and m["top_cause"] == d.top and Path(m["trace_dir"]) == d.trace_dir
     assert m["causes_ms_sum"] <= m["step_ms_mean"] + 0.005 and "host sync_ms" not in m   # cannot judge: no metric
+    assert dx.run_case(res, make_step, "host sync", 1.0, item=False, **kw) is not None   # the fix of the host sync
+    assert res.get("planted host sync (size 1) without .item()")["config"]["item"] is False
     # bad input: failed rows with one line each, never an exception
-    for args, name, message in ((("disk",), "unknown bottleneck 'disk'", "unknown planted bottleneck"),
+    for args, name, message in ((("disk", 1), "unknown bottleneck 'disk'", "unknown planted bottleneck"),
                                 (("compute", float("inf")), "planted compute (size inf)", "finite"),
                                 (("compute", "abc"), "planted compute (size 'abc')", "finite"),
-                                (("launch/overhead",), "planted launch/overhead (size None)", "finite")):
-        assert dx.run_case(res, *args, **kw) is None
+                                (("launch/overhead", None), "planted launch/overhead (size None)", "finite")):
+        assert dx.run_case(res, make_step, *args, **kw) is None
         row = res.get(name)
         assert row["status"] == "failed" and message in row["error"] and "\n" not in row["error"], row
 
@@ -115,12 +115,6 @@ def _diagnosis(step_ms, causes, on_gpu=False):
              "evidence": "", "see": ""} for c, ms in causes.items()]
     rows.sort(key=lambda c: -1.0 if c["ms"] is None else c["ms"], reverse=True)
     return dg.Diagnosis(steps=3, step_ms=step_ms, on_gpu=on_gpu, causes=rows)
-
-
-def test_thresholds_table_shows_the_doctors_constants():
-    t = dx.thresholds_table()
-    assert list(t.index) == [n for n, _ in dx.THRESHOLDS]
-    assert all(t.loc[n, "value"] == getattr(dg, n) for n in t.index)
 
 
 def test_verdicts_table_and_chart(recwarn):
@@ -145,50 +139,42 @@ def test_verdicts_table_and_chart(recwarn):
 
 def _fix(verdict, ratio, low, high, a, b):
     return {"verdict": verdict, "ratio": ratio, "low": low, "high": high, "a": "planted", "b": "fixed",
-            "confidence": 0.95, "times": {"planted": a, "fixed": b}}
+            "confidence": 0.95, "samples": {"a": a, "b": b}}
 
 
 def test_saved_vs_claimed_only_where_resolved():
     planted = {"compute": _diagnosis(10.0, {"compute": 9.0}), "input": _diagnosis(5.0, {"input": 1.0}),
                "launch/overhead": None}   # a failed case is left out
     fixes = {"compute": _fix("faster", 10.0, 8.0, 12.0, [10.0, 10.5, 9.5, 10.0], [1.0, 1.1, 0.9, 1.0]),
-             "input": _fix("no difference", 1.02, 0.95, 1.1, [5.0, 5.2], [5.1, 4.9])}
+             "input": _fix("no difference", 1.02, 0.95, 1.1, [5.0, 5.2], [5.1, 4.9]),
+             "launch/overhead": _fix("faster", 2.0, 1.5, 2.5, [2.0], [1.0])}
     s = dx.saved_vs_claimed(planted, fixes).set_index("planted")
     assert list(s.index) == ["compute", "input"]
     c = s.loc["compute"]
     assert c["claimed (ms)"] == 9.0 and c["claimed share"] == pytest.approx(0.9)
     assert c["saved (ms)"] == pytest.approx(9.0) and c["saved share"] == pytest.approx(0.9)
-    assert c["saved share 95%"] == "87.5%–91.7%" and bool(c["agrees"])
-    low, high = map(float, c["saved 95% (ms)"].split("–"))
-    assert low <= 9.0 <= high
-    i = s.loc["input"]   # not resolved: no saving, no ratio, no verdict on the claim
+    assert (c["saved share low"], c["saved share high"]) == (pytest.approx(0.875), pytest.approx(11 / 12))
+    assert bool(c["agrees"])
+    i = s.loc["input"]   # not resolved: no saving, no verdict on the claim
     assert i["verdict"] == "no difference" and pd.isna(i["saved (ms)"]) and pd.isna(i["agrees"])
-    lines = dx.fix_sentences(fixes, s.reset_index())
-    assert "saved 9.00 ms per step" in lines[0] and "does not match" not in lines[0]
-    assert "does not resolve the difference" in lines[1] and "saved" not in lines[1].split(".", 1)[1]
-    # a claim far from the saving's share does not agree, and the sentence says so
+    # a claim far from the saving's share does not agree
     wrong = dx.saved_vs_claimed({"compute": _diagnosis(10.0, {"compute": 2.0})}, fixes)
-    assert not wrong["agrees"].iloc[0] and "does not match" in dx.fix_sentences(fixes, wrong)[0]
-
-
-def test_saved_interval():
-    d, low, high = dx.saved_interval([10.0, 11.0, 9.0, 10.0, 10.5], [1.0, 1.2, 0.8, 1.0, 1.1])
-    assert d == pytest.approx(9.08) and low < d < high
-    assert dx.saved_interval([2.0], [1.0]) == (1.0, 1.0, 1.0)   # too few samples: the difference alone
+    assert not wrong["agrees"].iloc[0]
 
 
 def test_measure_fixes_interleaved_rows_and_comparisons(tmp_path):
     res = Results("05_diagnose", "smoke", root=tmp_path)
-    kw = _case_kw() | {"sizes": {"none": 1, "compute": 64, "launch/overhead": 50}}
-    fixes = dx.measure_fixes(res, ["compute", "launch/overhead"], rounds=3, untimed=1, **kw)
-    assert set(fixes) == {"compute", "launch/overhead"}
-    for kind, size in (("compute", 64), ("launch/overhead", 50)):
-        c = res.comparison(f"planted {kind} (size {size})", dx.FIXED)
-        assert c is not None and c["verdict"] in ("faster", "slower", "no difference") and c["n_a"] == c["n_b"] == 3
-        assert fixes[kind]["verdict"] == c["verdict"] and len(fixes[kind]["times"][dx.FIXED]) == 3
+    sizes = {"compute": 64, "launch/overhead": 50, "host sync": 0.5}
+    fixes = dx.measure_fixes(res, make_step, sizes, rounds=3, untimed=1, device="cpu")
+    assert set(fixes) == set(sizes)
+    for kind, size in sizes.items():   # a = the plant, b = its fix: a ratio above 1 means the fix is faster
+        c = res.comparison(dx.case_name(kind, size), dx.fix_name(kind, size))
+        assert c is fixes[kind] and c["verdict"] in VERDICTS and c["n_a"] == c["n_b"] == 3
+        assert len(c["samples"]["b"]) == 3 and c["role"] == "change"
     rows = {e["name"]: e for e in res.experiments}
     assert set(rows) == {"timed: planted compute (size 64)", "timed: planted launch/overhead (size 50)",
-                         f"timed: {dx.FIXED}"}   # the fix is timed once, shared by the plants
+                         "timed: planted host sync (size 0.5)", "timed: planted host sync (size 0.5) without .item()",
+                         f"timed: {dx.FIXED}"}   # the plain step is timed once, shared by the plants
     assert all(r["metrics"]["steps_timed"] == 3 and r["config"]["profiled"] is False for r in rows.values())
     assert dx.fix_name("host sync", 20.0) == "planted host sync (size 20) without .item()"
 
@@ -216,7 +202,7 @@ def test_advice_in_the_doctor_on_cpu_and_gpu_traces(tmp_path):
     """The doctor (and the lesson's check) on a CPU-only trace of a planted launch/overhead step, and on a GPU trace."""
     from helpers.measure.diagnose import diagnose_step
 
-    d = diagnose_step(dx.planted_step("launch/overhead", 300), trace_root=tmp_path, **SCHEDULE)
+    d = diagnose_step(make_step("launch/overhead", 300), trace_root=tmp_path, **SCHEDULE)
     see = next(c["see"] for c in d.causes if c["cause"] == "launch/overhead")
     assert not d.on_gpu and see == dg.SEE_CPU["launch/overhead"] and dx.advice_named_for_device(d)
     rep = doctor.report(d.trace_dir, views=False)
@@ -238,20 +224,15 @@ def test_advice_on_a_real_a100_trace():
     assert d.on_gpu and dx.advice_named_for_device(d)
 
 
-def _ev(name, cat, ts, dur, tid=1, **args):
-    return {"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": dur, "pid": 1, "tid": tid, "args": args}
-
-
 def _gpu_trace(sync: bool):
     """Two 1000-µs steps of a GPU trace: a kernel 0-300, a sync 200-400 (when ``sync``), a kernel 900-950."""
     evs = []
     for k in range(2):
         o = k * 1000
-        evs += [_ev(f"ProfilerStep#{k}", "user_annotation", o, 1000), _ev("gemm", "kernel", o, 300, tid=7),
-                _ev("relu", "kernel", o + 900, 50, tid=7)]
+        evs += [step(k, o, 1000), kernel("gemm", o, 300), kernel("relu", o + 900, 50)]
         if sync:
-            evs.append(_ev("cudaStreamSynchronize", "cuda_runtime", o + 200, 200))
-    return {"traceEvents": evs}
+            evs.append(runtime("cudaStreamSynchronize", o + 200, 200))
+    return doc(*evs)
 
 
 def test_reference_traces_and_the_sync_case(tmp_path):
@@ -309,7 +290,7 @@ def _baseline_trace_dir(tmp_path, monkeypatch):
     from helpers.measure.diagnose import diagnose_step
 
     monkeypatch.setenv("PERF_RUNS_DIR", str(tmp_path / "runs"))
-    return diagnose_step(dx.planted_step("none", 1), name="05_diagnose/none", **SCHEDULE).trace_dir
+    return diagnose_step(make_step("none", 1), name="05_diagnose/none", **SCHEDULE).trace_dir
 
 
 @pytest.mark.parametrize("with_trace", [True, False])
@@ -328,7 +309,11 @@ def test_bad_inputs_are_one_line_doctor_errors(tmp_path, monkeypatch, with_trace
 
 
 def test_trace_without_steps_is_analysed_whole(tmp_path):
-    path = dx.trace_without_steps(tmp_path / "no_steps.json", dx.planted_step("none", 1), "cpu")
+    fn, path = make_step("none", 1), tmp_path / "no_steps.json"
+    with torch.profiler.profile() as prof:   # as the notebook's appendix: no schedule, no prof.step()
+        for _ in range(3):
+            fn()
+    prof.export_chrome_trace(str(path))
     rep = doctor.report(path, views=False)
     assert rep["steps"] == 1 and any("no ProfilerStep" in n for n in rep["notes"])
     d = dg.diagnose(path)   # the summary says what its one "step" is: the whole trace, not a training step

@@ -1,0 +1,179 @@
+"""Notebook 05's harness around the planted steps (the plants themselves are written in the notebook and passed in as
+``make_step(kind, size, item=True)``): the panel's validator, one profiled case as a results row, each plant timed
+against its fix in interleaved rounds, the doctor's claim beside the saving, the reference GPU traces and the
+appendix's bad inputs."""
+from __future__ import annotations
+
+import gzip
+import numbers
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from ...measure.compare import resolved
+from ...measure.diagnose import diagnose_step
+from ...measure.profiling import trace_files
+from ...measure.timing import interleaved_times
+from ...measure.validate import InvalidValue, validate_choice, validate_positive
+
+PLANTED = ("none", "input", "launch/overhead", "compute", "host sync")
+LIMITS = {"launch/overhead": 20_000, "compute": 16_384}   # tiny ops / a matrix side: a run of minutes, not hours
+FIXED = "nothing planted"
+
+
+def validate_size(kind: str, size: Any) -> int | float:
+    """A plant's size: a positive, finite number; a whole one within ``LIMITS`` where it counts ops or a matrix side.
+    Raises ``InvalidValue`` with a one-line message."""
+    validate_positive(size, "the size")
+    if kind not in ("none", *LIMITS):
+        return float(size)
+    if size != int(size):
+        raise InvalidValue(f"the size of a {kind} plant counts ops or a matrix side: a whole number, not {size!r}.")
+    if size > LIMITS.get(kind, size):
+        raise InvalidValue(f"a {kind} plant above {LIMITS[kind]:,} would take minutes or gigabytes; choose less.")
+    return int(size)
+
+
+def validate_panel(values: Mapping[str, Any], on_gpu: bool) -> dict[str, Any]:
+    """The panel's values before anything runs: a known plant, a size ``validate_size`` accepts, and no host-sync
+    plant without a GPU (there is no device to wait for)."""
+    kind = validate_choice(values["kind"], PLANTED, "planted bottleneck")
+    size = validate_size(kind, values["size"])
+    if kind == "host sync" and not on_gpu:
+        raise InvalidValue("a host sync needs a GPU to wait for; on a CPU choose another bottleneck.")
+    return {"kind": kind, "size": size}
+
+
+def case_name(kind: Any, size: Any, item: bool = True) -> str:
+    """A case's row name (``planted compute (size 768)``); never raises, whatever the values."""
+    if not isinstance(kind, str) or kind not in PLANTED:
+        return f"unknown bottleneck {kind!r}"
+    shown = f"{size:g}" if isinstance(size, numbers.Real) and not isinstance(size, bool) else repr(size)
+    return f"planted {kind} (size {shown})" + ("" if item else " without .item()")
+
+
+def fix_name(kind: str, size: Any) -> str:
+    """What a plant is timed against: the step with nothing planted; for the host sync, its step without ``.item()``."""
+    return case_name(kind, size, item=False) if kind == "host sync" else FIXED
+
+
+def causes_metrics(d) -> dict[str, Any]:
+    """A diagnosis as a row's metrics: mean step, top cause, ms of each judged cause, their sum, the trace folder."""
+    judged = {f"{c['cause']}_ms": c["ms"] for c in d.causes if c["ms"] is not None}
+    m = {"step_ms_mean": d.step_ms, "top_cause": d.top, **judged, "causes_ms_sum": round(sum(judged.values()), 3)}
+    return m | ({"trace_dir": str(d.trace_dir)} if d.trace_dir is not None else {})
+
+
+def record_diagnosis(results, name: str, config: Mapping[str, Any], diagnosed: Callable[[], Any]):
+    """``diagnosed()`` as the row ``name`` (``causes_metrics``; a failure is a failed row with a one-line message).
+    Returns the diagnosis, None if it failed."""
+    out = {}
+
+    def experiment():
+        out["d"] = diagnosed()
+        return causes_metrics(out["d"])
+
+    return out.get("d") if results.record(name, config, experiment)["status"] == "ok" else None
+
+
+def run_case(results, make_step: Callable, kind: Any, size: Any, item: bool = True, *, device, wait: int,
+             warmup: int, active: int):
+    """Plant one bottleneck (``make_step(kind, size, item=item)``), profile and diagnose it (``diagnose_step``) as
+    a results row; bad input is a failed row, never an exception. Returns the diagnosis, or None."""
+    import torch
+
+    config = {"planted": kind, "size": size, "device": torch.device(device).type} | ({} if item else {"item": False})
+
+    def diagnosed():
+        step = make_step(validate_choice(kind, PLANTED, "planted bottleneck"), validate_size(kind, size), item=item)
+        return diagnose_step(step, wait=wait, warmup=warmup, active=active, device=device, name=f"05_diagnose/{kind}")
+
+    return record_diagnosis(results, case_name(kind, size, item), config, diagnosed)
+
+
+def measure_fixes(results, make_step: Callable, sizes: Mapping[str, Any], *, rounds: int, untimed: int, device):
+    """Time each plant (``sizes``: kind -> size) and its fix (``fix_name``) without the profiler in ``rounds``
+    interleaved rounds (each step first called ``untimed`` times), as rows ``timed: <name>``, and compare each plant
+    (a) with its fix (b): ``results.compare``. Returns the comparisons by kind."""
+    steps, pairs = {}, {}
+    for kind, size in sizes.items():
+        pairs[kind] = a, b = case_name(kind, size), fix_name(kind, size)
+        steps[a] = make_step(kind, size)
+        if b not in steps:
+            steps[b] = make_step(kind, size, item=False) if kind == "host sync" else make_step("none", 1)
+    timed = interleaved_times(steps, rounds, device=device, warmup=untimed)
+    for name, t in timed.items():
+        results.add(f"timed: {name}", {"rounds": rounds, "profiled": False},
+                    {"step_ms_mean": t.mean, "step_ms_median": t.median, "steps_timed": len(t.times_ms)})
+    return {kind: results.compare(a, b, timed[a].times_ms, timed[b].times_ms) for kind, (a, b) in pairs.items()}
+
+
+SAVED = ["planted", "claimed (ms)", "claimed share", "verdict", "saved (ms)", "saved share", "saved share low",
+         "saved share high", "agrees"]
+
+
+def saved_vs_claimed(planted: Mapping[str, Any], fixes: Mapping[str, Mapping[str, Any]], agree: float = 0.10):
+    """Per plant: the doctor's claim (the planted cause's ms and share of the profiled step) and, only where the
+    comparison is resolved, the saving without the profiler (ms; share 1 - fixed/planted with the comparison's
+    interval). ``agrees``: the claimed share lies within ``agree`` of the saved share's interval."""
+    import numpy as np
+    import pandas as pd
+
+    rows = []
+    for kind, c in fixes.items():
+        d = planted.get(kind)
+        if d is None:
+            continue
+        claim = d.ms(kind) or 0.0
+        row = dict.fromkeys(SAVED) | {"planted": kind, "claimed (ms)": claim, "claimed share": claim / d.step_ms,
+                                      "verdict": c["verdict"]}
+        if resolved(c):
+            low, high = 1 - 1 / c["low"], 1 - 1 / c["high"]
+            row |= {"saved (ms)": float(np.mean(c["samples"]["a"]) - np.mean(c["samples"]["b"])),
+                    "saved share": 1 - 1 / c["ratio"], "saved share low": low, "saved share high": high,
+                    "agrees": bool(low - agree <= row["claimed share"] <= high + agree)}
+        rows.append(row)
+    return pd.DataFrame(rows, columns=SAVED)
+
+
+def advice_named_for_device(d) -> bool:
+    """The launch/overhead advice fits the trace: CUDA graphs on a GPU trace only; on a CPU-only trace
+    ``torch.compile``'s CPU fusion."""
+    see = next((c["see"] for c in d.causes if c["cause"] == "launch/overhead"), "")
+    return "CUDA graph" in see if d.on_gpu else ("CUDA graph" not in see and "torch.compile" in see and "CPU" in see)
+
+
+def sync_found(d) -> bool:
+    """Synchronisations with GPU idle time after them (host sync > 0 ms); False on a CPU-only trace."""
+    return bool(d.ms("host sync")) and d.ms("host sync") > 0
+
+
+def gpu_idle_vs_hta(d, trace) -> dict[str, float]:
+    """GPU idle % inside the steps by the doctor (100 - compute and communication shares) beside Holistic Trace
+    Analysis' temporal breakdown of the whole trace."""
+    from ...traces.views import open_trace, quiet
+
+    with quiet():
+        hta = open_trace(Path(trace)).gpu_breakdown()
+    busy = (d.ms("compute") or 0.0) + (d.ms("communication") or 0.0)
+    return {"doctor": round(100 * (1 - busy / d.step_ms), 2), "hta": hta["idle_pct"]}
+
+
+def reference_traces(root: Path | str) -> list[Path]:
+    """The reference traces of this notebook, ``<root>/<gpu>/05_diagnose/*.json.gz`` and a packed run's
+    ``traces/**`` files, sorted; none when the folder is missing."""
+    root = Path(root)
+    packed = (p for p in root.glob("*/05_diagnose/traces/**/*") if p.name.endswith((".pt.trace.json", ".json.gz")))
+    return sorted({*root.glob("*/05_diagnose/*.json.gz"), *packed})
+
+
+def write_bad_inputs(folder: Path | str, trace_dir: Path | str | None = None) -> dict[str, Path]:
+    """The appendix's bad inputs in ``folder``: a JSON file that is not a trace, a truncated ``.gz`` (half of the
+    trace in ``trace_dir``, gzipped) and an empty folder."""
+    folder = Path(folder)
+    (folder / "empty").mkdir(parents=True, exist_ok=True)
+    notes, cut = folder / "notes.json", folder / "cut.json.gz"
+    notes.write_text("these are my notes, not a trace")
+    files = trace_files(trace_dir) if trace_dir is not None else []
+    whole = gzip.compress((files[-1] if files else notes).read_bytes())
+    cut.write_bytes(whole[: len(whole) // 2])
+    return {"not a trace": notes, "truncated gz": cut, "empty folder": folder / "empty"}
