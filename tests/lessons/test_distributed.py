@@ -1,6 +1,7 @@
 """helpers.lessons.distributed (notebook 06) without starting torch ranks: ranks against cores, the port, the
-launcher's wait (a dead rank, a timeout: failed rows naming the rank, every process stopped), the panel's validator,
-the readings of traces (all-reduces per step on CPU and recorded NCCL traces, the overhead table, HTA's note)."""
+launcher (a dead rank, a timeout: failed rows naming the rank, every process stopped; a port taken before the
+rendezvous), the panel's run and validator, the readings of traces (all-reduces per step on CPU and recorded NCCL
+traces, the overhead table, HTA on a folder it cannot read, the timelines)."""
 import json
 import os
 import socket
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.lessons.distributed import harness, launch, readings, train
+from helpers.lessons.distributed import experiment, launch, views
 from helpers.measure.validate import InvalidValue
 from helpers.notebook.results import Results
 from tests.shared_data import other_trace
@@ -47,10 +48,9 @@ def test_a_busy_port_is_replaced_and_the_note_says_so():
 
 
 def test_the_rank_environment_is_torchruns():
-    env = launch.rank_env(1, 2, 29511, "marker")
+    env = launch.rank_env(1, 2, 29511)
     assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"], env["MASTER_PORT"]) == ("1", "2", "1", "29511")
-    assert env[launch.MARKER] == "marker" and env["PYTHONPATH"].split(os.pathsep)[0] == str(Path(launch.__file__)
-                                                                                          .resolve().parents[3])
+    assert env["MASTER_ADDR"] == "127.0.0.1" and env["OMP_NUM_THREADS"] == "1"
 
 
 def _procs(tmp_path, *codes):
@@ -97,18 +97,6 @@ def test_ranks_that_finish_are_ok_rows(tmp_path):
     assert [(r["status"], r["error"]) for r in rows] == [("ok", None), ("ok", None)]
 
 
-def test_torchrun_command_names_the_module_and_the_ranks():
-    cmd = launch.torchrun_command("runs/06", 4)
-    assert cmd.startswith("torchrun --standalone --nproc-per-node 4 -m helpers.lessons.distributed.train --out runs/06")
-
-
-def test_train_refuses_to_start_without_torchruns_environment(monkeypatch, tmp_path):
-    for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        monkeypatch.delenv(k, raising=False)
-    with pytest.raises(SystemExit, match="RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT not set"):
-        train.main(["--out", str(tmp_path)])
-
-
 GOOD = {"ranks": 2, "bucket_cap_mb": 25.0, "accum": 4, "no_sync": True, "straggler_ms": 50}
 
 
@@ -119,22 +107,45 @@ GOOD = {"ranks": 2, "bucket_cap_mb": 25.0, "accum": 4, "no_sync": True, "straggl
 ])
 def test_the_panel_refuses_bad_values(key, value, message):
     with pytest.raises(InvalidValue, match=message):
-        harness.validate_config(dict(GOOD, **{key: value}), cores=2)
+        experiment.validate_config(dict(GOOD, **{key: value}), cores=2)
 
 
 def test_the_panel_accepts_good_values():
-    assert harness.validate_config(GOOD, cores=2) == dict(GOOD, straggler_ms=50.0)
+    assert experiment.validate_config(GOOD, cores=2) == dict(GOOD, straggler_ms=50.0)
 
 
-def test_a_job_whose_rank_dies_is_failed_rows_and_its_pids_are_noted(tmp_path, monkeypatch):
-    """run_job end to end with the real launcher and a rank that dies before importing torch (the appendix)."""
+# Stand-ins for the notebook's rank script (it imports torch: seconds per rank), doing what the launcher must handle.
+DIES = """import os, time
+if os.environ["RANK"] == "0":
+    raise SystemExit("rank 0: planted failure, exiting")
+time.sleep(60)
+"""
+BINDS = """import json, os, socket, sys
+from pathlib import Path
+if os.environ["RANK"] == "0":   # rank 0 hosts the rendezvous, as torch's TCPStore does
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", int(os.environ["MASTER_PORT"])))
+        except OSError:
+            raise SystemExit("EADDRINUSE: address already in use")
+    Path(sys.argv[1], "rank0.json").write_text(json.dumps({"times_ms": {"ddp": [1.0]}}))
+"""
+
+
+def test_a_job_whose_rank_dies_is_failed_rows_and_its_pids_are_noted(tmp_path):
+    """run_job end to end with the real launcher and a rank that dies (the appendix)."""
+    (tmp_path / "rank.py").write_text(DIES)
     res = Results("06_distributed", "smoke", root=tmp_path / "results")
-    job = harness.run_job("expected failure", dict(train.PLAN, die_rank=0), 2, tmp_path / "job", res, timeout_s=60)
+    job = experiment.run_job("expected failure", tmp_path / "rank.py", {"die_rank": 0}, 2, tmp_path / "job", res,
+                             timeout_s=60)
     assert not job["ok"] and job["times"] == {}
     rows = [e for e in res.experiments if e["name"].startswith("expected failure")]
     assert len(rows) == 2 and all(e["status"] == "failed" and e["error"] and "\n" not in e["error"] for e in rows)
-    assert "rank 0 died (exit code 3)" in rows[0]["error"]
-    assert len(res.notes[harness.PIDS_NOTE]) == 2 and not any(_alive(p) for p in res.notes[harness.PIDS_NOTE])
+    assert rows[0]["error"] == "rank 0 died (exit code 1): rank 0: planted failure, exiting"
+    assert rows[1]["error"] == "rank 1 stopped because rank 0 died"
+    pids = res.notes[experiment.PIDS_NOTE]
+    assert len(pids) == 2 and not any(_alive(p) for p in pids)
+    assert json.loads((tmp_path / "job" / "plan.json").read_text()) == {"die_rank": 0}
 
 
 def _trace(path: Path, rank: int, allreduce_ts: list[float], steps=((0, 100), (100, 200))):
@@ -149,38 +160,26 @@ def _trace(path: Path, rank: int, allreduce_ts: list[float], steps=((0, 100), (1
 def test_all_reduces_are_counted_per_step_in_the_step_windows(tmp_path):
     _trace(tmp_path / "rank0.1.pt.trace.json", 0, [10, 20, 110, 120, 250])   # 250: outside the steps
     _trace(tmp_path / "rank1.1.pt.trace.json", 1, [10, 110])
-    assert readings.all_reduces(tmp_path) == {0: 2.0, 1: 1.0}
+    assert views.all_reduces(tmp_path) == {0: 2.0, 1: 1.0}
 
 
 def test_all_reduces_on_a_recorded_nccl_job():
     """A recorded 8-rank NCCL job (host labels counted; the device-side copies are not counted again)."""
-    counts = readings.all_reduces(other_trace("param_dlrm_8rank"))
+    counts = views.all_reduces(other_trace("param_dlrm_8rank"))
     assert sorted(counts) == list(range(8)) and set(counts.values()) == {3.0}
-    assert readings.all_reduces(other_trace("hta_nccl_data.json.gz")) == {0: 5.0}
+    assert views.all_reduces(other_trace("hta_nccl_data.json.gz")) == {0: 5.0}
 
 
 def test_the_overhead_table_adds_up():
     single = {"step_ms": 100.0, "exposed_ms": 0.0, "overlapped_ms": 0.0, "other_ms": 100.0}
     ddp = {"step_ms": 70.0, "exposed_ms": 15.0, "overlapped_ms": 5.0, "other_ms": 55.0}
-    t = readings.overhead_table(single, ddp, 2)["ms"]
+    t = views.overhead_table(single, ddp, 2)["ms"]
     assert t.iloc[1] == 50.0 and t.iloc[3] == 5.0 and t.iloc[4] == 15.0 and t.iloc[5] == 5.0
     assert t.iloc[1] + t.iloc[3] + t.iloc[4] == t.iloc[2]   # ideal + extra compute + exposed = the DDP step
 
 
-def test_hta_on_a_folder_without_traces_is_a_note(tmp_path):
-    df, note = readings.hta_overlap(tmp_path)
-    assert df is None and note.startswith("HTA could not read these traces")
-
-
-def test_comparisons_and_the_ms_saved_only_when_resolved():
-    res = Results("06_distributed", "smoke", autosave=False)
-    t = {"single": [10, 11, 10, 12], "ddp": [6, 7, 6, 7], "straggler": [20, 21, 22, 20],
-         "accum sync": [9, 10, 9, 10], "accum no_sync": [9.5, 9, 10, 9.5]}
-    cmps = harness.compare_variants(res, t, 2)
-    assert [c["verdict"] for c in cmps.values()] == ["faster", "slower", "no difference"]
-    assert len(res.comparisons) == 3
-    assert "does not resolve" in harness.saved_ms(cmps["no_sync"], t, "accum sync", "accum no_sync")
-    assert harness.saved_ms(cmps["ddp"], t, "single", "ddp").startswith("4.2 ms")
+def test_hta_on_a_folder_without_traces_is_none(tmp_path):
+    assert views.hta_overlap(tmp_path) is None
 
 
 def test_waits_table_puts_the_two_jobs_side_by_side():
@@ -188,7 +187,7 @@ def test_waits_table_puts_the_two_jobs_side_by_side():
     before = {"ranks": [rank(0, 0.5, "compute"), rank(1, 0.1, "compute")]}
     after = {"ranks": [rank(0, 80.0, "communication"), rank(1, 0.0, "input"),
                        {"rank": 2, "error": "unreadable"}]}
-    t = readings.waits_table(before, after)
+    t = views.waits_table(before, after)
     assert list(zip(t["rank"], t["job"], t["waits ms"])) == [
         (0, "straggler", 80.0), (0, "no straggler", 0.5), (1, "straggler", 0.0), (1, "no straggler", 0.1)]
 
@@ -199,20 +198,8 @@ def test_timelines_one_figure_per_rank(tmp_path):
     matplotlib.use("Agg")
     _trace(tmp_path / "rank0.1.pt.trace.json", 0, [10, 110])
     _trace(tmp_path / "rank1.1.pt.trace.json", 1, [10, 110])
-    figs = readings.timelines(tmp_path)
+    figs = views.timelines(tmp_path)
     assert [r for r, _ in figs] == [0, 1] and figs[1][1].axes[0].get_title().startswith("rank 1")
-
-
-def test_the_comparisons_chart_has_a_bar_and_an_interval_per_comparison():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    res = Results("06_distributed", "smoke", autosave=False)
-    t = {"single": [10, 11, 10, 12], "ddp": [6, 7, 6, 7], "straggler": [20, 21, 22, 20],
-         "accum sync": [9, 10, 9, 10], "accum no_sync": [5, 6, 5, 6]}
-    fig = harness.comparisons_chart(harness.compare_variants(res, t, 2), "test")
-    ax = fig.axes[0]
-    assert len(ax.patches) == 3 and len(ax.get_yticklabels()) == 3
 
 
 def test_a_port_taken_after_the_check_is_read_from_the_logs(tmp_path):
@@ -227,19 +214,19 @@ def test_a_port_taken_after_the_check_is_read_from_the_logs(tmp_path):
 
 def test_a_port_taken_between_the_check_and_the_rendezvous_starts_the_job_again(tmp_path, monkeypatch):
     """The race: the port was free when checked, then someone bound it before rank 0 did. The job is started once
-    more on a fresh port, and the note says so (tiny plan, no profiles: two torch ranks start twice)."""
+    more on a fresh port, and the note says so."""
+    (tmp_path / "rank.py").write_text(BINDS)
     res = Results("06_distributed", "smoke", root=tmp_path / "results")
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         taken = busy.getsockname()[1]
-        monkeypatch.setattr(launch, "pick_port", lambda port: (taken, f"port {taken} is free: the ranks meet there"))
-        plan = dict(train.PLAN, batch_size=8, features=8, hidden=8, layers=1, micro_batch=2, accum=2, rounds=1,
-                    warmup=0, straggler_ms=0.0, n_batches=1, profile=False)
-        job = harness.run_job("race", plan, 2, tmp_path / "job", res, timeout_s=120)
-    assert f"port {taken} was taken before rank 0 could bind it: started again on port" in job["port_note"]
-    assert job["ok"], [r["error"] for r in job["rows"]]
-    assert len(res.notes[harness.PIDS_NOTE]) == 4 and not any(_alive(p) for p in res.notes[harness.PIDS_NOTE])
+        monkeypatch.setattr(launch, "pick_port", lambda: (taken, f"port {taken} is free"))
+        job = experiment.run_job("race", tmp_path / "rank.py", {}, 2, tmp_path / "job", res, timeout_s=60)
+    assert "started again on port" in job["port_note"] and job["port"] != taken
+    assert job["ok"] and job["times"] == {"ddp": [1.0]}, [r["error"] for r in job["rows"]]
+    pids = res.notes[experiment.PIDS_NOTE]
+    assert len(pids) == 4 and not any(_alive(p) for p in pids)
 
 
 def test_the_panel_run_adds_a_row_or_a_failed_row(tmp_path, monkeypatch):
@@ -247,16 +234,18 @@ def test_the_panel_run_adds_a_row_or_a_failed_row(tmp_path, monkeypatch):
     t = {"ddp": [10.0, 12.0], "straggler": [30.0, 32.0], "accum sync": [40.0, 42.0], "accum no_sync": [20.0, 22.0]}
     seen = {}
 
-    def fake(name, plan, world, out, results, **kw):
-        seen.update(plan=plan, world=world)
+    def fake(name, script, plan, world, out, results, **kw):
+        seen.update(plan=plan, world=world, script=script)
         return {"ok": True, "rows": [], "times": t}
 
-    monkeypatch.setattr(harness, "run_job", fake)
+    monkeypatch.setattr(experiment, "run_job", fake)
     kw = dict(ranks=2, bucket_cap_mb=1.0, accum=4, no_sync=True, straggler_ms=30.0)
-    table = harness.try_config(res, dict(train.PLAN), tmp_path, **kw)
-    assert seen["world"] == 2 and seen["plan"]["profile"] is False and seen["plan"]["bucket_cap_mb"] == 1.0
+    table = experiment.try_config(res, "ddp_rank.py", {"rounds": 24}, tmp_path, **kw)
+    assert seen["world"] == 2 and seen["script"] == "ddp_rank.py"
+    assert seen["plan"] == {"rounds": 4, "warmup": 1, "profile": False, "bucket_cap_mb": 1.0, "accum": 4,
+                            "straggler_ms": 30.0}
     assert table.iloc[-1]["accum_step_ms"] == 21.0 and table.iloc[-1]["ddp_step_ms"] == 11.0
-    monkeypatch.setattr(harness, "run_job", lambda *a, **k: {"ok": False, "times": {}, "rows": [
+    monkeypatch.setattr(experiment, "run_job", lambda *a, **k: {"ok": False, "times": {}, "rows": [
         {"error": None}, {"error": "rank 1 died (exit code 1): boom"}]})
-    table = harness.try_config(res, dict(train.PLAN), tmp_path, **kw)
+    table = experiment.try_config(res, "ddp_rank.py", {"rounds": 24}, tmp_path, **kw)
     assert table.iloc[-1]["status"] == "failed" and table.iloc[-1]["error"] == "rank 1 died (exit code 1): boom"

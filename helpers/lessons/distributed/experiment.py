@@ -1,0 +1,75 @@
+"""Notebook 06's runs: one launch of the ranks as results rows (``run_job``), and the panel's run (``try_config``)
+with its validator."""
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+from pathlib import Path
+from typing import Any
+
+from ...measure.validate import InvalidValue, validate_bool, validate_positive
+from . import launch
+
+PIDS_NOTE = "rank_pids"   # every rank's pid: a test checks that none is left running after the notebook
+
+
+def run_job(name: str, script: Path | str, plan: dict, world: int, out: Path | str, results, *,
+            timeout_s: float = 240.0) -> dict[str, Any]:
+    """Run ``script`` on ``world`` ranks into ``out`` (emptied first) and wait; one results row per rank.
+    Returns ``{"ok", "rows", "port", "port_note", "times"}``: ``times`` is rank 0's step times per variant (ms; it
+    waits for the others in every all-reduce, so its step is the job's). A port taken between the check and rank 0's
+    rendezvous starts the job once more on a fresh port."""
+    out = Path(out)
+    port, note = launch.pick_port()
+    for attempt in (1, 2):
+        shutil.rmtree(out, ignore_errors=True)
+        procs = launch.start(script, out, world, plan, port)
+        results.note(PIDS_NOTE, (results.notes.get(PIDS_NOTE) or []) + [p.pid for p in procs])
+        rows = launch.wait(procs, out, timeout_s)
+        if attempt == 2 or not launch.port_taken(out, world):
+            break
+        port = launch.free_port()
+        note += f"; taken before rank 0 bound it: started again on port {port}"
+    for r in rows:
+        results.add(f"{name}: rank {r['rank']}", {"world": world, "rank": r["rank"], "port": port},
+                    {"returncode": r["returncode"]}, status=r["status"], error=r["error"])
+    ok = all(r["status"] == "ok" for r in rows)
+    times = json.loads((out / "rank0.json").read_text())["times_ms"] if ok else {}
+    return {"ok": ok, "rows": rows, "port": port, "port_note": note, "times": times}
+
+
+def validate_config(values: dict[str, Any], cores: int | None = None, gpus: int = 0) -> dict[str, Any]:
+    """The panel's values, checked: ranks (``launch.check_ranks``), bucket size in MB (> 0), accumulation steps (a
+    whole number 1..64), no_sync (True/False), straggler delay in ms (0..2000)."""
+    v = dict(values)
+    v["ranks"] = launch.check_ranks(v.get("ranks"), cores=cores, gpus=gpus)
+    v["bucket_cap_mb"] = float(validate_positive(v.get("bucket_cap_mb"), "bucket size (MB)"))
+    acc = v.get("accum")
+    if isinstance(acc, bool) or not isinstance(acc, int) or not 1 <= acc <= 64:
+        raise InvalidValue(f"accumulation steps must be a whole number from 1 to 64, not {acc!r}.")
+    v["no_sync"] = validate_bool(v.get("no_sync"), "no_sync")
+    d = v.get("straggler_ms")
+    if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0 <= d <= 2000:
+        raise InvalidValue(f"straggler delay must be 0 to 2000 ms, not {d!r}.")
+    v["straggler_ms"] = float(d)
+    return v
+
+
+def try_config(results, script: Path | str, base: dict, out: Path | str, *, ranks: int, bucket_cap_mb: float,
+               accum: int, no_sync: bool, straggler_ms: float, timeout_s: float = 240.0):
+    """The panel's run: the ranks with the reader's values, a few timed rounds, no profiles; one ``panel`` row (rank
+    0's mean DDP, straggler and chosen accumulation step, ms) or a failed row. Returns the panel rows."""
+    plan = dict(base, bucket_cap_mb=bucket_cap_mb, accum=accum, straggler_ms=straggler_ms, rounds=4, warmup=1,
+                profile=False)
+    job = run_job(f"panel {ranks} ranks", script, plan, ranks, out, results, timeout_s=timeout_s)
+    cfg = {"ranks": ranks, "bucket_cap_mb": bucket_cap_mb, "accum": accum, "no_sync": no_sync,
+           "straggler_ms": straggler_ms}
+    if job["ok"]:
+        t = {k: statistics.fmean(v) for k, v in job["times"].items()}
+        results.add("panel", cfg, {"ddp_step_ms": t["ddp"], "straggler_step_ms": t["straggler"],
+                                   "accum_step_ms": t["accum no_sync" if no_sync else "accum sync"]})
+    else:
+        results.add("panel", cfg, status="failed", error=next(r["error"] for r in job["rows"] if r["error"]))
+    t = results.table()
+    return t[t["experiment"] == "panel"].dropna(axis=1, how="all")
