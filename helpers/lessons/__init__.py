@@ -1,17 +1,12 @@
-"""What only one notebook uses: one module or package per lesson.
+"""What only one notebook uses: one package per lesson, each of the same small shape — ``experiment`` (its runs: rows
+timed in interleaved rounds, comparisons, the panel's experiment), ``views`` (its tables and charts) and at most a
+topic module or two. The technique each lesson teaches is written in its notebook's cells, not here; these return
+figures, frames and comparisons, and the notebooks' markdown explains them.
 
-- ``profiler_basics``  (01) the small CNN and the step profiled in the first lesson; readings of its profile (tables
-                       that fit, three orders, phase table and chart, backward wait chain); the profiler's cost and
-                       the two timers, measured in alternation; the panel's experiment and validator
-- ``data_pipeline``    (02) dataset, transforms and variants; the timed loop, the ceiling and the stand-in device;
-                       shared-memory and decode checks
-- ``backward_hooks``   (03) backward labels from module hooks (full and graph hooks), spans and per-module tables,
-                       patch dropout by indexing; the ViT step's harness (run, profile, read the trace) and readings
-- ``torch_compile``    (04) the models, one matrix cell, Dynamo's bookkeeping, break-even arithmetic, fresh-process
-                       starts; the matrix's harness (time budget, interleaved re-timing), its tables and charts
-- ``distributed``      (06) one rank's training under DDP (the same module under ``torchrun``), the ranks' launcher
-                       (cores, port, timeout, dead rank), the readings of their traces (all-reduces per step, the
-                       doctor's communication split, bucket sweep, HTA) and the job's comparisons
-- ``diagnose``         (05) the planted bottlenecks and run_case; the verdicts and saved-vs-claimed tables and chart;
-                       the panel's validator; reference GPU traces; the appendix's bad inputs
+- ``profiler_basics``  (01) the small CNN (``model``); profiler-overhead and two-timer rounds; key_averages views
+- ``data_pipeline``    (02) what the DataLoader workers run (``transforms``); rows, ceiling, sweep, idle share
+- ``backward_hooks``   (03) the ViT step's runs and matrix; per-module tables; the indexing fix (``patch_dropout``)
+- ``torch_compile``    (04) the matrix under its time budget; compile-time and cache bookkeeping (``dynamo``)
+- ``diagnose``         (05) each planted bottleneck profiled and diagnosed, and measured against its fix
+- ``distributed``      (06) the ranks' launcher (``launch``), the job's rows and comparisons, its traces' readings
 """

@@ -25,7 +25,7 @@ DATA_PIPELINE = {
     # Timed rows cover at least `cycles` full worker cycles (steps rounded up); stand_in_ms: the fixed step of
     # the stand-in device used on a CPU (sleeps, no CPU), ignored where a GPU runs the real model; None sets it
     # once from a measurement: stand_in_ratio x the baseline's time per batch with num_workers workers (one process's
-    # fastest batch / the workers: loop.stand_in_step_ms), so the baseline is input-bound on any core count.
+    # fastest batch / the workers: the notebook's calibration cell), so the baseline is input-bound on any core count.
     # num_workers: the article's 4, at most the cores but at least 2 (the notebook), so worker waves show on 2 cores.
     # rounds: interleaved rounds (each one loader run of `cycles` worker cycles) of the sweep, the variants and the
     # options; comparisons resample the rounds' cycle means (smoke: 5 rounds x 3 cycles = 15 per row).
@@ -42,7 +42,7 @@ DATA_PIPELINE = {
     # budget_s / reserve_s: the notebook's time guard (helpers.notebook.budget; $PERF_TIME_BUDGET_S wins): once
     # budget_s - reserve_s are spent, what is left becomes skipped rows. Smoke: generous, never reached in CI.
     # Full scale on one H100 (16 cores, so 4 workers and the sweep's 8 have a core each): ~5.5 min, estimated
-    # (not measured). Method: every row's batches counted from these sizes (Lab.plan: timed cycles + one warm-up
+    # (not measured). Method: every row's batches counted from these sizes (experiment._plan: timed cycles + one warm-up
     # cycle per round; 2 rounds), each costed at the time one worker takes for a batch of 256 crops, measured here
     # on a CPU (one thread, fastest of 3 batches, a loaded 2-core machine): baseline 3.7 s, bool_dilation 1.4,
     # crop_first 1.2, batch_collate 1.6, uint8_device 1.1 (its colour and scaling on the GPU), divided by the workers;
@@ -90,29 +90,32 @@ TORCH_COMPILE = {
     # compiles, 4 x 33 steps, ~25 s), explain on Swin-T and ConvNeXt-L (forward traces, ~10-15 s each), two
     # fresh-process starts of an MLP (import + compile, ~15 s each), the profiled Swin-T pair (its compile from the
     # FX-graph cache, ~20-30 s), TensorBoard ~5 s; each also runs under the guard. ConvNeXt-L and the fp32 (TF32)
-    # cells are not in the full matrix (they would not fit 6 minutes): the panel runs them.
-    # Smoke: the gated MLP (models.GatedMLP: width 32, hidden 512, two blocks; 8x8 images flattened, batch 256), one
-    # intra-op thread. Chosen because Inductor's CPU fusion shows on it beyond noise on a shared 2-core machine:
-    # measured here (eager vs compiled training steps with RAdam, 30 interleaved rounds, 1 thread, 4 other jobs
-    # running) 1.73x [1.59, 1.89], 1.65x [1.34, 2.03]; one gated block 1.44x [1.34, 1.57]. Batch 64 / width 64 gave
+    # cells are not in the full matrix (they would not fit 6 minutes): the panel runs them. Not in these estimates yet
+    # (issue 30): the open first-call demo (the MLP toy compiled under fp16 autocast, ~10-20 s) and the interleaved
+    # rounds on the GPU (~15 s); the guard bounds them like the rest.
+    # Smoke: the gated MLP (the notebook's gated_mlp: width 32, hidden 512, two blocks; 8x8 images flattened, batch
+    # 256), one intra-op thread. Chosen because Inductor's CPU fusion shows on it beyond noise on a shared 2-core
+    # machine: measured here (eager vs compiled training steps with RAdam, 30 interleaved rounds, 1 thread, 4 other
+    # jobs running) 1.73x [1.59, 1.89], 1.65x [1.34, 2.03]; one gated block 1.44x [1.34, 1.57]. Batch 64 / width 64 gave
     # 1.15x [1.00, 1.26] (no difference: at small activations the eager optimizer and the matrix products dominate),
-    # and ViT-Mini (matrix products in oneDNN either way) 1.04x with overlapping quartiles. interleave_rounds: 30
-    # rounds of each step (~20 ms a round here) for compare_times' interval. explain_image_size: the Swin/ConvNeXt
-    # configurations explain traces (their patch and window sizes need more than 8x8 pixels).
-    # The graph-break toy (models.ClampMLP) at smoke: 8x8 images (192 inputs) -> 64 -> 10, batch 16, so that a step is
-    # a handful of small operator calls and per-call overhead is most of it: the break's cost (two more graphs with
-    # their wrappers, a return to Python, the .item()) then stands out, mlp_rounds = 120 interleaved rounds of ~1-2 ms
-    # steps (< 1 s). Measured here under load (load average 4-6, 30 or 120 rounds, six runs): fixed vs broken 1.20x to
-    # 1.26x, "faster" in 5 of 6 (one [0.88, 1.37] at 30 rounds); compiled vs eager 0.54-0.68x (broken) and 0.71-0.80x
-    # (fixed), "slower" in each: compile's per-graph-call overhead outweighs what it saves on a model this small. The
-    # previous toy (32x32 images -> 256, batch 64: a step dominated by the first matrix product and the optimizer) gave
-    # 0.91-1.02x, verdicts that changed from run to run.
+    # and ViT-Mini (matrix products in oneDNN either way) 1.04x with overlapping quartiles. interleave_rounds: rounds
+    # of each (model, precision) group's eager and compiled steps in alternation, for compare_times' interval (smoke:
+    # 30, ~20 ms a round here; full: 20 on the GPU too, one group's models alive at a time, ~15 s in all).
+    # explain_image_size: the Swin/ConvNeXt configurations explain traces (patch and window sizes need > 8x8 pixels).
+    # start_cell: the small MLP (helpers.lessons.torch_compile.dynamo.start_child) compiled in two fresh processes.
+    # The graph-break toy (the notebook's ClampMLP) at smoke: 8x8 images (192 inputs) -> 64 -> 10, batch 16, so that a
+    # step is a handful of small operator calls and per-call overhead is most of it: the break's cost (two more graphs
+    # with their wrappers, a return to Python, the .item()) then stands out, mlp_rounds = 120 interleaved rounds of
+    # ~1-2 ms steps (< 1 s). Measured here under load (load average 4-6, 30 or 120 rounds, six runs): fixed vs broken
+    # 1.20x to 1.26x, "faster" in 5 of 6 (one [0.88, 1.37] at 30 rounds); compiled vs eager 0.54-0.68x (broken) and
+    # 0.71-0.80x (fixed), "slower" in each: compile's per-graph-call overhead outweighs what it saves on a model this
+    # small. The previous toy (32x32 images -> 256, batch 64: a step dominated by the first matrix product and the
+    # optimizer) gave 0.91-1.02x, verdicts that changed from run to run.
     "smoke": dict(cells=[("gated_mlp", "fp32", "eager"), ("gated_mlp", "fp32", "default")],
                   image_size=8, batch_size=256, hidden=512, compile_steps=2, steps=8, n_batches=4,
                   mlp_image_size=8, mlp_hidden=64, mlp_batch_size=16, mlp_steps=10, mlp_rounds=120,
                   interleave_rounds=30, explain_models=["swin_mini", "convnext_mini"], explain_image_size=64,
-                  start_cell=dict(model_name="mlp_fixed", image_size=8, hidden=16, batch_size=4, steps=3,
-                                  compile_steps=2, n_batches=2),
+                  start_cell=dict(image_size=8, hidden=16, batch_size=4, compile_steps=2),
                   profile=("gated_mlp", "fp32"), cpu_threads=1,
                   budget_s=None, reserve_s=0, matrix_s=None),
     "full": dict(cells=[("swin_b", "fp16", "eager"), ("swin_b", "fp16", "default"),      # the article's best cell
@@ -121,18 +124,17 @@ TORCH_COMPILE = {
                                                                                          # mostly the ones above)
                         ("swin_t", "bf16", "eager"), ("swin_t", "bf16", "default")],     # bf16 beside fp16
                  image_size=224, batch_size=64, hidden=512, compile_steps=3, steps=20, n_batches=4,
-                 mlp_image_size=64, mlp_hidden=4096, mlp_batch_size=256, mlp_steps=30, mlp_rounds=0,
-                 interleave_rounds=0,  # GPU: sequential timing is stable; kept models would skew peak memory
+                 mlp_image_size=64, mlp_hidden=4096, mlp_batch_size=256, mlp_steps=30, mlp_rounds=30,
+                 interleave_rounds=20,
                  explain_models=["swin_t", "convnext_large"], explain_image_size=224,
-                 start_cell=dict(model_name="mlp_fixed", image_size=64, hidden=4096, batch_size=256, steps=5,
-                                 compile_steps=3, n_batches=2),
+                 start_cell=dict(image_size=64, hidden=4096, batch_size=256, compile_steps=3),
                  cpu_threads=None,
                  profile=("swin_t", "fp16"),  # not Swin-B: a second Swin-B trace + compile would cost ~1 min
                  budget_s=345, reserve_s=15, matrix_s=200),
 }
 
 DIAGNOSE = {
-    # planted bottlenecks (helpers.lessons.diagnose.planted_step): input_ms per sample, tiny_ops per forward, one
+    # planted bottlenecks (05's planted_step, in its cells): input_ms per sample, tiny_ops per forward, one
     # matmul x matmul product, sync_ms of host work after a per-step .item(); the MLP: batch_size x features
     # -> hidden -> 10; profiler schedule wait / warmup_steps / active; "measure again": each plant and its fix timed
     # without the profiler in `rounds` interleaved rounds after `timing_warmup` untimed calls (smoke: the plants cost

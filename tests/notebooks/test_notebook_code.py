@@ -1,5 +1,6 @@
-"""Notebooks read as lessons: the code a reader wades through is at most 250 lines per notebook and no code cell is
-over 30 lines (harness code lives in helpers/lessons/, where it is tested); imports take a few short lines."""
+"""Notebooks read as lessons: the code a reader wades through is at most 350 lines per notebook (the technique it
+teaches, written in the open, counts) and no code cell is over 30 lines (harness code lives in helpers, where it is
+tested); imports take a few short lines."""
 import json
 from pathlib import Path
 
@@ -7,7 +8,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-MAX_LINES, MAX_CELL = 250, 30
+MAX_LINES, MAX_CELL = 350, 30
 
 
 def code_cells(path):

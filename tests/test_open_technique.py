@@ -1,0 +1,107 @@
+"""Lessons in the open (issue 30), checked on every run: each notebook writes the PyTorch calls it teaches in open
+code cells; ``helpers/lessons`` is thin and returns numbers rather than sentences; notebooks stay small; checks are
+keyed by id (the notebooks' size: ``tests/notebooks/test_notebook_code.py``). (``../shared/checks/open_technique.py`` checks the same from outside the project.)"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSONS = ROOT / "helpers" / "lessons"
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+# The calls each notebook teaches (any one of the alternatives), written in an open code cell.
+TECHNIQUE = {
+    "01": [["profile("], ["record_function("], ["schedule("], ["key_averages("], ["synchronize(", "Event("]],
+    "02": [["DataLoader("], ["num_workers="], ["pin_memory="]],
+    "03": [["register_full_backward_pre_hook("], ["register_full_backward_hook("], ["use_deterministic_algorithms("]],
+    "04": [["torch.compile("], ["mode="], ["autocast("]],
+    "05": [["diagnose(", "helpers.doctor"]],
+    "06": [["DistributedDataParallel(", "DDP("], ["no_sync("], ["init_process_group("], ["bucket_cap_mb"]],
+}
+MAX_LESSON_LINES, MAX_HELPER_LINES, MAX_PROSE_WORDS = 3000, 12000, 800
+MAX_EXPORTS = 25   # the notebooks' size (350 code lines, 30 a cell): tests/notebooks/test_notebook_code.py
+CHECK_CALL = re.compile(r"""RESULTS\.check\(\s*(f?)(["'])(.*?)\2""", re.S)
+CHECK_ID = re.compile(r"[a-z][a-z0-9_]{0,59}")
+
+
+def code_cells(nb: Path) -> list[str]:
+    """The sources of the notebook's open code cells (a cell whose source is hidden in JupyterLab is not open)."""
+    cells = json.loads(nb.read_text())["cells"]
+    return ["".join(c["source"]) for c in cells if c["cell_type"] == "code"
+            and not c.get("metadata", {}).get("jupyter", {}).get("source_hidden")]
+
+
+def lines(root: Path) -> int:
+    return sum(len(p.read_text().splitlines()) for p in root.rglob("*.py"))
+
+
+def prose_words(root: Path) -> int:
+    """Words in string literals of 4+ words: docstrings, exception messages, warnings, logging, argparse help and
+    check(...) arguments excluded."""
+    total = 0
+    for p in sorted(root.rglob("*.py")):
+        tree = ast.parse(p.read_text())
+        skip = set()
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)):
+                b = n.body
+                if b and isinstance(b[0], ast.Expr) and isinstance(getattr(b[0], "value", None), ast.Constant) \
+                        and isinstance(b[0].value.value, str):
+                    skip.add(id(b[0].value))
+            if isinstance(n, ast.Raise):
+                skip.update(id(s) for s in ast.walk(n))
+            if isinstance(n, ast.Call):
+                name = getattr(n.func, "attr", None) or getattr(n.func, "id", None)
+                if name in ("warn", "warning", "error", "info", "debug", "check", "add_argument", "ArgumentParser"):
+                    skip.update(id(s) for s in ast.walk(n))
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skip:
+                w = len(re.findall(r"[A-Za-z]{2,}", n.value))
+                if w >= 4:
+                    total += w
+    return total
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_technique_is_in_open_cells(nb):
+    code = "\n".join(code_cells(nb))
+    missing = [alts[0] for alts in TECHNIQUE.get(nb.name[:2], []) if not any(a in code for a in alts)]
+    assert not missing, f"{nb.name} hides {missing}: write the calls it teaches in its code cells"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_checks_are_keyed_by_id(nb):
+    ids = [m.group(3) for m in CHECK_CALL.finditer("\n".join(code_cells(nb))) if not m.group(1)]
+    bad = [i for i in ids if not CHECK_ID.fullmatch(i)]
+    assert not bad, f"{nb.name}: checks keyed by sentence, not id: {bad}"
+    assert len(ids) == len(set(ids)), f"{nb.name}: a check id used twice: {sorted(ids)}"
+
+
+def test_lesson_helpers_are_thin_and_return_numbers():
+    assert lines(LESSONS) <= MAX_LESSON_LINES
+    assert lines(ROOT / "helpers") <= MAX_HELPER_LINES
+    assert prose_words(LESSONS) <= MAX_PROSE_WORDS
+
+
+def test_every_lesson_package_has_the_same_small_shape():
+    for pkg in sorted(p for p in LESSONS.iterdir() if (p / "__init__.py").exists()):
+        tree = ast.parse((pkg / "__init__.py").read_text())
+        assert ast.get_docstring(tree), f"{pkg.name}: its __init__ says what it is and where it is taught"
+        exported = [n for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                    and any(getattr(t, "id", None) == "__all__" for t in n.targets)]
+        assert exported, f"{pkg.name}: no __all__"
+        assert len(exported[0].value.elts) <= MAX_EXPORTS, f"{pkg.name} exports {len(exported[0].value.elts)} names"
+        assert (pkg / "experiment.py").exists(), f"{pkg.name}: its runs live in experiment.py"
+
+
+def test_the_prose_counter_counts_sentences_not_docstrings(tmp_path):
+    (tmp_path / "m.py").write_text('"""A module docstring of many words here."""\n'
+                                   'def f():\n    """Doc of many words here."""\n'
+                                   '    return "this is a sentence of seven words"\n'
+                                   'def g(r):\n    r.check("an_id", True, "a claim of many words")\n'
+                                   '    raise ValueError("an error message of words")\n')
+    assert prose_words(tmp_path) == 6   # "a" is not counted: words of two letters or more
