@@ -135,7 +135,8 @@ class Results:
                 print(f"[failed] {name}: {err}")
             if os.environ.get("PERF_DEBUG"):
                 traceback.print_exc()
-            _free_memory()
+            if not isinstance(exc, ValueError):   # a refused setting allocated nothing: no collection (seconds
+                _free_memory()                       # in a process holding many compiled graphs)
             return self.add(name, config, {}, status="failed", error=err)
         row = self.add(name, config, metrics or {}, status="ok")
         if verbose:

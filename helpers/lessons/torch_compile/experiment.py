@@ -144,14 +144,15 @@ def run_matrix(results, cells: Sequence[Sequence[str]], make_step: Callable[...,
                 results.add(name, cfg, status="failed", error="OverBudget: skipped: the matrix's share of the time "
                             f"budget ({matrix_s:g} s of notebook time) was spent")
                 continue
-            if not kept:
-                torch._dynamo.reset()  # free the previous group's graphs
-                if dv.is_cuda(device):
-                    gc.collect()
-                    torch.cuda.empty_cache()
 
             def run(model=model, precision=precision, mode=mode, name=name):
-                kept[name] = make_step(model, precision, mode, batch_size)
+                step = make_step(model, precision, mode, batch_size)   # a bad cell is refused here, before a reset
+                if not kept:
+                    torch._dynamo.reset()  # free the previous group's graphs
+                    if dv.is_cuda(device):
+                        gc.collect()
+                        torch.cuda.empty_cache()
+                kept[name] = step
                 return run_cell(kept[name], steps=steps, compile_steps=compile_steps, device=device,
                                 compiled=mode != "eager")
             row = results.record(name, cfg, run if budget is None else budget.wrap(run, left), verbose=False)
