@@ -301,4 +301,16 @@ def validate(doc: Mapping[str, Any]) -> list[str]:
             problems.append(f"comparison {i} has verdict {c['verdict']!r}")
         elif not (c["low"] <= c["ratio"] <= c["high"]):
             problems.append(f"comparison {i}: the ratio {c['ratio']} is outside its interval [{c['low']}, {c['high']}]")
+        kept = c.get("samples")
+        if not (isinstance(kept, Mapping) and isinstance(kept.get("a"), list) and isinstance(kept.get("b"), list)):
+            problems.append(f"comparison {i} keeps no samples ({{'a': [...], 'b': [...]}})")
+        elif (len(kept["a"]), len(kept["b"])) != (c.get("n_a"), c.get("n_b")):
+            problems.append(f"comparison {i}: {len(kept['a'])} and {len(kept['b'])} samples kept, n_a/n_b say "
+                            f"{c.get('n_a')} and {c.get('n_b')}")
+        if not isinstance(c.get("floor"), (int, float)) or not isinstance(c.get("floor_from"), str):
+            problems.append(f"comparison {i} lacks its noise floor (floor, floor_from)")
+    claims = doc.get("claims", {})
+    for k in doc["checks"]:
+        if not isinstance(claims.get(k), str) or not claims[k]:
+            problems.append(f"check {k!r} has no claim (its sentence in 'claims')")
     return problems

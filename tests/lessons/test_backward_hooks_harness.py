@@ -181,11 +181,7 @@ def test_equivalence_sees_a_wrong_selection(lab, monkeypatch):
     assert not eq["loss_equal"] and not eq["loss_close"] and not eq["grads_close"] and eq["grad_max_abs_diff"] > 0
 
 
-def _ev(name, ts, dur=1.0, cat="cuda_runtime", corr=None, tid=1):
-    e = {"ph": "X", "name": name, "ts": ts, "dur": dur, "cat": cat, "pid": 1, "tid": tid, "args": {}}
-    if corr is not None:
-        e["args"]["correlation"] = corr
-    return e
+from tests.fake_trace import ev as _ev  # noqa: E402  (the one fake-trace builder the tests share)
 
 
 def _gpu_step_with_a_sync():

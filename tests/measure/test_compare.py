@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.measure.compare import compare, compare_times, describe, direction, noise_floor, resolved
+from helpers.measure.compare import compare, compare_times, describe, direction, noise_floor, not_measured, resolved
 
 
 def test_compare_exact_close_and_different():
@@ -77,6 +77,7 @@ def test_describe_words_each_role():
     assert describe(plant).startswith("planted input makes the step 43") and "slower than nothing planted" in describe(plant)
     same = compare_times(rng.normal(10, 1, 20), rng.normal(10, 1, 20), a="x", b="y")
     assert "no difference beyond this run's noise" in describe(same)
+    assert not_measured("bf16 compiled") == "bf16 compiled: not measured (skipped for time)"
 
 
 def test_compare_times_is_reproducible():

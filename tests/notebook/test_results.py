@@ -38,6 +38,7 @@ def test_validate_finds_problems():
     assert any("without an error" in p for p in probs)
     assert any("not a boolean" in p for p in probs)
     assert any("not an id" in p for p in results.validate({**doc, "checks": {"A claim": True}}))
+    assert any("has no claim" in p for p in results.validate({**doc, "checks": {"an_id": True}}))
     assert any("env lacks" in p for p in probs)
 
 
@@ -96,6 +97,11 @@ def test_comparisons_are_kept_in_results_json(tmp_path):
     assert any("verdict" in p for p in results.validate(doc))
     doc["comparisons"][0].update(verdict="faster", ratio=9.0)
     assert any("outside its interval" in p for p in results.validate(doc))
+    doc["comparisons"][0].update(ratio=1.2, samples={"a": [10, 11], "b": [8]})
+    assert any("samples kept" in p for p in results.validate(doc))
+    del doc["comparisons"][0]["samples"], doc["comparisons"][0]["floor_from"]
+    assert any("keeps no samples" in p for p in results.validate(doc))
+    assert any("noise floor" in p for p in results.validate(doc))
     assert list(r.comparisons_table().columns) == ["b", "a", "metric", "ratio", "low", "high", "floor", "verdict"]
 
 
