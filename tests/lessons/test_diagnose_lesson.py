@@ -1,7 +1,7 @@
 """helpers.lessons.diagnose around the plants (notebook 05_diagnose): the panel's validator, run_case as a results row
 (bad input a failed row, never an exception), each plant against its fix, the tables and chart, the reference GPU
 traces and the appendix's bad inputs written from this run's own traces. The plants are the notebook's; ``make_step``
-(test_planted) stands in for them."""
+(tests/planted.py) stands in for them."""
 import gzip
 import json
 import math
@@ -19,7 +19,7 @@ from helpers.notebook.results import Results
 from helpers.traces import diagnosis as dg
 from helpers.traces import doctor
 from tests.fake_trace import doc, kernel, runtime, step
-from tests.lessons.test_planted import make_step
+from tests.planted import make_step
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEDULE = dict(wait=0, warmup=1, active=2)

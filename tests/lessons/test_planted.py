@@ -1,50 +1,15 @@
 """Notebook 05's harness on planted steps (helpers.lessons.diagnose: ``run_case``) and helpers.measure.diagnose
 (``diagnose_step``, ``training_step``): each planted CPU case is the doctor's top cause. The notebook writes its plants
-in its cells; ``make_step`` here is a small stand-in with the same signature (also used by test_diagnose_lesson)."""
-import time
-
+in its cells; ``tests/planted.py``'s ``make_step`` stands in for them."""
 import pytest
 import torch
 
 from helpers.lessons import diagnose as dx
 from helpers.measure.diagnose import diagnose_step, training_step
-from helpers.measure.timing import torch_threads
 from helpers.notebook.results import Results
+from tests.planted import make_step
 
 SCHEDULE = dict(wait=0, warmup=1, active=2)
-
-
-class SlowSamples(torch.utils.data.Dataset):
-    def __init__(self, ms):
-        self.ms = ms
-
-    def __len__(self):
-        return 1000
-
-    def __getitem__(self, i):
-        time.sleep(self.ms / 1000)
-        return torch.randn(8), i % 3
-
-
-def make_step(kind, size, item=True):
-    """A stand-in for the notebook's ``planted_step`` (same signature): a linear model's training step with one plant,
-run with 1 intra-op thread."""
-    torch.manual_seed(0)
-    model, big = torch.nn.Linear(8, 3), torch.randn(int(size), int(size)) if kind == "compute" else None
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    data = (torch.utils.data.DataLoader(SlowSamples(size), batch_size=8) if kind == "input"
-            else [(torch.randn(4, 8), torch.randint(0, 3, (4,)))])
-    train = training_step(model, opt, data)
-
-    def step():
-        with torch_threads(1):   # as the notebook on a CPU: a busy machine's OpenMP wake-ups would bury the plant
-            t = torch.ones(16)
-            for _ in range(int(size) if kind == "launch/overhead" else 0):
-                t = t * 1.0001
-            if big is not None:
-                (big @ big).sum()
-            return train()
-    return step
 
 
 @pytest.mark.parametrize("kind,size", [("input", 2), ("launch/overhead", 2000), ("compute", 512)])

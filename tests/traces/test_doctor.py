@@ -11,7 +11,7 @@ import pytest
 from helpers.measure.diagnose import diagnose_step
 from helpers.traces import diagnosis as dg
 from tests.shared_data import gpu_trace
-from tests.traces.planted import input_step
+from tests.planted import make_step
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,7 +38,7 @@ def check_contract(doc):
 
 @pytest.fixture(scope="module")
 def cpu_trace(tmp_path_factory):
-    r = diagnose_step(input_step(1), trace_root=tmp_path_factory.mktemp("t"), active=2)
+    r = diagnose_step(make_step("input", 1), trace_root=tmp_path_factory.mktemp("t"), active=2)
     return r.trace_dir
 
 

@@ -17,7 +17,7 @@ from helpers.measure import trace_compare as comparison
 from helpers.traces import events as ev
 from helpers.traces.load import load_trace
 from tests.shared_data import gpu_trace
-from tests.traces.planted import input_step
+from tests.planted import make_step
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -122,13 +122,13 @@ def test_one_step_a_side_cannot_tell_and_the_gate_fails(tmp_path):
 
 @pytest.fixture(scope="module")
 def planted_fix(tmp_path_factory):
-    """A planted input bottleneck (``tests/traces/planted.py``: a dataset costing 4 ms a sample, 8 samples a batch,
+    """A planted input bottleneck (``tests/planted.py``: a dataset costing 4 ms a sample, 8 samples a batch,
     as notebook 05 plants it) and its fix (the plain step): the trace folders diagnose_step wrote. 10 steps a side and a ~32 ms effect: under a loaded CI
     machine one stalled step among 5, with a 2 ms-a-sample plant, widened the step's interval past 0 (the input
     cause alone still resolved)."""
     root = tmp_path_factory.mktemp("planted")
-    before = diagnose_step(input_step(4.0), trace_root=root / "before", active=10).trace_dir
-    after = diagnose_step(input_step(0), trace_root=root / "after", active=10).trace_dir
+    before = diagnose_step(make_step("input", 4.0), trace_root=root / "before", active=10).trace_dir
+    after = diagnose_step(make_step("none", 0), trace_root=root / "after", active=10).trace_dir
     return before, after
 
 
