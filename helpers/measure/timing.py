@@ -166,17 +166,6 @@ def rotation(names: Sequence, rounds: int) -> Iterator[tuple[int, Any]]:
             yield r, n
 
 
-def wallclock_unsynchronised(fn: Callable[[], Any], steps: int = 10) -> float:
-    """The naive way (``time.time()`` around the loop, no synchronisation): ms per step.
-
-    Shown in ``01_profiler_basics`` to demonstrate why it under-reports on a GPU.
-    """
-    t0 = time.time()
-    for _ in range(steps):
-        fn()
-    return (time.time() - t0) * 1000.0 / steps
-
-
 @contextlib.contextmanager
 def torch_threads(n: int | None):
     """Run the block with ``n`` intra-op threads (restored after); ``None`` leaves them alone.

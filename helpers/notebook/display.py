@@ -1,5 +1,5 @@
 """Showing results to a person: readable tables (units in headers, integers as integers, failed rows last), shown
-(``show``), and a helper's source code, highlighted."""
+(``show``)."""
 from __future__ import annotations
 
 _UNITS = (("_ms", "ms"), ("_us", "µs"), ("_s", "s"), ("_mb", "MB"), ("_gb", "GB"), ("_pct", "%"))
@@ -82,25 +82,6 @@ def _frame():
 def frame(df):
     """``df`` as a ``Frame``: a DataFrame that a plain ``display(...)`` shows as ``show`` does (see ``readable``)."""
     return _frame()(df)
-
-
-def show_source(*objs, collapsed: bool = False, title: str | None = None) -> None:
-    """Display the source code of ``objs``, highlighted: a helper the lesson wants the reader to see, shown from the
-    package rather than redefined in the notebook. ``collapsed=True`` puts a long listing behind a click (an HTML
-    ``<details>`` element whose summary names it and counts its lines), so it does not stand in the lesson's way."""
-    import html
-    import inspect
-
-    from IPython.display import HTML, Code, display
-
-    src = "\n".join(inspect.getsource(o) for o in objs)
-    if not collapsed:
-        display(Code(src, language="python"))
-        return
-    names = title or ", ".join(getattr(o, "__qualname__", type(o).__name__) for o in objs)
-    body = Code(src, language="python")._repr_html_()
-    display(HTML(f"<details><summary>Source of <code>{html.escape(names)}</code> ({len(src.splitlines())} lines; "
-                 f"click to show)</summary>{body}</details>"))
 
 
 # The cells of a shown table: long text wraps at spaces inside its cell (and a long path or name after its "/", ".",

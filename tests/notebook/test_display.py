@@ -10,16 +10,6 @@ def _captured(monkeypatch):
     return shown
 
 
-def test_show_source_open_and_collapsed(monkeypatch):
-    shown = _captured(monkeypatch)
-    display.show_source(display.header)
-    assert "def header" in shown[-1].data
-    display.show_source(display.header, display.readable, collapsed=True)
-    html = shown[-1].data
-    assert html.startswith("<details><summary>Source of <code>header, readable</code>") and "<pre" in html
-    assert html.endswith("</details>") and "readable" in html.split("</summary>", 1)[1]
-
-
 def test_show_displays_a_readable_table_without_its_index(monkeypatch):
     import pandas as pd
 
