@@ -6,7 +6,8 @@
 - ``pack(...)``: ``<stem>.tar.gz`` holding ``<stem>/`` (results.json, run.json, the executed notebook, figures) and
   ``<stem>/traces/`` (the profiler traces this run wrote under the runs folder, smallest first, within a size cap;
   the rest are listed as left out in ``<stem>/pack.json``). Unpacked under ``data/reference/<gpu>/`` it is a
-  reference run (``helpers.notebook.reference``).
+  reference run (``helpers.notebook.reference``); ``unpack`` then keeps its traces gzipped and leaves out those over
+  2 MiB gzipped, so a reference stays small enough to ship in the project.
 """
 from __future__ import annotations
 
@@ -105,24 +106,45 @@ def pack(results_dir: Path, dest: Path, traces: list[Path] | None = None, traces
     return manifest
 
 
-def unpack(archive: Path, dest_root: Path) -> Path:
-    """Extract a ``pack`` archive under ``dest_root`` (e.g. ``data/reference/h100``); returns the notebook folder.
-    Only plain files under ``<stem>/`` are extracted (no links, no absolute or ``..`` paths)."""
+TRACE_GZ_LIMIT = 2 * MIB      # a reference keeps a trace only this small, gzipped (issue 31: the whole <= 15 MB)
+
+
+def unpack(archive: Path, dest_root: Path, gzip_traces: bool = True,
+           trace_limit: int | None = TRACE_GZ_LIMIT) -> tuple[Path, list[str]]:
+    """Extract a ``pack`` archive under ``dest_root`` (e.g. ``data/reference/h100``); returns the notebook folder and
+    the traces left out. Only plain files under ``<stem>/`` are extracted (no links, no absolute or ``..`` paths).
+    With ``gzip_traces`` a trace under ``traces/`` is written gzipped (``<name>.gz``); one larger than
+    ``trace_limit`` bytes gzipped is left out (listed in ``<stem>/pack.json`` under ``unpack_left_out``)."""
     archive, dest_root = Path(archive), Path(dest_root)
+    left_out: list[str] = []
     with tarfile.open(archive, "r:gz") as tar:
         members = [m for m in tar.getmembers() if m.isfile()]
         stems = {Path(m.name).parts[0] for m in members}
         if len(stems) != 1:
             raise ValueError(f"{archive}: not one notebook's pack (top folders {sorted(stems)})")
+        stem = stems.pop()
         for m in members:
             parts = Path(m.name).parts
             if m.name.startswith("/") or ".." in parts:
                 raise ValueError(f"{archive}: unsafe path {m.name!r}")
             target = dest_root.joinpath(*parts)
+            with tar.extractfile(m) as src:
+                data = src.read()
+            is_trace = len(parts) > 2 and parts[1] == "traces" and m.name.endswith(TRACE_SUFFIXES)
+            if is_trace and gzip_traces and not m.name.endswith(".gz"):
+                data, target = gzip.compress(data, compresslevel=9, mtime=0), target.with_name(target.name + ".gz")
+            if is_trace and trace_limit is not None and len(data) > trace_limit:
+                left_out.append(f"{Path(*parts[2:]).as_posix()} ({len(data) / MIB:.1f} MiB gzipped)")
+                continue
             target.parent.mkdir(parents=True, exist_ok=True)
-            with tar.extractfile(m) as src, open(target, "wb") as out:
-                shutil.copyfileobj(src, out)
-    return dest_root / stems.pop()
+            target.write_bytes(data)
+    folder = dest_root / stem
+    if left_out:
+        manifest = folder / "pack.json"
+        doc = json.loads(manifest.read_text()) if manifest.is_file() else {}
+        doc["unpack_left_out"] = left_out
+        atomic_write_text(manifest, json.dumps(doc, indent=2) + "\n")
+    return folder, left_out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,11 +159,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("archives", nargs="+", type=Path)
     ap.add_argument("--gpu", required=True, help="the reference's folder name, e.g. h100")
     ap.add_argument("--root", type=Path, help="default: $PERF_REFERENCE_DIR, else data/reference")
+    ap.add_argument("--trace-limit-mb", type=float, default=TRACE_GZ_LIMIT / MIB,
+                    help="leave out a trace larger than this, gzipped (default 2; 0: keep every trace)")
     args = ap.parse_args(argv)
     dest = (args.root or reference_root()) / args.gpu
+    limit = int(args.trace_limit_mb * MIB) if args.trace_limit_mb > 0 else None
     for archive in args.archives:
         try:
-            print(f"{archive} -> {unpack(archive, dest)}")
+            folder, left = unpack(archive, dest, trace_limit=limit)
+            print(f"{archive} -> {folder}" + (f" (left out, too large: {'; '.join(left)})" if left else ""))
         except (OSError, ValueError, tarfile.TarError) as exc:
             print(f"{archive}: {exc}")
             return 2

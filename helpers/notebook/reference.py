@@ -11,8 +11,13 @@ How a notebook uses it (``NB`` is its results name, ``RESULTS`` its ``Results``)
     reference.show_figures(REF, ["sawtooth"])    # GPU-only sections on a CPU: the reference's figures, labelled
     reference.show_trace(REF, "baseline")        # and its trace, opened with helpers.traces.show, labelled
 
+    ref_c = REF.comparison("eager", "compiled")  # the reference's comparison of two rows (its names, full scale)
+    table = reference.article_table([dict(effect="compiled vs eager", article="19:33 -> 13:49 (1.41x)",
+                                          article_ratio=1.41, reference=ref_c, this_run=RESULTS.comparison(...))])
+
 Every function takes ``None`` (no reference) and then adds nothing, with one line saying so where it would have
-shown something. Rows are matched by experiment name; the reference ran at its own scale (``ref.scale``, full on a
+shown something. A value the reference did not measure reads ``NOT_RUN`` ("not run in the reference run"), never NaN.
+``<gpu>/about.json`` (optional: ``{"made": "..."}``) says how the reference was made; ``note`` prints it. Rows are matched by experiment name; the reference ran at its own scale (``ref.scale``, full on a
 GPU), so its values sit beside the reader's as another machine's, not as the expected result.
 """
 from __future__ import annotations
@@ -28,6 +33,8 @@ from .display import header
 ROOT_ENV = "PERF_REFERENCE_DIR"
 GPU_ENV = "PERF_REFERENCE_GPU"
 TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz", ".json", ".json.gz")
+NOT_RUN = "not run in the reference run"
+NOT_MEASURED = "not measured in this run"
 
 
 def reference_root() -> Path:
@@ -64,6 +71,20 @@ class Reference:
         if self.doc.get("interrupted"):
             bits.append("interrupted: some experiments missing")
         return f"{self.gpu} ({', '.join(bits)})"
+
+    def comparison(self, a: str, b: str) -> dict[str, Any] | None:
+        """The reference's comparison of rows ``a`` and ``b`` (ratio a/b, low, high, verdict), or None. Recorded the
+        other way round (b against a), it is returned turned: the ratio and its interval inverted, a and b swapped."""
+        for c in self.doc.get("comparisons", []):
+            if (c.get("a"), c.get("b")) == (a, b):
+                return c
+        for c in self.doc.get("comparisons", []):
+            if (c.get("a"), c.get("b")) == (b, a) and c.get("ratio"):
+                turned = dict(c, a=a, b=b, ratio=1 / c["ratio"])
+                if c.get("low") and c.get("high"):
+                    turned["low"], turned["high"] = 1 / c["high"], 1 / c["low"]
+                return turned
+        return None
 
     def row(self, name: str) -> dict[str, Any] | None:
         for e in reversed(self.doc.get("experiments", [])):
@@ -114,11 +135,20 @@ def lookup(notebook: str, gpu: str | None = None, root: Path | str | None = None
         except (OSError, ValueError) as exc:
             return None, f"The reference {path} could not be read ({type(exc).__name__}: {str(exc)[:120]}): none shown."
         ref = Reference(folder.name, path.parent, doc)
+        made = _about(folder).get("made")
         return ref, (f"Reference run beside yours: {ref.source()}, from {path.parent}. Its numbers were measured on "
-                     "that machine, not in this run.")
+                     "that machine, not in this run." + (f" {made}" if made else ""))
     where = base / (gpu or "<gpu>") / notebook / "results.json"
     return None, (f"No reference run for {notebook}: {where} does not exist (a GPU run's pack unpacked under "
                   f"{base}/<gpu>/ adds one; see the README).")
+
+
+def _about(folder: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads((folder / "about.json").read_text())
+        return doc if isinstance(doc, dict) else {}
+    except (OSError, ValueError):
+        return {}
 
 
 def find(notebook: str, gpu: str | None = None, root: Path | str | None = None) -> Reference | None:
@@ -141,10 +171,88 @@ def add_column(df, ref: Reference | None, metric: str, on: str = "experiment", l
         return df
     out = df.copy()
     col = label or f"{ref.label}: {header(metric)}"
-    values = [ref.metric(name, metric) for name in out[on]]
+    values = [_or_not_run(ref.metric(name, metric)) for name in out[on]]
     at = list(out.columns).index(metric) + 1 if metric in out.columns else len(out.columns)
     out.insert(at, col, values)
     return out
+
+
+def _or_not_run(value: Any) -> Any:
+    try:
+        missing = value is None or value != value  # None or NaN
+    except (TypeError, ValueError):
+        missing = False
+    return NOT_RUN if missing else value
+
+
+def ratio_text(entry: dict[str, Any] | None, missing: str = NOT_RUN) -> str:
+    """A comparison as ``1.97x [1.87, 2.04] faster`` (ratio a/b, its 95% interval, its verdict); ``missing`` when
+    there is none or it has no ratio."""
+    if not entry or not isinstance(entry.get("ratio"), (int, float)) or entry["ratio"] != entry["ratio"]:
+        return missing
+    text = f"{entry['ratio']:.2f}x"
+    if isinstance(entry.get("low"), (int, float)) and isinstance(entry.get("high"), (int, float)):
+        text += f" [{entry['low']:.2f}, {entry['high']:.2f}]"
+    return text + (f" {entry['verdict']}" if entry.get("verdict") else "")
+
+
+def agreement(article_ratio: float | None, entry: dict[str, Any] | None, missing: str = NOT_RUN,
+              margin: float = 0.25) -> str:
+    """Whether a measured comparison (``entry``: ratio a/b with ``low``/``high``) reproduces an article's ratio (same
+    orientation, a/b): "yes" when the interval lies on the article's side of 1 and within ``margin`` (relative) of
+    its effect, "yes, larger" / "yes, smaller" beyond that, "no, reversed" on the other side, "not resolved" when the
+    interval holds 1, "no (article: no effect)" when the article saw none (|ratio - 1| < 3%) and this is resolved;
+    ``missing`` without a measurement."""
+    if not entry or not isinstance(entry.get("ratio"), (int, float)) or entry["ratio"] != entry["ratio"]:
+        return missing
+    if article_ratio is None:
+        return "no article figure"
+    lo, hi = entry.get("low", entry["ratio"]), entry.get("high", entry["ratio"])
+    resolved = lo > 1 or hi < 1
+    if abs(article_ratio - 1) < 0.03:
+        return "yes (no effect either)" if not resolved else "no (article: no effect)"
+    if not resolved:
+        return "not resolved"
+    if (lo > 1) != (article_ratio > 1):
+        return "no, reversed"
+    import math
+
+    effect, art = abs(math.log(entry["ratio"])), abs(math.log(article_ratio))
+    if effect > art * (1 + margin) and min(abs(math.log(lo)), abs(math.log(hi))) > art:
+        return "yes, larger"
+    if effect < art * (1 - margin) and max(abs(math.log(lo)), abs(math.log(hi))) < art:
+        return "yes, smaller"
+    return "yes"
+
+
+ARTICLE_COLUMNS = ["effect", "article", "H100 reference", "H100 reproduces?", "this run", "this run reproduces?", "why"]
+
+
+def article_table(rows: Iterable[dict[str, Any]]):
+    """The articles' figures beside the reference GPU's and this run's, one row per effect. Each row: ``effect``,
+    ``article`` (the figure as the article gives it), ``article_ratio`` (that figure as a ratio a/b in the
+    comparisons' orientation, None when it has none), ``reference`` and ``this_run`` (comparison entries, or text
+    for a figure that is not a ratio, or None), ``why`` (shown where a column does not read "yes"). Reproduces? is
+    ``agreement`` of each comparison with the article's ratio."""
+    import pandas as pd
+
+    out = []
+    for r in rows:
+        ref, mine = r.get("reference"), r.get("this_run")
+
+        def cell(v, missing):
+            return ratio_text(v, missing) if isinstance(v, dict) or v is None else str(v)
+
+        def agree(v, missing):
+            return agreement(r.get("article_ratio"), v, missing) if isinstance(v, dict) or v is None else \
+                r.get("agrees", "–")
+
+        ref_ok, mine_ok = agree(ref, NOT_RUN), agree(mine, NOT_MEASURED)
+        plain = all(a.startswith("yes") for a in (ref_ok, mine_ok))
+        out.append({"effect": r["effect"], "article": r.get("article", "–"), "H100 reference": cell(ref, NOT_RUN),
+                    "H100 reproduces?": ref_ok, "this run": cell(mine, NOT_MEASURED), "this run reproduces?": mine_ok,
+                    "why": "" if plain else r.get("why", "")})
+    return pd.DataFrame(out, columns=ARTICLE_COLUMNS)
 
 
 def _caption(text: str) -> None:

@@ -1,4 +1,5 @@
 """helpers.notebook.pack: earlier outputs set aside, interrupted results marked, one archive per notebook."""
+import gzip
 import io
 import json
 import os
@@ -55,9 +56,17 @@ def test_pack_keeps_traces_smallest_first_within_the_limit(tmp_path):
     assert names == {"02_nb/results.json", "02_nb/fig.png", "02_nb/pack.json", "02_nb/traces/02_nb_a/1/host.pt.trace.json"}
     assert inner["traces_left_out"] == m["traces_left_out"]
     assert m["bytes"] < 200_000
-    ref = pack.unpack(tmp_path / "carry" / "02_nb.tar.gz", tmp_path / "data" / "reference" / "h100")
-    assert ref == tmp_path / "data" / "reference" / "h100" / "02_nb"
-    assert (ref / "traces" / "02_nb_a" / "1" / "host.pt.trace.json").read_text() == small.read_text()
+    ref, left = pack.unpack(tmp_path / "carry" / "02_nb.tar.gz", tmp_path / "data" / "reference" / "h100")
+    assert ref == tmp_path / "data" / "reference" / "h100" / "02_nb" and left == []
+    # a reference keeps its traces gzipped (issue 31: 121 MB unpacked as plain JSON)
+    assert not (ref / "traces" / "02_nb_a" / "1" / "host.pt.trace.json").exists()
+    assert gzip.decompress((ref / "traces" / "02_nb_a" / "1" / "host.pt.trace.json.gz").read_bytes()).decode() \
+        == small.read_text()
+    # and leaves out a trace over the limit, saying so in its pack.json
+    again, left = pack.unpack(tmp_path / "carry" / "02_nb.tar.gz", tmp_path / "ref2", trace_limit=50)
+    assert left and left[0].startswith("02_nb_a/1/host.pt.trace.json (")
+    assert not (again / "traces").exists()
+    assert json.loads((again / "pack.json").read_text())["unpack_left_out"] == left
 
 
 def test_unpack_refuses_unsafe_or_mixed_archives(tmp_path):

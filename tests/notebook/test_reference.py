@@ -84,8 +84,8 @@ def test_the_reference_column_holds_the_reference_runs_values(ref_root, capsys):
     assert list(df.columns).index(col) == list(df.columns).index("step_ms_mean") + 1
     by_name = dict(zip(df["experiment"], df[col]))
     assert by_name["train_step"] == ref.metric("train_step", "step_ms_mean") > 0
-    assert pd.isna(by_name["broken"])  # failed in the reference run: no value
-    assert pd.isna(by_name["only mine"])
+    assert by_name["broken"] == reference.NOT_RUN  # failed in the reference run: no value, and never NaN
+    assert by_name["only mine"] == reference.NOT_RUN
     assert df["step_ms_mean"].tolist() == [1.0, 2.0, 3.0]  # the reader's own numbers untouched
 
 
@@ -104,7 +104,7 @@ def test_figures_and_trace_are_shown_labelled(ref_root, monkeypatch):
     show_module = importlib.import_module("helpers.traces.show")  # the package re-exports show(): the module itself
     monkeypatch.setattr(show_module, "show", lambda path, **kw: seen.setdefault("path", path))
     path = reference.show_trace(ref, "train_step")
-    assert path is not None and path == seen["path"] and path.name.endswith(".pt.trace.json")
+    assert path is not None and path == seen["path"] and path.name.endswith(".pt.trace.json.gz")
     captions = [o.data for o in shown if type(o).__name__ == "Markdown"]
     assert any(c.startswith("**Reference trace, recorded on smoke-cpu") for c in captions), captions
 
