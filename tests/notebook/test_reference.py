@@ -149,3 +149,49 @@ def test_make_tests_smoke_results_work_as_a_reference(tmp_path):
     df = pd.DataFrame({"experiment": [e["name"] for e in ok], "step_ms_median": 0.0})
     got = reference.add_column(df, ref, "step_ms_median")["reference (cpu): step median (ms)"].tolist()
     assert got == [e["metrics"]["step_ms_median"] for e in ok]
+
+
+def _c(ratio, low, high, verdict="faster"):
+    return {"a": "a", "b": "b", "ratio": ratio, "low": low, "high": high, "verdict": verdict}
+
+
+@pytest.mark.parametrize("article,entry,expected", [
+    (1.41, _c(1.45, 1.40, 1.52), "yes"),
+    (1.41, _c(1.97, 1.87, 2.04), "yes, larger"),
+    (1.50, _c(1.05, 1.02, 1.08), "yes, smaller"),
+    (0.98, _c(1.64, 1.37, 1.91), "no (article: no effect)"),
+    (0.90, _c(1.64, 1.37, 1.91), "no, reversed"),
+    (1.41, _c(1.02, 0.95, 1.10, "no difference"), "not resolved"),
+    (1.00, _c(1.01, 0.98, 1.04, "no difference"), "yes (no effect either)"),
+    (1.41, None, reference.NOT_RUN),
+    (1.41, {"ratio": float("nan")}, reference.NOT_RUN),
+    (None, _c(1.2, 1.1, 1.3), "no article figure"),
+])
+def test_agreement_with_an_articles_figure(article, entry, expected):
+    assert reference.agreement(article, entry) == expected
+
+
+def test_the_article_table_never_shows_nan_and_explains_only_disagreement():
+    df = reference.article_table([
+        dict(effect="compiled vs eager", article="1.41x", article_ratio=1.41, reference=_c(1.45, 1.40, 1.52),
+             this_run=_c(1.40, 1.30, 1.55), why="not shown: both reproduce"),
+        dict(effect="Swin-T", article="0.90x", article_ratio=0.90, reference=_c(1.64, 1.37, 1.91), this_run=None,
+             why="host-bound at batch 64"),
+        dict(effect="memory", article="-10%", reference="-10.7% allocated", this_run=None, agrees="yes"),
+    ])
+    assert list(df.columns) == reference.ARTICLE_COLUMNS
+    assert df["why"].tolist() == ["", "host-bound at batch 64", ""]
+    assert df.loc[1, "this run"] == reference.NOT_MEASURED and df.loc[1, "H100 reproduces?"] == "no, reversed"
+    assert df.loc[0, "H100 reference"] == "1.45x [1.40, 1.52] faster"
+    assert "nan" not in df.to_string().lower()
+
+
+def test_a_comparison_recorded_the_other_way_round_is_turned(tmp_path):
+    folder = tmp_path / "gpu" / NB
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps({"experiments": [], "comparisons": [_c(2.0, 1.6, 2.5)]}))
+    ref = reference.find(NB, gpu="gpu", root=tmp_path)
+    assert ref.comparison("a", "b")["ratio"] == 2.0
+    turned = ref.comparison("b", "a")
+    assert (turned["a"], turned["ratio"], turned["low"], turned["high"]) == ("b", 0.5, 0.4, 0.625)
+    assert ref.comparison("a", "c") is None
