@@ -86,6 +86,8 @@ def stoppable_client_class():
         finished = False  # every cell ran: only the kernel's shutdown is left
 
         async def async_start_new_kernel(self, **kwargs):
+            if self.stop_reason:
+                raise Stopped(self.stop_reason)
             if self.on_signal is not None:
                 import asyncio
 
@@ -171,6 +173,11 @@ class NotebookRun:
             self.stop_reason = reason
             self.client.stop_reason = reason
             self.interrupted = True
+            if self.client.cell_index is None:
+                # no cell has started: nothing to save, and a SIGINT would print the starting kernel's
+                # KeyboardInterrupt traceback; end it at once (a kernel not yet spawned is never started)
+                self._signal_kernel(signal.SIGKILL)
+                return
             self._signal_kernel(signal.SIGINT)
             killer = threading.Timer(self.kill_after_s, self._signal_kernel, (signal.SIGKILL,))
             killer.daemon = True
@@ -184,6 +191,10 @@ class NotebookRun:
         ``failed`` when a cell raised (or the kernel died), ``interrupted`` when ``stop()`` stopped it."""
         from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
+        if self.stop_reason:  # stopped before it started (a signal while the run was setting up): start nothing
+            self._done.set()
+            return {"status": "interrupted", "error": f"stopped before its kernel started: {self.stop_reason}",
+                    "wall_s": 0.0}
         watchdog = None
         if self.limit_s is not None:
             watchdog = threading.Timer(self.limit_s, self.stop, (f"over its time limit of {self.limit_s:g} s",))
@@ -207,6 +218,11 @@ class NotebookRun:
             self._done.set()
             if watchdog is not None:
                 watchdog.cancel()
+            # nbclient registers a clean-up at exit and unregisters it only once the kernel has started; a kernel
+            # that died while starting (stopped then) would leave it to fail at exit with an AssertionError
+            import atexit
+
+            atexit.unregister(self.client._cleanup_kernel)
         wall = time.perf_counter() - t0
         where = f"cell {self.client.cell_index}: " if self.client.cell_index is not None else ""
         if self.interrupted:

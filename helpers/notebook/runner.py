@@ -30,8 +30,10 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from . import kernel as kn
 from . import pack as pk
@@ -75,20 +77,52 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-class Run:
-    """The whole run: which signal stopped it, and the notebook running now (for the signal handlers)."""
+ABANDON_S = 20.0  # after a signal, the run ends within this (the kernel is killed 10 s after its SIGINT)
 
-    def __init__(self):
+
+class Run:
+    """The whole run: which signal stopped it, and the notebook running now (for the signal handlers).
+
+    After the first signal a timer gives the run ``abandon_s`` seconds to end by itself; past that (a wait that
+    never returns: a kernel that died mid-reply, a socket that never answers) it kills the notebook's kernel, writes
+    what the run knows (``finish``: the notebook's run.json, results marked interrupted, run-summary.json), says so in
+    one line and exits with 128 + the signal."""
+
+    def __init__(self, abandon_s: float = ABANDON_S):
         self.signum: int | None = None
         self.current: kn.NotebookRun | None = None
+        self.abandon_s = abandon_s
+        self.finish: Callable[[str], None] | None = None  # set by main: write run.json(s) and the summary
+        self.finish_notebook: Callable[[str], dict] | None = None  # set while a notebook runs: its run.json
+        self.ended = threading.Event()
+        self._timer: threading.Timer | None = None
 
     def on_signal(self, signum: int, frame=None) -> None:
         first = self.signum is None
         self.signum = self.signum or signum
+        if first:
+            self._timer = threading.Timer(self.abandon_s, self.abandon)
+            self._timer.daemon = True
+            self._timer.start()
         if self.current is not None:
             self.current.stop(f"{signal.Signals(signum).name} (the run was stopped)")
         elif first:
             print(f"\n{signal.Signals(signum).name}: stopping before the next notebook", flush=True)
+
+    def abandon(self) -> None:
+        if self.ended.is_set():
+            return
+        name = signal.Signals(self.signum).name if self.signum else "a signal"
+        reason = f"{name}: the run had not ended {self.abandon_s:g} s after it; abandoned"
+        if self.current is not None:
+            self.current.stop(reason)
+            self.current._signal_kernel(signal.SIGKILL)
+        try:
+            if self.finish is not None:
+                self.finish(reason)
+        finally:
+            print(f"stopped by {name}; {reason} (its kernel killed, what ran is saved)", file=sys.stderr, flush=True)
+            os._exit(128 + (self.signum or signal.SIGTERM))
 
     def install(self) -> None:
         """(Re)install the handlers: nbclient removes its own after each notebook, leaving the defaults."""
@@ -131,17 +165,29 @@ def run_notebook(path: Path, run: Run, args, scale: str, out: Path, runs: Path, 
     nb = kn.NotebookRun(path, kernel_env(scale, out, runs, args.budget), timeout=args.timeout, limit_s=limit,
                         on_signal=run.on_signal)
     run.current = nb
+    if run.signum is not None:  # the signal came while the notebook was being set up: start nothing
+        nb.stop(f"{signal.Signals(run.signum).name} (the run was stopped)")
+    t0 = time.perf_counter()
+
+    def write_run_json(info: dict) -> dict:
+        atomic_write_text(results_dir / f"{stem}.ipynb", nb.executed_text())
+        if info["status"] == "interrupted":
+            pk.mark_interrupted(results_dir, info["error"] or "interrupted")
+        info = {"notebook": stem, **info, "scale": scale, "budget_s": args.budget,
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started))}
+        atomic_write_text(results_dir / "run.json", json.dumps(info, indent=2) + "\n")
+        return info
+
+    run.finish_notebook = lambda reason: write_run_json(
+        {"status": "interrupted", "error": f"cell {nb.client.cell_index}: stopped: {reason}",
+         "wall_s": round(time.perf_counter() - t0, 1)})
     try:
         info = nb.execute()
     finally:
         run.current = None
+        run.finish_notebook = None
         run.install()
-    atomic_write_text(results_dir / f"{stem}.ipynb", nb.executed_text())
-    if info["status"] == "interrupted":
-        pk.mark_interrupted(results_dir, info["error"] or "interrupted")
-    info = {"notebook": stem, **info, "scale": scale, "budget_s": args.budget,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started))}
-    atomic_write_text(results_dir / "run.json", json.dumps(info, indent=2) + "\n")
+    info = write_run_json(info)
     manifest = pk.pack(results_dir, pack_dir / f"{stem}.tar.gz", pk.new_traces(runs, started), runs / "traces")
     return {**info, **checks_of(results_dir), "pack": f"{stem}.tar.gz", "pack_bytes": manifest["bytes"],
             "traces_packed": len(manifest["traces"]), "traces_left_out": len(manifest["traces_left_out"])}
@@ -160,7 +206,7 @@ def report_line(info: dict) -> str:
     return line + (f": {info['error']}" if info["error"] else "")
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, early_signals: list[int] | None = None) -> int:
     args = parse(argv)
     try:
         scale = get_scale(args.scale)
@@ -184,8 +230,27 @@ def main(argv: list[str] | None = None) -> int:
     inline_figures()
     run = Run()
     run.install()
+    for signum in early_signals or []:
+        run.on_signal(signum)
     t0 = time.perf_counter()
     done: list[dict] = []
+
+    def summarise(abandoned: str | None = None) -> dict:
+        finished = list(done)
+        hook = run.finish_notebook
+        if abandoned and hook is not None:
+            finished.append(hook(abandoned))
+        summary = {"scale": scale, "wall_s": round(time.perf_counter() - t0, 1), "out": str(out),
+                   "interrupted": run.signum is not None,
+                   "signal": signal.Signals(run.signum).name if run.signum else None,
+                   "not_run": [p.stem for p in paths[len(finished):]], "notebooks": finished}
+        if abandoned:
+            summary["abandoned"] = abandoned
+        pack_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(pack_dir / SUMMARY, json.dumps(summary, indent=2) + "\n")
+        return summary
+
+    run.finish = summarise
     for p in paths:
         if run.signum is not None:
             break
@@ -193,12 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         info = run_notebook(p, run, args, scale, out, runs, pack_dir)
         done.append(info)
         print(report_line(info), flush=True)
+    run.ended.set()
     failed = sum(i["status"] != "ok" for i in done)
-    summary = {"scale": scale, "wall_s": round(time.perf_counter() - t0, 1), "out": str(out),
-               "interrupted": run.signum is not None,
-               "signal": signal.Signals(run.signum).name if run.signum else None,
-               "not_run": [p.stem for p in paths[len(done):]], "notebooks": done}
-    atomic_write_text(pack_dir / SUMMARY, json.dumps(summary, indent=2) + "\n")
+    summary = summarise()
     print(f"{len(done) - failed} of {len(paths)} notebooks ran ok, {failed} did not"
           + (f", {len(summary['not_run'])} not started" if summary["not_run"] else "")
           + f"; results in {out}/, packs in {pack_dir}/")

@@ -7,4 +7,6 @@
 - ``gpusim``        that machine simulated here, offline (``make gpu-sim``)
 - ``idle``          a command at the lowest CPU priority (``make test``'s trace tests beside the notebooks)
 - ``doctor_bench``  the doctor on a 200 MB trace, timed (run by hand: ``python -m helpers.tools.doctor_bench``)
+- ``signal_stress`` the runner signalled at 40 moments, hangs reported (run by hand:
+                    ``python -m helpers.tools.signal_stress``)
 """
