@@ -45,9 +45,14 @@ WHEEL_EXCLUDE  ?=
 BUILD_PYTHON   := $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
 PIP_FROM       := $(if $(WHEELS),--no-index --find-links $(WHEELS),-c constraints.txt)
 
-.PHONY: setup lab test run wheelhouse gpu-kit gpu-sim clean distclean
+.PHONY: help setup lab test run wheelhouse gpu-kit gpu-sim clean distclean
 
-setup: $(STAMP)
+# `make` alone lists the targets (it used to start the multi-GB install): each target's `##` line below.
+help:
+	@echo "PyTorch Performance Lab: make <target>   (the first lab/test/run installs .venv: ~6.5 GB, ~2 min)"
+	@sed -n 's/^\([a-z-]*\):.*## \(.*\)/\1|\2/p' $(MAKEFILE_LIST) | awk -F'|' '{printf "  %-12s %s\n", $$1, $$2}'
+
+setup: $(STAMP) ## install .venv from the pinned set (online), or offline from WHEELS=<folder>
 
 # Online, helpers/tools/install.py installs the pinned set with uv (parallel, bytecode compiled on every core; pip's
 # own settings carried over), falling back to pip; offline (WHEELS=) it is pip from the wheel folder alone.
@@ -59,12 +64,12 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m helpers.tools.devsetup $(SETUP_STEPS)
 	@touch $@
 
-lab: setup
+lab: setup ## JupyterLab on 127.0.0.1:8888 (PORT=...) with the notebooks
 	cd notebooks && KINETO_LOG_LEVEL=$${KINETO_LOG_LEVEL:-$$(../$(BIN)/python -c 'from helpers.notebook import env; print(env.kineto_log_level())')} \
 	  ../$(BIN)/jupyter lab --ip $(HOST) --port $(PORT) --no-browser $(ROOT_FLAG) \
 	  --MappingKernelManager.transport_encryption=auto
 
-test: setup
+test: setup ## every notebook at smoke scale, then the unit tests (8-10 min on 2 cores)
 	rm -rf $(TEST_OUT)
 	mkdir -p $(TEST_NOTEBOOKS)
 	cp notebooks/[0-9][0-9]_*.ipynb $(TEST_NOTEBOOKS)/
@@ -86,18 +91,18 @@ test: setup
 SETUP      ?= setup
 RUN_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
 RUN_ARGS   ?=
-run: $(SETUP)
+run: $(SETUP) ## execute the notebooks headless: RUN_ARGS="--scale full --budget 300 ..." (helpers.runner)
 	$(RUN_PYTHON) -m helpers.runner $(RUN_ARGS)
 
 # e.g. make wheelhouse WHEEL_PYTHON=3.12 WHEEL_PLATFORM=manylinux_2_28_x86_64 WHEEL_EXCLUDE="torch torchvision"
-wheelhouse:
+wheelhouse: ## build a folder of wheels for an offline `make setup WHEELS=...`
 	$(BUILD_PYTHON) -m helpers.tools.wheelhouse --dest $(WHEELHOUSE) \
 	  $(if $(WHEEL_PYTHON),--python-version $(WHEEL_PYTHON)) $(if $(WHEEL_PLATFORM),--platform $(WHEEL_PLATFORM)) \
 	  $(if $(WHEEL_EXCLUDE),--exclude $(WHEEL_EXCLUDE))
 
 # The GPU kit (gpu-kit.txt, helpers/tools/gpukit.py): the wheels a borrowed GPU machine (torch 2.11 set preinstalled,
 # no index) needs to execute every notebook headless, into build/gpu-kit. Online.
-gpu-kit:
+gpu-kit: ## the wheels a borrowed GPU machine needs, into build/gpu-kit
 	$(BUILD_PYTHON) -m helpers.tools.gpukit build
 
 # That machine simulated here (helpers/tools/gpusim.py): a Python 3.12 venv with torch 2.11.0 and the preinstalled
@@ -105,12 +110,12 @@ gpu-kit:
 # e.g. PYENV_VERSION=3.12.1 make gpu-sim, or make gpu-sim SIM_PYTHON=/usr/bin/python3.12
 SIM_PYTHON ?= python3.12
 SIM_ARGS   ?=
-gpu-sim:
+gpu-sim: ## that GPU machine simulated here, offline (Python 3.12, torch 2.11)
 	$(BUILD_PYTHON) -m helpers.tools.gpusim --python "$(SIM_PYTHON)" $(SIM_ARGS)
 
 # build/wheelhouse is kept: on an offline machine it cannot be fetched again
-clean:
+clean: ## remove test outputs, results/ and runs/
 	rm -rf $(TEST_OUT) results runs .pytest_cache
 
-distclean: clean
+distclean: clean ## clean, and remove .venv
 	rm -rf $(VENV)
