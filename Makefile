@@ -64,8 +64,11 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m helpers.tools.devsetup $(SETUP_STEPS)
 	@touch $@
 
-lab: setup ## JupyterLab on 127.0.0.1:8888 (PORT=...) with the notebooks
-	cd notebooks && KINETO_LOG_LEVEL=$${KINETO_LOG_LEVEL:-$$(../$(BIN)/python -c 'from helpers.notebook import env; print(env.kineto_log_level())')} \
+# The lab opens working copies (lab/, git-ignored: helpers/tools/labcopy.py), so that saving a run notebook never
+# writes outputs into the tracked notebooks/.
+lab: setup ## JupyterLab on 127.0.0.1:8888 (PORT=...) with your working copies of the notebooks (lab/)
+	$(BIN)/python -m helpers.tools.labcopy
+	cd lab && KINETO_LOG_LEVEL=$${KINETO_LOG_LEVEL:-$$(../$(BIN)/python -c 'from helpers.notebook import env; print(env.kineto_log_level())')} \
 	  ../$(BIN)/jupyter lab --ip $(HOST) --port $(PORT) --no-browser $(ROOT_FLAG) \
 	  --MappingKernelManager.transport_encryption=auto
 

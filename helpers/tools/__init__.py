@@ -5,6 +5,7 @@
 - ``wheelhouse``    the wheels for an offline install (``make wheelhouse``)
 - ``gpukit``        the few wheels a borrowed GPU machine needs to run the notebooks (``make gpu-kit``, gpu-kit.txt)
 - ``gpusim``        that machine simulated here, offline (``make gpu-sim``)
+- ``labcopy``       ``make lab``'s working copies of the notebooks (lab/, git-ignored)
 - ``idle``          a command at the lowest CPU priority (``make test``'s trace tests beside the notebooks)
 - ``doctor_bench``  the doctor on a 200 MB trace, timed (run by hand: ``python -m helpers.tools.doctor_bench``)
 - ``signal_stress`` the runner signalled at 40 moments, hangs reported (run by hand:

@@ -1,0 +1,69 @@
+"""Working copies of the notebooks for ``make lab``: ``lab/NN_*.ipynb`` (git-ignored), so that a learner who runs
+and saves a notebook writes its outputs there, never into the tracked ``notebooks/`` (``git status`` stays clean).
+
+``python -m helpers.tools.labcopy [--src notebooks] [--dest lab]``: a notebook with no copy gets one; a copy the learner
+has not changed since it was made follows its notebook when that changes; a copy the learner changed is kept, and
+one line says how to get the new notebook (delete the copy). Copies record what they were made from in
+``<dest>/.copies.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORD = ".copies.json"
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def sync(src: Path, dest: Path) -> list[str]:
+    """Make or refresh the copies of ``src/[0-9][0-9]_*.ipynb`` in ``dest``; returns one line per notebook."""
+    dest.mkdir(parents=True, exist_ok=True)
+    record_path = dest / RECORD
+    try:
+        record = json.loads(record_path.read_text())
+    except (OSError, ValueError):
+        record = {}
+    lines = []
+    for nb in sorted(src.glob("[0-9][0-9]_*.ipynb")):
+        copy, source_sha = dest / nb.name, _sha(nb)
+        made = record.get(nb.name, {})
+        if not copy.exists():
+            what = "copied"
+        elif made.get("source") == source_sha:
+            lines.append(f"{copy}: yours")
+            continue
+        elif made.get("copy") == _sha(copy):
+            what = "updated (you had not changed it)"
+        else:
+            lines.append(f"{copy}: kept (you changed it); {nb} has changed since: delete your copy for the new one")
+            continue
+        shutil.copyfile(nb, copy)
+        record[nb.name] = {"source": source_sha, "copy": _sha(copy)}
+        lines.append(f"{copy}: {what} from {nb}")
+    record_path.write_text(json.dumps(record, indent=1) + "\n")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m helpers.tools.labcopy", description=__doc__.splitlines()[0])
+    ap.add_argument("--src", type=Path, default=ROOT / "notebooks")
+    ap.add_argument("--dest", type=Path, default=ROOT / "lab")
+    args = ap.parse_args(argv)
+    lines = sync(args.src, args.dest)
+    changed = [line for line in lines if not line.endswith(": yours")]
+    for line in changed:
+        print(line)
+    print(f"JupyterLab opens your working copies in {args.dest}/ (git-ignored; notebooks/ stays as committed)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
