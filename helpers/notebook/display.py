@@ -242,14 +242,41 @@ def cell(v, precision: int = 2) -> str:
     return text
 
 
+# Columns of operator and kernel names: shown ``short_name``'d (a CUDA kernel's C++ signature runs to ~250
+# characters); the data keeps the full names. Other text columns (row names, sentences) are left whole.
+NAME_COLUMNS = ("name", "kernel", "op", "operator", "top_op", "top_kernel")
+NAME_WIDTH = 60
+
+
+def is_name_column(col) -> bool:
+    """A column of operator or kernel names (``NAME_COLUMNS``, or ending ``_kernel``/``_op``/``_kernel_name``)."""
+    return isinstance(col, str) and (col in NAME_COLUMNS or col.endswith(("_kernel", "_op", "_kernel_name")))
+
+
+def short_names(df, width: int = NAME_WIDTH):
+    """``df`` with each name column's text as a table shows it: a name longer than ``width`` or a C++ signature
+    cut to its readable part (``helpers.traces.kernels.short_name``); other cells as they are."""
+    from ..traces.kernels import looks_like_signature, short_name
+
+    cols = [c for c in df.columns if is_name_column(c) and df[c].map(
+        lambda v: isinstance(v, str) and (len(v) > width or looks_like_signature(v))).any()]
+    if not cols:
+        return df
+    out = df.copy()
+    for c in cols:
+        out[c] = out[c].map(lambda v: short_name(v, width) if isinstance(v, str)
+                            and (len(v) > width or looks_like_signature(v)) else v)
+    return out
+
+
 def styled(df, precision: int = 2, hide_index: bool = True, **fmt):
-    """What ``show`` displays: the pandas ``Styler`` of ``readable(df)``, text wrapped in its cell (``cell``) and
-    left-aligned,
+    """What ``show`` displays: the pandas ``Styler`` of ``readable(df)``, kernel and operator names short
+    (``short_names``), text wrapped in its cell (``cell``) and left-aligned,
     fractions (``share`` columns) as percentages and every missing value as '–'."""
     import pandas as pd
 
     hide_index = hide_index or not df.index.is_unique   # a Styler needs a unique index
-    data = df.reset_index(drop=True) if hide_index else pd.DataFrame(df)
+    data = short_names(df.reset_index(drop=True) if hide_index else pd.DataFrame(df))
     shares = [header(c) for c in data.columns if is_share(c)]
     out = readable(data)
     text = [c for c in out.columns if not pd.api.types.is_numeric_dtype(out[c]) and c not in shares]

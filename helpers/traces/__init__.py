@@ -14,7 +14,8 @@ returns numbers or DataFrames; ``Trace.timeline`` and ``show`` draw.
 - ``syncs``      host-device synchronisations, each counted once, and what each cost
 - ``views``      ``open_trace`` / ``Trace``: overview, operators, kernels, memory (torch-tb-profiler's parser),
                  GPU time, idle and launch statistics (Holistic Trace Analysis)
-- ``timeline``   a Perfetto-like picture of a few steps
+- ``kernels``    kernel names read: ``short_name`` (for tables), ``uses_tensor_cores`` (classified from the name)
+- ``timeline``   a Perfetto-like picture of a few steps (the profiling loop's own syncs drawn apart: ``sync_split``)
 - ``show``       the views in a notebook (plain tables and lines; ``helpers.notebook.display`` renders them)
 - ``diagnosis``  ``diagnose``: the average step split into causes (input, host sync, launch/overhead, compute,
                  memory, communication), each microsecond to one cause

@@ -14,7 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import events as ev
+from .kernels import short_name
 from .load import TraceError
+from .timeline import sync_split
 from .views import Trace, open_trace
 
 
@@ -34,9 +36,20 @@ def render_with(table, say_line) -> None:
     Table, say = table, say_line
 
 # columns that only a GPU fills: left out of the views of a CPU-only trace (the Overview's device categories, the
-# Operators' device times and tensor-core eligibility)
+# Operators' device times)
 DEVICE_OVERVIEW = ("kernel_ms", "memcpy_ms", "memset_ms", "communication_ms", "runtime_ms")
-DEVICE_OPERATORS = ("device_self_ms", "device_total_ms", "tc_eligible")
+DEVICE_OPERATORS = ("device_self_ms", "device_total_ms")
+# never shown: torch-tb-profiler's tensor-core *eligibility* of an operator reads as use beside the kernels' own
+# classification (the Kernels view's ``tensor_cores``)
+HIDDEN_OPERATORS = ("tc_eligible",)
+NAME_WIDTH = 60   # a kernel's or operator's name in a table: ``kernels.short_name`` (the full name stays in the data)
+
+
+def short_names(df, width: int = NAME_WIDTH):
+    """``df`` with its ``name`` column as a table shows it: each name ``kernels.short_name``'d to ``width``."""
+    if "name" not in df.columns:
+        return df
+    return df.assign(name=df["name"].map(lambda n: short_name(n, width) if isinstance(n, str) else n))
 
 
 def shown_columns(df, has_gpu: bool, device_cols=()):
@@ -115,21 +128,29 @@ def show(path_or_dir, steps: int = 3, top: int = 10, title: str | None = None) -
         note = t.operators_note()
         if note:
             say(f"  {_short(note, t)}", small=True)
-        if t.has_gpu:
-            say("  tc eligible: torch-tb-profiler's mark for an operator whose kernels could run on tensor cores "
-                "(a matmul or convolution, in a precision they take)", small=True)
-        return Table(shown_columns(t.operators().head(top).round(3), t.has_gpu, DEVICE_OPERATORS), precision=3)
+        ops = t.operators().head(top).round(3).drop(columns=list(HIDDEN_OPERATORS), errors="ignore")
+        return Table(short_names(shown_columns(ops, t.has_gpu, DEVICE_OPERATORS)), precision=3)
 
     view("Operators (by device self time on a GPU, else host self time)", operators_view)
 
     def kernels_view():
         k = t.kernels()
-        tc = t.tensor_core_share()
+        tc = t.tensor_core_split()
         say(f"  {len(k)} kernels, {k['total_ms'].sum():.2f} ms in all"
-            + (f"; {tc:.0%} of kernel time in kernels using tensor cores" if tc is not None else ""), small=True)
-        return Table(k.head(top).round(3))
+            + (f"; {tc['yes']:.0%} of kernel time in kernels using tensor cores (classified from kernel names"
+               + (f"; {tc['unknown']:.0%} in matrix kernels whose name does not say" if tc["unknown"] else "")
+               + ")" if tc is not None else ""), small=True)
+        return Table(short_names(k.head(top).round(3)))
 
     if t.has_gpu:
         view("Kernels", kernels_view)
     view("Memory", lambda: Table(t.memory().round(1)))
-    view(f"Timeline of the first {steps} step(s)", lambda: t.timeline(steps, title=title))
+    def timeline_view():
+        own, loop = sync_split(t.doc)
+        if loop:   # the loop's own syncs are drawn apart: the count said beside them is the step's
+            say(f"  host-device syncs: {len(own)} in the steps, and {len(loop)} of the profiling loop's own "
+                "(one ends each step: it waits for the step's GPU work; drawn grey, not counted as the step's)",
+                small=True)
+        return t.timeline(steps, title=title)
+
+    view(f"Timeline of the first {steps} step(s)", timeline_view)

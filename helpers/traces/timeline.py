@@ -2,7 +2,8 @@
 
 Lanes from top to bottom: each host thread (its ops nested by depth, as Perfetto stacks them, in one neutral
 family of greys, darker with depth, so that no host operator reads as a device category; DataLoader waits in
-orange, ProfilerStep ranges the lightest grey), the synchronisations (red), then each GPU stream (kernels blue,
+orange, ProfilerStep ranges the lightest grey), the synchronisations (red: the step's own; slate grey: the profiling
+loop's own, ``sync_split``), then each GPU stream (kernels blue,
 copies green, memsets purple, communication kernels brown). The legend lists only what is drawn. A bar carries its
 name where the name fits at a readable size (``LABEL_PT``, 11 px at the notebook's 100 dpi), cut with '…' to the
 bar, and none when the bar is too narrow for a few letters. Times in ms from the first step's start.
@@ -20,10 +21,12 @@ _CHAR_PX = 0.62 * LABEL_PT * 100 / 72   # a label character's width in pixels (D
 _GPU_COLOURS = {"kernel": "#1f77b4", "memcpy": "#2ca02c", "memset": "#9467bd"}   # by events.kind
 _COMMUNICATION = "#8c564b"
 _SYNC = "#d62728"
+_LOOP_SYNC = "#8a9bb0"   # the profiling loop's own sync: neutral, so it does not read as the model's
 _STEP, _DATALOADER = "#e6e6e6", "#ff7f0e"
 _HOST_GREYS = ("#c8c8c8", "#b0b0b0", "#999999", "#858585")   # host operators by nesting depth
 _LEGEND = {_STEP: "ProfilerStep", "host": "host operator (grey, darker when nested)", _DATALOADER: "DataLoader wait",
-           _SYNC: "sync", "#1f77b4": "kernel", "#2ca02c": "memcpy", "#9467bd": "memset",
+           _SYNC: "sync in the step", _LOOP_SYNC: "profiling loop's own sync",
+           "#1f77b4": "kernel", "#2ca02c": "memcpy", "#9467bd": "memset",
            _COMMUNICATION: "communication"}
 
 
@@ -42,6 +45,34 @@ def fitted_label(name: str, width_px: float, min_chars: int = 4) -> str:
     if fits < min_chars:
         return ""
     return name if len(name) <= fits else name[:fits - 1] + "…"
+
+
+def _loop_synced(doc) -> bool:
+    """True when the trace says its profiling loop synchronised the device after each step (``profile_steps``
+    writes ``events.LOOP_SYNC_METADATA``)."""
+    return str(doc.get(ev.LOOP_SYNC_METADATA, "0")).strip('"') not in ("0", "", "False", "false") \
+        if isinstance(doc, dict) else False
+
+
+def sync_split(doc) -> tuple[list, list]:
+    """The trace's host-device synchronisations (``syncs.sync_events``, each once) split into ``(the step's own,
+    the profiling loop's own)``. The loop's: on a trace whose loop synchronised after each step
+    (``events.LOOP_SYNC_METADATA``, written by ``profile_steps``), the last device sync (``cudaDeviceSynchronize``)
+    of each ProfilerStep, and one after the last step ends (the last step's, recorded past its range) - the rule
+    the diagnosis leaves them out by. On other traces none is the loop's: every sync is the step's."""
+    found = sync_events(doc)
+    if not _loop_synced(doc):
+        return [e for e, _ in found], []
+    ranges = ev.step_ranges(doc)
+    loop = set()
+    for _, a, b in ranges:
+        inside = [i for i, (e, k) in enumerate(found) if k == "device_sync" and a <= float(e["ts"]) <= b]
+        if inside:
+            loop.add(max(inside, key=lambda i: float(found[i][0]["ts"])))
+    if ranges:
+        after = [i for i, (e, k) in enumerate(found) if k == "device_sync" and float(e["ts"]) > ranges[-1][2]]
+        loop.update(after[:1])
+    return ([e for i, (e, _) in enumerate(found) if i not in loop], [e for i, (e, _) in enumerate(found) if i in loop])
 
 
 def _window(doc, steps: int) -> tuple[float, float]:
@@ -74,7 +105,9 @@ def draw_timeline(doc, steps: int = 3, title: str | None = None):
             host.setdefault((e.get("pid"), e.get("tid")), []).append(e)
     if not host and not gpu:
         raise TraceError("no events in the first steps of the trace to draw")
-    syncs = [e for e, _k in sync_events(doc) if a <= float(e["ts"]) <= b]
+    own, loop = sync_split(doc)
+    loop_ids = {id(e) for e in loop}
+    syncs = sorted((e for e in own + loop if a <= float(e["ts"]) <= b), key=lambda e: float(e["ts"]))
     names = ev.names(doc)
 
     lanes = []  # (label, [(start_ms, dur_ms, colour)], rows)
@@ -96,8 +129,8 @@ def draw_timeline(doc, steps: int = 3, title: str | None = None):
         label = names.get(("thread_name", pid, tid)) or f"thread {tid}"
         lanes.append((f"host {label}", bars, MAX_DEPTH))
     if syncs or gpu:
-        lanes.append(("syncs", [(0, (float(e["ts"]) - t0) / 1e3, float(e.get("dur", 0.0)) / 1e3, _SYNC, "")
-                                for e in syncs], 1))
+        lanes.append(("syncs", [(0, (float(e["ts"]) - t0) / 1e3, float(e.get("dur", 0.0)) / 1e3,
+                                 _LOOP_SYNC if id(e) in loop_ids else _SYNC, "") for e in syncs], 1))
     for (pid, stream), evs in sorted(gpu.items(), key=lambda kv: str(kv[0])):
         bars = []
         for e in evs:
@@ -126,8 +159,8 @@ def draw_timeline(doc, steps: int = 3, title: str | None = None):
         for (depth, col), xr in by_colour.items():
             ax.broken_barh(xr, (y + depth * 0.9, 0.8), facecolors=col, edgecolor="white", linewidth=0.5)
         if label == "syncs":
-            for _, s, d, _, _ in bars:
-                ax.plot([s], [y + 0.4], marker="v", color=_SYNC, markersize=5)
+            for _, s, d, col, _ in bars:
+                ax.plot([s], [y + 0.4], marker="v", color=col, markersize=5)
         ticks.append(y + rows * 0.45)
         labels.append(label)
         y += rows * 0.9 + 0.5
@@ -138,7 +171,9 @@ def draw_timeline(doc, steps: int = 3, title: str | None = None):
     n = len(ev.step_ranges(doc)[:steps])
     name = title or "Profiled steps"
     ax.set_title(f"{name}: timeline of {n} step(s)" if n else f"{name}: timeline (no ProfilerStep in the trace)")
-    handles = [Patch(color=(_HOST_GREYS[1] if key == "host" else key), label=text)
+    n_sync = {_SYNC: sum(id(e) not in loop_ids for e in syncs), _LOOP_SYNC: sum(id(e) in loop_ids for e in syncs)}
+    handles = [Patch(color=(_HOST_GREYS[1] if key == "host" else key),
+                     label=text + (f": {n_sync[key]}" if key in n_sync else ""))
                for key, text in _LEGEND.items() if key in drawn]
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.12 if sum(heights) > 8 else -0.25),
               ncol=min(len(handles), 4), fontsize=LABEL_PT, frameon=False)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from . import events as ev
+from .kernels import tensor_core_label, uses_tensor_cores
 from .load import MAX_EVENTS, MAX_STEPS, TraceError, find_trace, load_trace, no_gc, trim
 from .timeline import draw_timeline
 
@@ -205,7 +206,9 @@ class Trace:
     def operators(self):
         """Operators (torch-tb-profiler's Operator view): ``name, calls, host_self_ms, host_total_ms,
         device_self_ms, device_total_ms, tc_eligible``, by device self time on a GPU trace, else host self
-        time (the device columns are 0 on a CPU-only trace)."""
+        time (the device columns are 0 on a CPU-only trace). ``tc_eligible`` is torch-tb-profiler's mark of an
+        operator that *could* run on tensor cores (a matmul or convolution in a precision they take), not whether
+        its kernels did: the Kernels view's ``tensor_cores`` says that (``show`` leaves this column out)."""
         import pandas as pd
 
         _, run = self.tb
@@ -229,7 +232,10 @@ class Trace:
     def kernels(self):
         """GPU kernels (torch-tb-profiler's Kernel view): ``name, calls, total_ms, mean_us, max_us, min_us,
         blocks_per_sm, occupancy_pct, tensor_cores``, by total time; the occupancy columns are empty where the
-        trace did not record them. Raises ``TraceError`` on a CPU-only trace."""
+        trace did not record them. ``name`` is the full name (a table shows ``kernels.short_name`` of it).
+        ``tensor_cores`` is classified from kernel names (``kernels.uses_tensor_cores``: "yes", "no", or "unknown"
+        for a GEMM whose name does not say), not torch-tb-profiler's ``tc_used``, whose substring list marks FP32
+        FFMA GEMMs as tensor-core and TF32 convolutions as not. Raises ``TraceError`` on a CPU-only trace."""
         import pandas as pd
 
         self._need_gpu("kernel view")
@@ -242,14 +248,27 @@ class Trace:
             "mean_us": ks["mean"].to_numpy(), "max_us": ks["max"].to_numpy(), "min_us": ks["min"].to_numpy(),
             "blocks_per_sm": ks["blocks_per_sm"].to_numpy() if "blocks_per_sm" in ks else float("nan"),
             "occupancy_pct": ks["occupancy"].to_numpy() if "occupancy" in ks else float("nan"),
-            "tensor_cores": ks["tc_used"].astype(bool).to_numpy()})
+            "tensor_cores": [tensor_core_label(uses_tensor_cores(n)) for n in ks.index]})
         return df.sort_values("total_ms", ascending=False, kind="stable").reset_index(drop=True)[KERNEL_COLUMNS]
 
     def tensor_core_share(self) -> float | None:
-        """The share of kernel time in kernels that use tensor cores (torch-tb-profiler), None on a CPU trace."""
+        """The share of kernel time in kernels that use tensor cores, classified from kernel names
+        (``kernels.uses_tensor_cores``; see ``tensor_core_split``), None on a CPU trace."""
+        split = self.tensor_core_split()
+        return None if split is None else split["yes"]
+
+    def tensor_core_split(self) -> dict[str, float] | None:
+        """The shares of kernel time in kernels classified from their names as using tensor cores (``yes``),
+        not (``no``: CUDA-core GEMMs, element-wise, reductions ...), and GEMMs whose name does not say
+        (``unknown``); None on a CPU trace or one without kernel time."""
         if not self.has_gpu:
             return None
-        return self.tb[0].tc_used_ratio
+        k = self.kernels()
+        total = float(k["total_ms"].sum())
+        if total <= 0:
+            return None
+        by = k.groupby("tensor_cores")["total_ms"].sum()
+        return {key: float(by.get(key, 0.0)) / total for key in ("yes", "no", "unknown")}
 
     def memory(self):
         """Memory (where the trace recorded it: ``profile_memory=True``): per device ``device,
@@ -358,7 +377,8 @@ class Trace:
     def timeline(self, steps: int = 3, title: str | None = None):
         """A Perfetto-like picture of the first ``steps`` ProfilerSteps (matplotlib ``Figure``): one lane per
         host thread (operators in greys, nested by depth; DataLoader waits in orange), a lane of synchronisations
-        (red), and one lane per GPU stream (kernels blue, copies green, memsets purple). ``title`` names the
+        (red; the profiling loop's own, one ending each step, in slate grey: ``timeline.sync_split``), and one lane
+        per GPU stream (kernels blue, copies green, memsets purple). ``title`` names the
         experiment (the default: "Profiled steps"); the legend lists only what is drawn."""
         return draw_timeline(self.doc, steps=steps, title=title)
 

@@ -95,3 +95,21 @@ def test_a_readable_frame_shows_itself_as_show_does_with_a_plain_display():
     assert "run 7" in labelled                                              # a meaningful index is kept
     named = display.readable(pd.DataFrame({"x_ms": [1.0, 2.0]}, index=pd.Index([0, 1], name="num_workers")))
     assert "num_workers" in named._repr_html_()                             # a named 0, 1 ... index too
+
+
+def test_kernel_names_are_shown_short_and_kept_whole_in_the_data():
+    """A name column of CUDA kernels' C++ signatures (~250 characters) is shown by its readable part; other text
+    columns (row names, sentences) stay whole, and the caller's DataFrame keeps the full names."""
+    import pandas as pd
+
+    sig = ("void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 512, true, 1>(float, float, float, float, "
+           "cudnnTensorStruct, float const*, cudnnTensorStruct, float const*, cudnnTensorStruct, float*, float const*, "
+           "float*, float*, float const*, float const*, float)")
+    df = pd.DataFrame({"name": [sig, "aten::addmm", "x" * 90], "why": ["a sentence " * 8] * 3, "calls": [1, 2, 3]})
+    t = display.Table(df)
+    assert list(t.data["name"]) == ["cudnn::bn_bw_1C11_kernel_new", "aten::addmm", "x" * 59 + "…"]
+    assert t.data["why"][0] == "a sentence " * 8
+    assert df["name"][0] == sig
+    assert "cudnn::" in t._repr_html_() and "float const*" not in t._repr_html_()
+    rows = pd.DataFrame({"name": ["planted input (size 1)", "step bs=256 fp32"]})
+    assert list(display.Table(rows).data["name"]) == list(rows["name"])

@@ -1,0 +1,197 @@
+"""Kernel names, read: a short readable name for tables (``short_name``) and whether a kernel runs on tensor
+cores (``uses_tensor_cores``), classified here from the kernel's name.
+
+Why our own classifier: torch-tb-profiler marks a kernel as using tensor cores by a list of substrings, which is
+wrong both ways on an H100 trace: it marks cuBLAS's ``sm80_xmma_gemm_f32f32_f32f32_f32_…_ffma_…`` (an FP32 GEMM on
+the CUDA cores: FFMA) as tensor-core, and cuDNN's ``sm90_xmma_fprop_implicit_gemm_…tf32…`` (TF32 on tensor cores)
+as not. The rules below follow the naming conventions of NVIDIA's libraries (and AMD's Tensile):
+
+- an instruction that only tensor cores run is named: ``hmma``/``gmma``/``wgmma``/``imma``/``dmma``/``wmma``,
+  ``tensorop`` (CUTLASS's ``OpClassTensorOp``), cuDNN's ``tensor16x8x8``, the MMA shapes of cuBLAS/cuDNN/CUTLASS
+  kernels (``s16816``, ``h1688``, ``h884``, ``s1688`` ...), CuTe's MMA atoms (``SM80_16x8x8_…``), AMD's ``MFMA``
+  -> True;
+- a CUDA-core kernel is named: ``ffma``/``hfma``/``dfma``, ``sgemm``/``dgemm``/``hgemm``, ``simt``, ``gemv``,
+  cuBLAS's small-N ``gemmSN``, cuDNN's ``scudnn`` and its legacy engines (``wgrad_alg0_engine``,
+  ``implicit_convolve_sgemm``, FFT, Winograd) -> False;
+- a kernel that is not a GEMM, convolution or attention (element-wise, reduction, normalisation, copies, the
+  libraries' own helpers: split-K reductions, epilogues, layout transposes, workspace initialisation) -> False;
+- a GEMM/convolution kernel whose data type only tensor cores take at speed (``tf32``, ``bf16``, ``f16``, FP8,
+  INT8) -> True; PyTorch's memory-efficient attention (``fmha_cutlass…_sm80`` and later: CUTLASS's TensorOp with
+  3xTF32 for float32) and FlashAttention -> True;
+- any other GEMM-like kernel (e.g. a Triton matmul template, whose precision its name does not say) -> None:
+  not known from the name.
+
+Nothing here reads a trace: the views (``views.Trace.kernels``) apply it to each kernel.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+ELLIPSIS = "…"
+
+_ANON = re.compile(r"\(anonymous namespace\)::")
+_RETURN_TYPE = re.compile(r"^(?:(?:void|static|__global__|inline|unsigned|signed|const|int|float|double|bool|long|"
+                          r"char|short|auto)\s+)+")
+_CPP_HEAD = re.compile(r"[A-Za-z_~][\w:~]*")
+# the parts of a cuBLAS/cuDNN xmma name that only tune it (stages, warps, alignment, how it is launched)
+_XMMA_NOISE = [(re.compile(r"_stage\d+"), ""), (re.compile(r"_warp(?:group)?size\d+x\d+x\d+"), ""),
+               (re.compile(r"_align[a-z]\d+"), ""), (re.compile(r"_tilesize(\d+x\d+x\d+)"), r"_\1"),
+               (re.compile(r"_execute(?:_segment_k_o(?:n|ff)|_split_k)?_kernel"), ""),
+               (re.compile(r"_strided_execute_kernel"), "_strided"), (re.compile(r"__5x_"), "_"),
+               (re.compile(r"_implicit_gemm"), ""), (re.compile(r"_g1(?=_)"), ""),
+               (re.compile(r"_(nchw|nhwc)(?:kcrs|krsc)_(nchw|nhwc)"),
+                lambda m: f"_{m.group(1)}" if m.group(1) == m.group(2) else f"_{m.group(1)}_{m.group(2)}")]
+# a template argument worth showing beside a generic kernel (PyTorch's element-wise and reduction kernels are told
+# apart only by their functor or the function whose lambda they run)
+_HINT = re.compile(r"functor|ops\b|impl\b|_cuda\b|_kernel\b", re.IGNORECASE)
+_NOT_HINT = {"BinaryFunctor", "BUnaryFunctor", "AUnaryFunctor", "UnaryFunctor", "gpu_kernel_impl",
+             "gpu_kernel_impl_nocast", "func_wrapper_t", "ReduceOp", "OpaqueType", "TensorListMetadata",
+             "_cuda_scatter_gather_internal_kernel", "CUDAGeneratorImpl"}
+_PLAIN_TYPES = {"float", "double", "half", "bool", "int", "long", "short", "char", "unsigned", "signed", "void",
+                "float2", "float4", "BFloat16", "Half"}
+_WRAPPERS = {"Kernel", "Kernel2", "device_kernel", "kernel"}   # CUTLASS's kernel entry points: the name is inside
+_ALREADY_SHORT = re.compile(r"[\w:.\-]+(?:<[\w:]*>?)?" + ELLIPSIS + "?")
+
+
+def _match(s: str, i: int, open_: str, close: str) -> int:
+    """The index of the bracket closing the one at ``s[i]`` (``<>`` and ``()`` both nest), or len(s)."""
+    depth = 0
+    for j in range(i, len(s)):
+        c = s[j]
+        if c in "<(":
+            depth += 1
+        elif c in ">)":
+            depth -= 1
+            if depth == 0:
+                return j
+    return len(s)
+
+
+def _split_top(s: str) -> list[str]:
+    """``s`` split at the commas outside any bracket."""
+    out, depth, cur = [], 0, []
+    for c in s:
+        if c in "<({":
+            depth += 1
+        elif c in ">)}":
+            depth -= 1
+        if c == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(c)
+    out.append("".join(cur).strip())
+    return [p for p in out if p]
+
+
+def _hint(targs: str) -> str | None:
+    """The template argument that tells a generic kernel apart: the first functor/op/implementation named in
+    ``targs``, or the first function whose lambda the kernel runs."""
+    for m in re.finditer(r"([A-Za-z_]\w*)\s*([(<]?)", targs):
+        word, after = m.group(1), m.group(2)
+        if word in _NOT_HINT or word in ("std", "at", "native", "c10", "cuda", "detail", "lambda", "operator"):
+            continue
+        if _HINT.search(word) or after == "(":
+            return word
+    parts = _split_top(targs)
+    if len(parts) == 1 and re.fullmatch(r"[A-Za-z_]\w*", parts[0]) and parts[0] not in _PLAIN_TYPES:
+        return parts[0]
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _parse(name: str) -> tuple[str, str, str]:
+    """``(core, hint, targs)``: the kernel's own name (a C++ signature's qualified name without return type,
+    template arguments and arguments; CUTLASS's wrapped kernel's name; a cuBLAS/cuDNN xmma name without its tuning
+    parts), the template argument worth showing beside it ('' when none) and the template arguments themselves."""
+    s = _ANON.sub("", str(name).strip())
+    s = _RETURN_TYPE.sub("", s)
+    core, hint, targs = s, "", ""
+    m = _CPP_HEAD.match(s)
+    if m and m.end() < len(s) and s[m.end()] in "<(":
+        head, rest = m.group(0), s[m.end():]
+        if rest[0] == "<":
+            end = _match(rest, 0, "<", ">")
+            targs = rest[1:end]
+            after = rest[end + 1:].lstrip()
+            if after and after[0] not in "(:" and not after.startswith("::"):
+                head = None   # not a C++ signature (e.g. "a<b c")
+        if head is not None:
+            core = head
+            last = head.rsplit("::", 1)[-1]
+            first = _split_top(targs)[0] if targs else ""
+            inner = _CPP_HEAD.match(first)
+            if last in _WRAPPERS and inner:
+                core = inner.group(0).rsplit("::", 1)[-1]
+            elif targs:
+                hint = _hint(targs) or ""
+    if re.match(r"sm\d+_xmma", core):
+        for pat, rep in _XMMA_NOISE:
+            core = pat.sub(rep, core)
+    return core, hint, targs
+
+
+_SIGNATURE = re.compile(r"^(?:void\s+)?[A-Za-z_][\w:]*(?:<.*>)?\(.*\)$|^void\s|\(anonymous namespace\)")
+
+
+def looks_like_signature(name: str) -> bool:
+    """True for a C++ signature (a CUDA kernel's demangled name: ``void ns::kernel<...>(...)``), which
+    ``short_name`` shortens even where it fits."""
+    return bool(_SIGNATURE.search(str(name)))
+
+
+def short_name(name: str, width: int = 60) -> str:
+    """A kernel's or operator's name as a table shows it: a C++ signature without ``void``, return type,
+    template arguments and argument list (``void cudnn::bn_bw_1C11_kernel_new<float, ...>(...)`` ->
+    ``cudnn::bn_bw_1C11_kernel_new``), with the functor of a generic PyTorch kernel beside it
+    (``at::native::vectorized_elementwise_kernel<CUDAFunctor_add>``), CUTLASS's wrapped kernel by its own name,
+    a cuBLAS/cuDNN xmma name without its tuning parts (stages, warps, alignment); cut to ``width`` characters with
+    '…'. Other names (``aten::addmm``, Python frames) are only cut. Stable and idempotent."""
+    name = str(name)
+    width = max(int(width), 2)
+    if len(name) <= width and _ALREADY_SHORT.fullmatch(name):
+        return name
+    core, hint, _ = _parse(name)
+    out = f"{core}<{hint}>" if hint else core
+    out = " ".join(out.split())
+    return out if len(out) <= width else out[:width - 1] + ELLIPSIS
+
+
+# ---- tensor cores ------------------------------------------------------------------------------------------------
+_TC_INSTRUCTION = re.compile(r"hmma|gmma|imma|qmma|dmma|wmma|mfma|tensorop|tensor\d+x\d+x\d+"
+                             r"|[a-z](?:16816|1688|884|8816|16832|16864)(?=[a-z_])"
+                             r"|sm[789]\d_\d+x\d+x\d+_|_mi\d+x\d+x\d+")
+_CUDA_CORE = re.compile(r"ffma|hfma|dfma|sgemm|dgemm|hgemm|cgemm|zgemm|simt|gemv|gemmsn|gemmk1|scudnn|dcudnn"
+                        r"|_alg\d_engine|convolve_|fft|winograd")
+_LIBRARY_HELPER = re.compile(r"init_device_workspace|splitkreduce|epilogue|nchwtonhwc|nhwctonchw|transpose"
+                             r"|scal_kernel|reduce_kernel|computeoffsets|convert")
+_GEMM_LIKE = re.compile(r"gemm|conv|fprop|dgrad|wgrad|matmul|(?:^|_)b?mm(?:_|$)|fmha|flash|attention|sdpa|nvjet"
+                        r"|triton_tem|xmma|cijk_")
+_TC_DTYPE = re.compile(r"tf32|bf16|fp16|half|e4m3|e5m2|fp8|int8|(?:^|_)(?:f16|i8|s8|u8)")
+_NVJET_TC = re.compile(r"^nvjet_[a-z]*[hbtqe][a-z]*_")
+_FMHA_SM80 = re.compile(r"fmha_cutlass.*_sm(?:8\d|9\d|1\d\d)")
+
+
+@lru_cache(maxsize=4096)
+def uses_tensor_cores(name: str) -> bool | None:
+    """Whether the kernel ``name`` runs on tensor cores, from its name (rules in the module docstring): True,
+    False, or None for a GEMM-like kernel whose name does not say (e.g. a Triton matmul template)."""
+    whole = str(name).lower()
+    core = _parse(str(name))[0].lower()
+    if _LIBRARY_HELPER.search(core):
+        return False
+    if _TC_INSTRUCTION.search(whole):
+        return True
+    if _CUDA_CORE.search(core):
+        return False
+    if not _GEMM_LIKE.search(core):
+        return False
+    if _TC_DTYPE.search(core) or _NVJET_TC.search(core) or _FMHA_SM80.search(core) or "flash" in core:
+        return True
+    return None
+
+
+def tensor_core_label(value: bool | None) -> str:
+    """The classifier's answer as a table shows it: "yes", "no", or "unknown" (a GEMM whose name does not say)."""
+    return "unknown" if value is None else ("yes" if value else "no")
