@@ -13,7 +13,10 @@ from ..notebook.env import quiet_profiler_warning, runs_dir
 from ..traces import events as ev
 from ..traces import intervals as iv
 from ..traces.events import LOOP_SYNC_METADATA
+from ..traces.kernels import short_name
 from .device import is_cuda
+
+NAME_WIDTH = 60   # a kernel's or operator's name in a printed table (``table``)
 
 
 def activities(device=None) -> list:
@@ -86,7 +89,11 @@ def profile_steps(
     Each call of ``step_fn`` is one profiler step (``prof.step()`` is called after it).
     With ``sync`` (the default) a CUDA device is synchronised after each step so a
     step's CPU-side span covers its GPU work; ``sync=False`` leaves the CPU free to run
-    ahead, so the step's CPU time is only the time spent queueing work.
+    ahead inside the recorded steps, so the step's CPU time is only the time spent queueing
+    work. Either way a CUDA device is synchronised at the end of the last ``wait``/``warmup``
+    step of each cycle, before the recording starts: else the GPU is still running the steps
+    before it (queued ahead) and the profile counts their kernels (an H100 profile of 5 steps
+    held the kernels of 8: GPU busy 805 ms in a 504 ms window).
     With ``trace_dir`` the trace is written there for TensorBoard's profiler plugin
     (``tensorboard_trace_handler``). Returns the finished profiler object.
     When the loop synchronises a CUDA device, the trace says so (top-level key ``LOOP_SYNC_METADATA``).
@@ -113,9 +120,10 @@ def profile_steps(
     ) as prof:
         if sync and is_cuda(device) and hasattr(prof, "preset_metadata_json"):
             prof.preset_metadata_json(LOOP_SYNC_METADATA, "1")
-        for _ in range(total):
+        cycle = wait + warmup + active
+        for i in range(total):
             step_fn()
-            if sync and is_cuda(device):
+            if is_cuda(device) and (sync or i % cycle == wait + warmup - 1):   # sync: every step; else before recording
                 torch.cuda.synchronize(device)
             prof.step()
     return prof
@@ -144,19 +152,26 @@ def host_averages(prof, group_by_input_shape: bool = False):
     return avgs
 
 
-def table(prof, *, sort_by: str | None = None, row_limit: int = 10, group_by_input_shape: bool = False) -> str:
+def table(prof, *, sort_by: str | None = None, row_limit: int = 10, group_by_input_shape: bool = False,
+          name_width: int = NAME_WIDTH) -> str:
     """``key_averages().table(...)`` sorted by device time where there is a device, else CPU time.
 
     The GPU-timeline copies of the ``record_function`` labels are left out: sorted by device time
-    they would top the table (``ProfilerStep*`` with the whole step) and hide the ops.
+    they would top the table (``ProfilerStep*`` with the whole step) and hide the ops. Kernel names (C++
+    signatures of ~250 characters) are shown by their readable part (``traces.kernels.short_name``, at most
+    ``name_width`` characters); ``events_frame`` keeps the full names.
     """
     acts = getattr(prof, "activities", None)
     key = sort_by or sort_key(acts)
-    return host_averages(prof, group_by_input_shape).table(sort_by=key, row_limit=row_limit)
+    avgs = host_averages(prof, group_by_input_shape)   # a fresh EventList: its keys may be shortened
+    for e in avgs:
+        e.key = short_name(e.key, name_width)
+    return avgs.table(sort_by=key, row_limit=row_limit, max_name_column_width=name_width + 4)
 
 
 def events_frame(prof, group_by_input_shape: bool = False):
-    """``key_averages()`` as a DataFrame (times in ms), one row per op or label (host side) or kernel.
+    """``key_averages()`` as a DataFrame (times in ms), one row per op or label (host side) or kernel. ``name`` is
+    the full name (``helpers.notebook.display`` shows kernels' C++ signatures by their readable part).
 
     ``on_device`` is True for rows of device events (kernels, memcpy: their time is
     also counted in the ``self_device_ms`` of the op that launched them). The

@@ -155,7 +155,7 @@ def test_run_profiled_step_rows(tmp_path, monkeypatch):
 
 def test_results_view_keeps_the_columns_that_carry_information(tmp_path):
     from helpers.measure.timing import StepTimes
-    from helpers.notebook.reference import Reference
+    from helpers.notebook.reference import NOT_RUN, Reference
 
     res = Results("01_profiler_basics", "smoke", root=tmp_path / "r")
     res.record("train_step", {"batch_size": 8, "precision": "fp32", "profiled": False, "clock": "wall"},
@@ -181,7 +181,7 @@ def test_results_view_keeps_the_columns_that_carry_information(tmp_path):
     view, _ = pb.results_view(res, ref)
     col = "reference (h100): step mean (ms)"
     assert list(view.columns).index(col) == list(view.columns).index("step_ms_mean") + 1
-    assert view[col].iloc[0] == 40.0 and view[col].isna().iloc[1]
+    assert view[col].iloc[0] == 40.0 and view[col].iloc[1] == NOT_RUN   # a row the reference did not run: no NaN
 
 
 def test_orders_table_on_a_cpu_profile(cpu_profile):
@@ -325,3 +325,29 @@ def test_phase_calls_on_a_gpu_follow_the_launches(monkeypatch):
     assert calls["forward"] == [0.95, 0.5] and calls["backward"] == [2.0]
     assert math.isnan(calls["optimizer_step"][0])                            # launched nothing
     assert pb.phase_calls(prof, False)["forward"] == [0.1, 0.1]
+
+
+def test_the_panel_under_a_spent_budget_skips_good_values_and_refuses_bad_ones():
+    """With the notebook's time budget spent, a good configuration is a skipped row (OverBudget), while bad values
+    are refused for what they are (InvalidValue): validation rows are never skipped for time."""
+    from helpers.notebook.budget import Budget
+
+    spent = Budget(1.0, start=-1e9)
+    results = Results(pb.NOTEBOOK, "smoke", autosave=False)
+    kw = dict(steps=1, warmup=0, budget=spent)
+    good = pb.run_profiled_step(results, "cpu", lambda bs, p: make_step(bs, p), 2, **kw)
+    bad = pb.run_profiled_step(results, "cpu", lambda bs, p: make_step(bs, p), 0, **kw)
+    assert good["status"] == "failed" and good["error"].startswith("OverBudget: skipped"), good
+    assert bad["status"] == "failed" and bad["error"].startswith("InvalidValue"), bad
+
+
+def test_averages_frame_shortens_kernel_names():
+    """A GPU's kernel rows carry ~250-character C++ signatures; the DataFrame shows them short."""
+    from types import SimpleNamespace
+
+    long = ("void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 512, true, 1>(float, float, float, float, "
+            "cudnnTensorStruct, float const*, cudnnTensorStruct, float const*, cudnnTensorStruct, float*)")
+    e = SimpleNamespace(key=long, count=2, device_type="CUDA", is_user_annotation=False, self_cpu_time_total=0.0,
+                        cpu_time_total=0.0, self_device_time_total=2000.0, device_time_total=2000.0)
+    df = pb.averages_frame([e], "self_device_time_total", on_gpu=True)
+    assert list(df["name"]) == ["cudnn::bn_bw_1C11_kernel_new"]

@@ -55,7 +55,7 @@ def test_profiler_basics_structure():
         assert "gpu_busy_within_span" not in checks and prof["metrics"]["gpu_busy_ms"] is None
     assert {"first_step_runs_other_ops", "self_order_tops_an_op", "total_order_tops_a_top_level_row",
             "per_call_order_tops_a_once_per_step_row", "backward_chain_nests", "phases_add_up_to_the_step",
-            "bad_settings_are_failed_rows"} <= set(checks)
+            "bad_settings_are_failed_rows", "viewed_trace_kernels_timed"} <= set(checks)
     # one step, several figures: the profiler's cost measured in alternation, a comparison with a verdict
     rows = {e["name"]: e for e in doc["experiments"]}
     for kind in ("unprofiled", "profiled"):

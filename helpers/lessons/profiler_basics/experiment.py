@@ -2,6 +2,7 @@
 ``timer_rounds``), and the panel's experiment (``run_profiled_step``, its values checked by ``validate_panel``)."""
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any, Callable, Mapping
 
@@ -73,6 +74,24 @@ def top_op(ev, on_gpu: bool) -> tuple[str, float]:
     return str(ops.iloc[0]["name"]), float(ops.iloc[0][col] / ops.loc[ops["on_device"] == on_gpu, col].sum())
 
 
+def busy_within_span(busy_ms: float, span_ms: float, rtol: float = 0.001) -> bool:
+    """Whether the kernels' total time (GPU busy, the footer's Self CUDA time total) fits in the recorded steps' GPU
+    span, as a busy time must: more means kernels of steps before the window were counted (no sync before it)."""
+    return busy_ms <= (1 + rtol) * span_ms
+
+
+def kernel_times(doc) -> dict[str, int]:
+    """A loaded trace's kernel events: how many, and how many have no duration (``dur`` 0 or missing: a trace
+    whose kernels lost their times, as ``export_chrome_trace`` wrote one on an H100, every kernel at ts=0, dur=0)."""
+    kernels = [e for e in doc.get("traceEvents", []) if isinstance(e, dict) and e.get("cat") == "kernel"]
+    return {"kernels": len(kernels), "zero_duration": sum(1 for e in kernels if not e.get("dur"))}
+
+
+def kernels_intact(counts: Mapping[str, int]) -> bool:
+    """``kernel_times``: there are kernels and every one has a duration (a CPU trace has none: not intact)."""
+    return counts["kernels"] > 0 and counts["zero_duration"] == 0
+
+
 def validate_panel(values: Mapping[str, Any], device) -> dict[str, Any]:
     """The panel's values, checked before anything runs: a batch size of 1..4096, a precision this device runs
     (fp16 autocast only on a GPU), deterministic a real bool. Raises ``InvalidValue`` with the reader's message."""
@@ -83,17 +102,20 @@ def validate_panel(values: Mapping[str, Any], device) -> dict[str, Any]:
 
 def run_profiled_step(results, device, make_step: Callable[[int, str], Callable[[], Any]], batch_size: int,
                       precision: str = "fp32", deterministic: bool = False, *, steps: int,
-                      warmup: int) -> dict[str, Any]:
+                      warmup: int, budget=None) -> dict[str, Any]:
     """Time and profile the step ``make_step(batch_size, precision)`` builds: its step statistics, peak memory and
     top operator with its share, recorded in ``results`` and logged for TensorBoard. Bad input (``validate_panel``)
-    or a failure is a failed row with a one-line message; returns the row."""
+    or a failure is a failed row with a one-line message; returns the row. With a ``budget``
+    (``notebook.budget.Budget``) the run is skipped or stopped by it (a failed row saying so); the values are
+    checked first all the same, so bad input is refused whatever the budget."""
     det = " det" if deterministic is True else ("" if deterministic is False else f" det={deterministic!r}")
     name = f"step bs={batch_size} {precision}{det}"
     cfg = {"batch_size": batch_size, "precision": precision, "deterministic": deterministic}
 
     def experiment():
         v = validate_panel(cfg, device)
-        with env.deterministic(v["deterministic"]):
+        guard = budget.limit() if budget is not None else contextlib.nullcontext()   # after the values' checks
+        with guard, env.deterministic(v["deterministic"]):
             step = make_step(v["batch_size"], v["precision"])
             dev.reset_peak_memory(device)
             t = timing.time_steps(step, steps=steps, warmup=warmup, device=device)

@@ -9,6 +9,7 @@ from ...measure import profiling, timing, training
 from ...notebook import reference
 from ...notebook.display import show
 from ...traces import events as trace_events
+from ...traces.kernels import short_name
 
 WIDTH = 120       # characters of one line in a JupyterLab output area at 1400 px with the file browser open (~124)
 NAME_WIDTH = 36   # ``max_name_column_width`` that keeps a CPU table (name + 6 columns of 14) within WIDTH
@@ -32,7 +33,8 @@ def averages_frame(avgs, sort_by: str, row_limit: int = 10, columns: str = "time
     ``"time"`` (calls, self share, self / total / per-call time; on a GPU also the CPU's self and total), ``"memory"``
     (calls, self time, memory with and without children, MB) or ``"shapes"`` (input shapes, calls, self and total
     time). Times in ms; shares are fractions of the column's total (the kernels' rows on a GPU), as the ``%``
-    columns."""
+    columns. Names as ``traces.kernels.short_name`` gives them (a kernel's ~250-character signature cut to its
+    name)."""
     import pandas as pd
 
     t = "device" if on_gpu else "cpu"
@@ -40,8 +42,8 @@ def averages_frame(avgs, sort_by: str, row_limit: int = 10, columns: str = "time
         not trace_events.is_host(e) and not getattr(e, "is_user_annotation", False))) or 1.0
     out = []
     for e in sorted(avgs, key=lambda e: getattr(e, _key(sort_by)), reverse=True)[:row_limit]:
-        r: dict[str, Any] = {"name": e.key, **({"input_shapes": str(e.input_shapes)} if columns == "shapes" else {}),
-                             "calls": e.count}
+        r: dict[str, Any] = {"name": short_name(e.key),
+                             **({"input_shapes": str(e.input_shapes)} if columns == "shapes" else {}), "calls": e.count}
         if columns == "time":
             r |= {"self_cpu_ms": e.self_cpu_time_total / 1e3, "cpu_total_ms": e.cpu_time_total / 1e3} if on_gpu else {}
             r[f"self_{t}_share"] = getattr(e, f"self_{t}_time_total") / everything
@@ -164,12 +166,15 @@ def timer_chart(timers: Mapping[str, list[float]], title: str):
 def results_view(results, ref=None):
     """The step rows (not ``OWN_SECTION``'s) with only the columns that carry information: ``(table, caption)``;
     configuration the same in every row goes to the caption (and samples/s, then batch size / mean). With a
-    reference run (``notebook.reference``) its step mean sits beside this run's."""
+    reference run (``notebook.reference``) its step mean sits beside this run's. Kernel names are short
+    (``traces.kernels.short_name``)."""
     df = results.table()
     df = df[~df["experiment"].isin(OWN_SECTION)].reset_index(drop=True)
     for col, default in DEFAULTS.items():
         df[col] = [default if v is None or v != v else v for v in df[col]] if col in df.columns else default
     df = df[[c for c in VIEW if c in df.columns]].assign(error=lambda d: d["error"].where(d["error"] != ""))
+    if "top_op" in df.columns:
+        df["top_op"] = [short_name(v) if isinstance(v, str) else v for v in df["top_op"]]
     df = df.dropna(axis=1, how="all")
     same = {c: df[c].iloc[0] for c in ("batch_size", "precision", "deterministic", "status")
             if c in df.columns and len(df) and df[c].nunique(dropna=False) == 1}

@@ -1,0 +1,130 @@
+"""Replay of notebook 01 (profiler basics) on the recorded H100 run: its checks, trace picking, verdict wording and
+results table run on the GPU's numbers and traces. The sync before the recorded window is GPU-only runtime code:
+tested here on a CPU with ``torch.cuda.synchronize`` and the CUDA flag replaced (the order of calls), for both the
+helper ``profiling.profile_steps`` and the loop written in the notebook's own cell."""
+from __future__ import annotations
+
+import ast
+import functools
+import json
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from helpers.lessons import profiler_basics as pb
+from helpers.measure import compare, profiling
+from helpers.notebook.results import Results
+from helpers.traces import load_trace
+
+from .conftest import h100, h100_trace
+
+NB = "01_profiler_basics"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / f"{NB}.ipynb"
+
+
+@functools.cache
+def _kernels(which: str) -> dict:
+    path = h100_trace(NB, which)
+    return pb.kernel_times(load_trace(path))
+
+
+def test_h100_busy_beyond_the_span_fails_the_check():
+    """The H100's profile without a sync counted the warm-up's kernels: 804.96 ms busy in a 504.07 ms window."""
+    m = h100(NB).row("profiled_step")["metrics"]
+    span = m["step_ms_mean"] * m["steps_timed"]
+    assert round(span, 2) == 504.07 and m["gpu_busy_ms"] == pytest.approx(804.964)
+    assert not pb.busy_within_span(m["gpu_busy_ms"], span)
+    assert pb.busy_within_span(0.99 * span, span) and pb.busy_within_span(span, span)
+
+
+def test_the_exported_chrome_trace_is_broken_and_the_handler_file_intact():
+    chrome, handler = _kernels("chrome_trace"), _kernels(".pt.trace.json")
+    assert chrome == {"kernels": 760, "zero_duration": 760}      # 8 steps x 95 kernels, every one at ts=0, dur=0
+    assert handler == {"kernels": 475, "zero_duration": 0}      # 5 recorded steps x 95, all timed
+    assert not pb.kernels_intact(chrome) and pb.kernels_intact(handler)
+    assert not pb.kernels_intact({"kernels": 0, "zero_duration": 0})   # a CPU trace: no kernels to call intact
+
+
+def test_the_offline_views_read_the_handler_file():
+    """The notebook opens the offline views on the TensorBoard handler's file, not on the Chrome export."""
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    src = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    shown = [line for line in src.splitlines() if line.startswith("tr.show(")]
+    assert shown and all("chrome_path" not in line for line in shown), shown
+
+
+def test_the_timer_comparison_reads_low_not_faster():
+    gap = h100(NB).comparison("synchronised", "naive") | {"role": "timer"}
+    line = compare.describe(gap)
+    assert "naive reads 1040× low against synchronised" in line and "faster" not in line, line
+    assert f"{100 / gap['ratio']:.2g}%" == "0.096%"   # the naive timer's share, as the notebook prints it
+
+
+def test_results_view_shortens_kernel_names():
+    doc = h100(NB).doc
+    results = Results(NB, doc["scale"], autosave=False)
+    for e in doc["experiments"]:
+        results.add(e["name"], e["config"], e["metrics"], e["status"], e["error"])
+    view, _ = pb.results_view(results)
+    tops = [v for v in view["top_op"] if isinstance(v, str)]
+    assert "cudnn::bn_bw_1C11_kernel_new" in tops, tops
+    assert max(map(len, tops)) <= pb.NAME_WIDTH + 24, tops
+
+
+# ---- the sync before the recorded window (CPU, with CUDA faked) ------------------------------------------------
+def _faked(monkeypatch, calls):
+    """``torch.cuda.synchronize`` recorded in ``calls``, CUDA said to be there, and a profiler whose ``step()`` is
+    recorded too (the real one's first start costs seconds; the order of calls is what is tested)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: calls.append("sync"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+
+    class Prof:
+        def step(self):
+            calls.append("prof.step")
+
+    @contextmanager
+    def profile(**kw):
+        yield Prof()
+
+    return profile
+
+
+def _order(calls):
+    """The steps and syncs in order, and whether the sync came before the ``prof.step()`` that starts recording."""
+    marks = [i for i, c in enumerate(calls) if c == "prof.step"]
+    return [c for c in calls if c != "prof.step"], "sync" in calls and calls.index("sync") < marks[2]
+
+
+def test_profile_steps_syncs_before_the_first_recorded_step(monkeypatch):
+    import torch
+
+    calls: list[str] = []
+    monkeypatch.setattr(torch.profiler, "profile", _faked(monkeypatch, calls))
+    monkeypatch.setattr(profiling, "is_cuda", lambda device: True)
+    monkeypatch.setattr(profiling, "activities", lambda device=None: [])
+    profiling.profile_steps(lambda: calls.append("step"), wait=1, warmup=2, active=2, device="cpu", sync=False)
+    # the kernels of the wait and warm-up steps finish before the first recorded step starts; none inside it
+    assert _order(calls) == (["step"] * 3 + ["sync"] + ["step"] * 2, True), calls
+
+
+def _notebook_function(name: str) -> str:
+    for cell in json.loads(NOTEBOOK.read_text())["cells"]:
+        src = "".join(cell["source"])
+        if cell["cell_type"] == "code" and f"def {name}(" in src:
+            fn = next(n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef) and n.name == name)
+            return ast.get_source_segment(src, fn)
+    raise AssertionError(f"no cell defines {name}")
+
+
+def test_the_notebooks_loop_syncs_before_the_first_recorded_step(monkeypatch):
+    import torch
+
+    calls: list[str] = []
+    ns = {"profile": _faked(monkeypatch, calls), "schedule": lambda **kw: None, "torch": torch, "ACTIVITIES": [],
+          "ON_GPU": True, "WAIT": 1, "WARMUP_STEPS": 2, "ACTIVE": 2}
+    exec(_notebook_function("profile_steps"), ns)
+    ns["profile_steps"](lambda: calls.append("step"))
+    assert _order(calls) == (["step"] * 3 + ["sync"] + ["step"] * 2, True), calls
