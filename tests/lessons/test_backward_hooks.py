@@ -163,26 +163,20 @@ def test_ops_tree_under_gather_backward():
     assert names.index("aten::new_zeros") < names.index("aten::scatter_add_")
 
 
-def test_op_diff(monkeypatch):
-    import pandas as pd
+def test_stack_line_reads_what_the_trace_gave():
+    exact = hooks.stack_line({"call_from": "timm/layers/patch_dropout.py:45",
+                              "stack": ["timm/layers/patch_dropout.py(7): patch_dropout_forward"]})
+    assert exact == {"file": "timm/layers/patch_dropout.py", "line": 45, "function": "patch_dropout_forward",
+                     "exact": True}
+    start = hooks.stack_line({"call_from": "a/b.py:7 (function start)", "stack": []})
+    assert start["line"] == 7 and not start["exact"] and start["function"] is None
+    assert hooks.stack_line({"call_from": None}) is None
 
-    from helpers.lessons.backward_hooks import views
 
-    frames = {"a": pd.DataFrame([
-        {"name": "aten::gather", "on_device": False, "calls": 2, "cpu_total_ms": 1.0},
-        {"name": "aten::fill_", "on_device": False, "calls": 12, "cpu_total_ms": 0.1},
-        {"name": "indexing_backward_kernel", "on_device": True, "calls": 2, "cpu_total_ms": 0.0}]),
-        "b": pd.DataFrame([
-            {"name": "aten::gather", "on_device": False, "calls": 2, "cpu_total_ms": 1.2},
-            {"name": "aten::fill_", "on_device": False, "calls": 93, "cpu_total_ms": 0.4},
-            {"name": "aten::set_", "on_device": False, "calls": 6, "cpu_total_ms": 0.01},
-            {"name": "index_put_with_sort_kernel", "on_device": True, "calls": 2, "cpu_total_ms": 0.0}])}
-    monkeypatch.setattr(views.profiling, "events_frame", lambda prof: frames[prof])
-    d = hooks.op_diff("a", "b")
-    assert list(d["name"]) == ["index_put_with_sort_kernel", "indexing_backward_kernel", "aten::fill_", "aten::set_"]
-    assert list(d["kind"]) == ["kernel", "kernel", "op", "op"]
-    r = d.set_index("name")
-    assert r.loc["indexing_backward_kernel", "calls_deterministic"] == 0
-    assert r.loc["aten::fill_", "calls_default"] == 12 and r.loc["aten::fill_", "calls_deterministic"] == 93
-    assert r.loc["aten::fill_", "ms_deterministic"] == pytest.approx(0.4)
-    assert hooks.op_diff("a", "a").empty
+def test_reread_keeps_a_measured_floor_and_rereads_an_old_verdict():
+    old = {"a": "x", "b": "y", "ratio": 1.0249, "low": 1.016, "high": 1.0294, "verdict": "no difference"}
+    assert hooks.reread(old)["verdict"] == "faster, small"
+    assert hooks.reread({**old, "low": 0.99})["verdict"] == "no difference"
+    assert hooks.reread({**old, "ratio": 0.9, "low": 0.85, "high": 0.95})["verdict"] == "slower"
+    measured = {**old, "floor_from": "A/A split"}
+    assert hooks.reread(measured) == measured and hooks.reread(None) is None

@@ -333,3 +333,26 @@ def test_results_chart():
     bars = [c for c in ax1.containers if isinstance(c, BarContainer)]
     assert len(bars) == 1 and bars[0].errorbar is not None               # interquartile ranges as error bars
     assert [t.get_text() for t in ax2.get_yticklabels()] == ["patch_drop", "blocks.0", "blocks"]
+
+
+def test_trace_diff_on_the_cpu_matrix_traces(matrix):
+    lab, _ = matrix
+    d = hooks.trace_diff(lab.docs["nondet gather"], lab.docs["det gather"], top=5)
+    assert 0 < len(d) <= 5 and set(d["kind"]) == {"op"}   # a CPU trace: ops only, host time
+    fill = d.set_index("name").loc["aten::fill_"]
+    assert fill["calls_deterministic"] > fill["calls_default"]
+    assert hooks.trace_diff(lab.docs["det gather"], lab.docs["det gather"]).empty
+
+
+def test_the_time_guard_skips_runs_but_never_the_checks_of_bad_values(lab):
+    from helpers.notebook.budget import Budget
+
+    lab.budget = Budget(1.0, start=-1e9)   # spent long ago
+    bad = lab.run_config(True, "scatter", name="bad")
+    assert bad["status"] == "failed" and "InvalidValue" in bad["error"]
+    skipped = lab.run_config(True, "gather", name="skipped")
+    assert skipped["status"] == "failed" and "OverBudget" in skipped["error"]
+    assert lab.time_matrix() == {}
+    rows = [lab.results.get(f"interleaved {hooks.matrix_name(d, m)}") for d, m in hooks.MATRIX]
+    assert all(r["status"] == "failed" and "OverBudget" in r["error"] for r in rows)
+    assert lab.run_config(True, "gather", name="panel", guarded=False, timed=False)["status"] == "ok"

@@ -4,8 +4,10 @@
 panel's experiment: one configuration (deterministic mode x patch-dropout method x batch size) timed and profiled, its
 trace read by ``trace_metrics`` (syncs inside the ``backward`` label by kind, the GPU idle they caused, both clocks
 of the node that selects the kept patches); a bad value or any failure becomes a failed row. ``time_matrix`` times the
-four configurations in interleaved rounds, the only step times the notebook compares. On a CPU every step runs with
-one intra-op thread: on a shared 2-core machine two OpenMP threads wait for each other whenever one is descheduled.
+four configurations in interleaved rounds, the only step times the notebook compares. With a time guard
+(``notebook.budget.Budget``) a run starts only while the budget lasts and is stopped past it (a failed row saying
+so); bad values are refused before the guard, so validation rows always run. On a CPU every step runs with one
+intra-op thread: on a shared 2-core machine two OpenMP threads wait for each other whenever one is descheduled.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from ...measure import device as dv
 from ...measure import profiling, timing, training
 from ...measure.compare import compare
 from ...measure.validate import InvalidValue, validate_batch_size, validate_bool, validate_choice
-from ...notebook import env
+from ...notebook import budget as budget_mod, env
 from ...notebook import tensorboard as tb
 from .patch_dropout import METHODS, set_patch_dropout
 
@@ -69,10 +71,12 @@ class Lab:
     """The lesson's experiments on one device, recorded in ``results`` (a ``notebook.results.Results``). ``params``:
     ``batch_size``, ``image_size``, ``patch_size``, ``depth``, ``width``, ``heads``, timed ``steps`` and ``warmup``,
     interleaved ``rounds``, the profiler schedule ``wait``, ``warmup_steps``, ``active``. Profiles and traces of the
-    configurations run are kept in ``profs`` / ``docs`` under their names."""
+    configurations run are kept in ``profs`` / ``docs`` under their names. ``budget``: the notebook's time guard
+    (None: unlimited)."""
 
     def __init__(self, notebook: str, params: Mapping[str, Any], device, results, *, patch_drop_rate: float = 0.5,
-                 lr: float = 0.001, momentum: float = 0.9, seed: int = 0, cpu_threads: int | None = 1):
+                 lr: float = 0.001, momentum: float = 0.9, seed: int = 0, cpu_threads: int | None = 1,
+                 budget: budget_mod.Budget | None = None):
         self.notebook, self.device, self.results, self.p = notebook, torch.device(device), results, dict(params)
         self.threads = cpu_threads if self.device.type == "cpu" else None   # None: the device's own setting
         self.batch_size, self.rounds = params["batch_size"], params["rounds"]
@@ -80,6 +84,11 @@ class Lab:
         self.acts = profiling.activities(self.device)
         self.profs: dict[str, Any] = {}
         self.docs: dict[str, dict] = {}
+        self.budget = budget
+
+    def guard(self, fn: Callable[[], Any], guarded: bool = True) -> Callable[[], Any]:
+        """``fn`` under the time guard (``Budget.wrap``: ``OverBudget`` once it is spent), or as it is without one."""
+        return self.budget.wrap(fn) if guarded and self.budget is not None else fn
 
     def batch(self, batch_size: int | None = None):
         """Random images and labels (from the current random state)."""
@@ -113,9 +122,10 @@ class Lab:
         return prof, tdir
 
     def run_config(self, deterministic: Any = True, method: Any = "gather", batch_size: Any = None,
-                   name: str | None = None, timed: bool = True) -> dict[str, Any]:
+                   name: str | None = None, timed: bool = True, guarded: bool = True) -> dict[str, Any]:
         """Time (``timed``) and profile one configuration; returns its results row. A bad value (``deterministic``
-        not a boolean, an unknown method, a batch size below 1) or any failure becomes a failed row."""
+        not a boolean, an unknown method, a batch size below 1) or any failure becomes a failed row; the values are
+        checked first, then the run goes through the time guard (``guarded``; the panel's runs are not)."""
         batch_size = self.batch_size if batch_size is None else batch_size
         name = name or config_name(deterministic, method, batch_size)
         cfg = {"deterministic": deterministic, "method": method, "batch_size": batch_size}
@@ -124,6 +134,9 @@ class Lab:
             det = validate_bool(deterministic, "deterministic")
             validate_choice(method, METHODS, "patch-dropout method")
             validate_batch_size(batch_size)
+            return self.guard(lambda: measure(det), guarded)()
+
+        def measure(det):
             step = self.build(method, batch_size)[2]
             dv.reset_peak_memory(self.device)
             t = None
@@ -150,22 +163,27 @@ class Lab:
 
     def interleaved(self, steps: Mapping[Any, tuple[bool, Callable[[], Any]]], rounds: int | None = None):
         """Time ``steps`` ({key: (deterministic, step_fn)}) in turns (``measure.timing.interleaved_times``), each
-        under its own deterministic setting, the garbage collector paused. Returns ``{key: StepTimes}``."""
+        under its own deterministic setting, the garbage collector paused, under the time guard (``OverBudget``
+        when it is spent). Returns ``{key: StepTimes}``."""
         def in_mode(det, fn):
             def run():
                 with env.deterministic(det):
                     return fn()
             return run
 
-        with timing.torch_threads(self.threads), timing.gc_paused():
-            return timing.interleaved_times({k: in_mode(d, fn) for k, (d, fn) in steps.items()},
-                                            self.rounds if rounds is None else rounds, self.device,
-                                            warmup=self.p["warmup"])
+        def run():
+            with timing.torch_threads(self.threads), timing.gc_paused():
+                return timing.interleaved_times({k: in_mode(d, fn) for k, (d, fn) in steps.items()},
+                                                self.rounds if rounds is None else rounds, self.device,
+                                                warmup=self.p["warmup"])
+
+        return self.guard(run)()
 
     def time_matrix(self, rounds: int | None = None) -> dict[tuple[bool, str], timing.StepTimes]:
         """The four configurations on ONE model, optimizer and batch (each step first puts its method's patch
         dropout in place: two builds of one model can differ by a few per cent on a CPU), timed in interleaved
-        rounds, each recorded as ``interleaved <matrix_name>``. Returns ``{(deterministic, method): StepTimes}``."""
+        rounds, each recorded as ``interleaved <matrix_name>``. Returns ``{(deterministic, method): StepTimes}``, {}
+        when the time guard skipped or stopped them (each row then a failed row saying so)."""
         model, _, step = self.build()
         drops = {m: set_patch_dropout(model, m).patch_drop for m in METHODS}
 
@@ -175,11 +193,20 @@ class Lab:
                 return step()
             return run
 
-        times = self.interleaved({(d, m): (d, with_method(m)) for d, m in MATRIX}, rounds)
-        for (d, m), t in times.items():
+        try:
+            times, over = self.interleaved({(d, m): (d, with_method(m)) for d, m in MATRIX}, rounds), None
+        except budget_mod.OverBudget as exc:
+            times, over = {}, exc
+
+        def metrics(t):
+            if t is None:
+                raise over
+            return t.metrics(self.batch_size)
+
+        for d, m in MATRIX:
             self.results.record(f"interleaved {matrix_name(d, m)}", {"deterministic": d, "method": m,
                                 "batch_size": self.batch_size, "timing": "interleaved"},
-                                lambda t=t: t.metrics(self.batch_size))
+                                lambda t=times.get((d, m)): metrics(t))
         return times
 
     def equivalence(self) -> dict[str, Any]:

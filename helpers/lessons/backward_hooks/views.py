@@ -1,14 +1,18 @@
 """Notebook 03's tables and chart, built from its profiles, traces and results (figures only, no sentences)."""
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 from ... import traces as tr
+from ...traces import events as ev
+from ...traces.kernels import short_name
 from ...measure import profiling
 from ...notebook import reference
 from .experiment import MATRIX, matrix_name
 
 PREFIX = "backward of "   # the hooks' range names: "backward of blocks.0.attn"
+WRAPPER = "autograd::engine::evaluate_function: "   # the engine's range around each backward node
 
 
 def module_table(prof, steps: int):
@@ -40,23 +44,68 @@ def two_clocks(doc: Mapping[str, Any]):
     return ops
 
 
-def op_diff(a, b, labels: tuple[str, str] = ("default", "deterministic"), time_col: str = "cpu_total_ms"):
-    """Ops and kernels whose call counts differ between two profiles of the same steps (``a``, ``b``): calls and
-    ``time_col`` of each, ``kind`` "kernel" for device rows, kernels first, then by the difference in calls."""
+def _per_name(doc: Mapping[str, Any]) -> dict[tuple[str, str], list[float]]:
+    """``{(kind, name): [calls, us]}`` per trace: kernels (their device time) and ops (the device time of the
+    kernels launched inside them, or their host time when the trace has no device work), each op name counted once
+    per launch even when nested in itself."""
+    out: dict[tuple[str, str], list[float]] = {}
+    work = ev.device_work(doc)
+    for e in work:
+        r = out.setdefault(("kernel", short_name(str(e.get("name", "")))), [0, 0.0])
+        r[0] += 1
+        r[1] += float(e.get("dur", 0.0))
+    ops = [e for e in ev.complete(doc) if ev.kind(e) == "op" and not str(e.get("name", "")).startswith(WRAPPER)]
+    dev = {ev.corr(e): float(e.get("dur", 0.0)) for e in work}
+    marks = [(float(e["ts"]), 1, e) for e in ops] + [
+        (float(e["ts"]), 0, e) for e in ev.launches(doc).values() if ev.corr(e) in dev]
+    by_tid: dict[Any, list] = {}
+    for m in marks:
+        by_tid.setdefault(m[2].get("tid"), []).append(m)
+    for items in by_tid.values():
+        stack: list = []
+        for ts, is_op, e in sorted(items, key=lambda m: (m[0], -m[1], -float(m[2].get("dur", 0.0)))):
+            while stack and float(stack[-1]["ts"]) + float(stack[-1].get("dur", 0.0)) <= ts:
+                stack.pop()
+            if is_op:
+                r = out.setdefault(("op", str(e["name"])), [0, 0.0])
+                r[0] += 1
+                if not work:
+                    r[1] += float(e.get("dur", 0.0)) if str(e["name"]) not in {s["name"] for s in stack} else 0.0
+                stack.append(e)
+            else:
+                for name in {str(s["name"]) for s in stack}:
+                    out[("op", name)][1] += dev[ev.corr(e)]
+    return out
+
+
+def trace_diff(a: Mapping[str, Any], b: Mapping[str, Any], labels: tuple[str, str] = ("default", "deterministic"),
+               top: int | None = 12):
+    """What changed between two traces of the same steps (``a``, ``b``: ``traces.load_trace`` documents), per
+    profiled step: one row per op and kernel (short names) with ``calls`` and ``ms`` of each, ``delta_ms`` (b - a).
+    GPU traces: device time (an op's: the kernels launched inside it), rows whose calls differ or whose time differs
+    by over 0.01 ms, the largest time difference first. CPU traces: host time, which a few steps on a shared CPU
+    cannot compare, so only rows whose calls differ, the largest difference in calls first. The first ``top``."""
+    import pandas as pd
+
     la, lb = labels
-    frames = []
-    for prof, lab in ((a, la), (b, lb)):
-        f = profiling.events_frame(prof).groupby("name").agg(
-            calls=("calls", "sum"), ms=(time_col, "sum"), on_device=("on_device", "any"))
-        frames.append(f.add_suffix(f"_{lab}"))
-    df = frames[0].join(frames[1], how="outer")
-    for c in df.columns:
-        df[c] = df[c].eq(True) if c.startswith("on_device") else df[c].fillna(0)
-    df = df[df[f"calls_{la}"] != df[f"calls_{lb}"]].reset_index()
-    df["kind"] = ["kernel" if x or y else "op" for x, y in zip(df[f"on_device_{la}"], df[f"on_device_{lb}"])]
-    df["_d"] = (df[f"calls_{lb}"] - df[f"calls_{la}"]).abs()
-    df = df.sort_values(["kind", "_d", "name"], ascending=[True, False, True])
-    return df[["name", "kind", f"calls_{la}", f"calls_{lb}", f"ms_{la}", f"ms_{lb}"]].reset_index(drop=True)
+    timed = all(ev.device_work(d) for d in (a, b))
+    per = []
+    for doc in (a, b):
+        steps = max(len(tr.step_ranges(doc)), 1)
+        per.append({k: (c / steps, us / 1000.0 / steps) for k, (c, us) in _per_name(doc).items()})
+    recs = []
+    for key in sorted(set(per[0]) | set(per[1])):
+        (ca, ma), (cb, mb) = per[0].get(key, (0.0, 0.0)), per[1].get(key, (0.0, 0.0))
+        if ca != cb or (timed and abs(mb - ma) > 0.01):
+            recs.append({"name": key[1], "kind": key[0], f"calls_{la}": ca, f"calls_{lb}": cb,
+                         f"ms_{la}": ma, f"ms_{lb}": mb, "delta_ms": mb - ma})
+    cols = ["name", "kind", f"calls_{la}", f"calls_{lb}", f"ms_{la}", f"ms_{lb}", "delta_ms"]
+    df = pd.DataFrame(recs, columns=cols)
+    if df.empty:
+        return df
+    df["_t"], df["_c"] = df["delta_ms"].abs(), (df[f"calls_{lb}"] - df[f"calls_{la}"]).abs()
+    df = df.sort_values(["_t", "_c", "name"] if timed else ["_c", "_t", "name"], ascending=[False, False, True])
+    return df[cols].head(top if top else len(df)).reset_index(drop=True)
 
 
 def ops_tree(prof, node: str = "GatherBackward0") -> list[tuple[int, str]]:
@@ -135,3 +184,36 @@ def results_chart(times: Mapping[tuple[bool, str], Any], modules, title: str):
     ax2.set_title("Backward time per module (hook ranges)")
     fig.tight_layout()
     return fig
+
+
+_CALL = re.compile(r"^(?P<file>.+\.py):(?P<line>\d+)(?P<start> \(function start\))?$")
+_FRAME = re.compile(r"^(?P<file>.+\.py)\((?P<line>\d+)\): (?P<function>.+)$")
+
+
+def stack_line(origin: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What a ``traces.forward_origin`` result holds about the source line of the forward op: ``file``, ``line``,
+    ``function`` (the innermost Python frame's) and ``exact`` — True when the trace gave the calling line
+    (``CallFrom``), False when it gave only the function's first line (its ``def``: the line is not in the trace).
+    None without an origin or a file:line."""
+    m = _CALL.match(str((origin or {}).get("call_from") or ""))
+    if m is None:
+        return None
+    frame = next((f for f in (_FRAME.match(str(s)) for s in origin.get("stack") or []) if f), None)
+    return {"file": m["file"], "line": int(m["line"]), "function": frame["function"] if frame else None,
+            "exact": m["start"] is None}
+
+
+def reread(entry: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A reference comparison recorded before the noise floor was measured (no ``floor_from``: its verdict used a
+    fixed 3.5% floor) with the verdict re-read from its interval as ``measure.compare`` now decides it, the floor
+    taken as 0 (a GPU step's spread is ~0.1%) and ``floor_from`` saying so; an entry with a measured floor, or
+    None, as it is."""
+    if not entry or "floor_from" in entry or not isinstance(entry.get("ratio"), (int, float)):
+        return dict(entry) if entry else None
+    from ...measure.compare import SMALL
+
+    r, lo, hi = entry["ratio"], entry.get("low", entry["ratio"]), entry.get("high", entry["ratio"])
+    verdict = "faster" if lo > 1 else "slower" if hi < 1 else "no difference"
+    if verdict != "no difference" and max(r, 1 / r) < 1 + SMALL:
+        verdict += ", small"
+    return {**entry, "verdict": verdict, "floor": 0.0, "floor_from": "re-read from the recorded interval"}
