@@ -37,7 +37,8 @@ be judged (the verdict says so). The host's own time is split instead:
      dispatch per op dominates) and the Python between operators.
 
 A cause's ``ms`` is its time per average step: the most that fixing it could save (for compute, the time a
-cheaper model, lower precision or fusion could shrink). A cause below ``MIN_FINDING_SHARE`` of the step is
+cheaper model, lower precision or fusion could shrink; where FP32 GEMMs hold ``FP32_GEMM_SHARE`` of a GPU trace's
+kernel time, its advice names TF32 first). A cause below ``MIN_FINDING_SHARE`` of the step is
 listed but is not a finding. ``Diagnosis.per_step`` holds each cause's milliseconds step by step (what
 ``compare`` puts an interval on).
 """
@@ -59,10 +60,14 @@ from .split import MALLOC_APIS, SHORT_KERNEL_US, TINY_OP_US, Part, split_cpu, sp
 MIN_FINDING_SHARE = 0.05
 # Memory is "near capacity" when the peak reserved by the caching allocator is above this share of the device.
 NEAR_CAPACITY = 0.90
+# The compute advice names TF32 first when FP32 matrix products (FFMA/SIMT GEMMs: no tensor cores) hold at least
+# this share of the steps' kernel time: ``torch.set_float32_matmul_precision("high")`` is one line and runs them on
+# TF32 tensor cores (Ampere and later; the H100 reference's 8192² FP32 product ran at ~52 TFLOP/s with it off).
+FP32_GEMM_SHARE = 0.5
 # TINY_OP_US (CPU: an operator whose median call is shorter is overhead) and SHORT_KERNEL_US (GPU: a kernel this
 # short is comparable to its launch) live with the splitting code, in ``split``; they are shown from here.
-__all__ = ["CAUSES", "Diagnosis", "DiagnosisError", "MALLOC_APIS", "MIN_FINDING_SHARE", "NEAR_CAPACITY", "SEE",
-           "SEE_CPU", "SHORT_KERNEL_US", "TINY_OP_US", "advice", "diagnose"]
+__all__ = ["CAUSES", "Diagnosis", "DiagnosisError", "FP32_GEMM_SHARE", "MALLOC_APIS", "MIN_FINDING_SHARE",
+           "NEAR_CAPACITY", "SEE", "SEE_CPU", "SHORT_KERNEL_US", "TINY_OP_US", "advice", "diagnose"]
 
 CAUSES = ("input", "host sync", "launch/overhead", "compute", "memory", "communication")
 SEE = {
@@ -91,10 +96,39 @@ SEE_CPU = {
 }
 
 
-def advice(cause: str, on_gpu: bool) -> str:
+TF32 = ('FP32 matrix products: first torch.set_float32_matmul_precision("high") (one line: they run on TF32 '
+        'tensor cores, Ampere and later), then ')
+
+
+def advice(cause: str, on_gpu: bool, fp32_gemm: bool = False) -> str:
     """Where the fix for ``cause`` is taught, for the kind of trace: ``SEE`` for a GPU trace, ``SEE_CPU`` for a
-    CPU-only one (whose launch/overhead advice names what helps on a CPU, not CUDA graphs)."""
-    return (SEE if on_gpu else SEE_CPU)[cause]
+    CPU-only one (whose launch/overhead advice names what helps on a CPU, not CUDA graphs). ``fp32_gemm``: the GPU
+    compute is mostly FP32 GEMMs, so the compute advice names TF32 first."""
+    text = (SEE if on_gpu else SEE_CPU)[cause]
+    return TF32 + text if cause == "compute" and on_gpu and fp32_gemm else text
+
+
+def is_fp32_gemm(name: str) -> bool:
+    """A GPU matrix-product kernel in plain FP32 (FFMA or SIMT: no tensor cores): cuBLAS' ``sm80_xmma_gemm_f32f32_…
+    _ffma``, ``…sgemm…``, CUTLASS' ``cutlass_80_simt_sgemm``; not ``tf32``, half or bf16 ones."""
+    from .kernels import uses_tensor_cores
+
+    n = name.lower()
+    if uses_tensor_cores(name) or any(w in n for w in ("tf32", "bf16", "f16", "hmma", "imma")):
+        return False
+    return "sgemm" in n or ("gemm" in n and ("ffma" in n or "f32f32" in n))
+
+
+def fp32_gemm_share(events: list, steps) -> float | None:
+    """The share of the steps' kernel time in ``is_fp32_gemm`` kernels (None: no kernel in the steps)."""
+    S = iv.merge(steps)
+    total = fp32 = 0.0
+    for e in events:
+        if ev.is_device_work(e) and ev.kind(e) == "kernel":
+            t = iv.length(iv.clip(S, *ev.span(e)))
+            total += t
+            fp32 += t if is_fp32_gemm(str(e.get("name", ""))) else 0.0
+    return fp32 / total if total > 0 else None
 
 
 class DiagnosisError(ValueError):
@@ -235,8 +269,11 @@ def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | N
         cannot = ["host sync", "GPU idle", "memory (device capacity)"]
         parts = split_cpu(events, steps, main_tid, per)
     causes, per_step = [], {}
+    fp32 = fp32_gemm_share(events, steps) if on_gpu else None
     for part in parts:
         c, each = _cause(part, n, step_ms, steps, on_gpu)
+        if part.cause == "compute" and fp32 is not None:
+            c |= {"fp32_gemm_share": round(fp32, 4), "see": advice("compute", True, fp32 >= FP32_GEMM_SHARE)}
         causes.append(c)
         per_step[part.cause] = each
     if not on_gpu:

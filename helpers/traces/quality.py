@@ -8,7 +8,9 @@ and lists them as ``quality`` in its JSON), and raises ``TraceError`` for a trac
 - ``few_steps``         fewer than ``MIN_STEPS`` steps: no average to speak of, no interval for ``compare``;
 - ``warmup_in_window``  the first step is far slower than the others (``WARMUP_RATIO``): warm-up was profiled;
 - ``ops_without_kernels``  launches with no device work recorded for them (``ProfilerActivity.CUDA`` missing, or
-                        the profiler's buffers overflowed): the device view is partial or missing;
+                        the profiler's buffers overflowed): the device view is partial or missing; or an
+                        accelerator on the machine and no device activity, unless the job said it ran on the CPU
+                        (``cpu_job``: its own metadata, or a gloo process group);
 - ``mixed_ranks``       ``ProfilerStep``s of several processes in one file (ranks merged into one trace);
 - ``not_pytorch``       events of categories PyTorch's profiler does not write (another tool's, merged in);
 - ``impossible_values`` events with NaN, Infinity, a negative or a missing time, left out of the diagnosis;
@@ -35,6 +37,19 @@ PYTORCH_EXTRA = {"trace", "overhead", "cpu_instant_event", "external_correlation
                  "glow_runtime", "mtia_insight", "cuda_event", "mtia_counters", "xpu_scope_profiler", "memory",
                  "ac2g", "fwdbwd", "async", "flow"}
 LAUNCH_WORDS = ("launch", "memcpy", "memset")
+# A job says where it ran with this top-level key (``prof.add_metadata_json(JOB_DEVICE_METADATA, '"cpu"')``); a
+# gloo process group's ``distributedInfo`` says so too: such a trace lacks device activity on purpose.
+JOB_DEVICE_METADATA = "perf_lab_device"
+
+
+def cpu_job(doc: Mapping[str, Any]) -> bool:
+    """The trace says its job ran on the CPU: its own ``JOB_DEVICE_METADATA`` is ``cpu``, or (without it) its
+    process group's backend is gloo (the CPU backend; NCCL is the GPUs')."""
+    said = doc.get(JOB_DEVICE_METADATA)
+    if said is not None:
+        return str(said).strip('"').lower() == "cpu"
+    info = doc.get("distributedInfo")
+    return isinstance(info, Mapping) and str(info.get("backend", "")).lower() == "gloo"
 
 
 def _entry(check: str, message: str) -> dict[str, str]:
@@ -101,7 +116,7 @@ def assess(doc: Mapping[str, Any], label: str = "the trace") -> list[dict[str, s
                                                      f"({missing / len(launched):.0%}) have no kernel, copy or memset "
                                                      f"recorded: {what}"))
     devices = [p for p in doc.get("deviceProperties") or [] if isinstance(p, Mapping)]
-    if devices and not launched and not any(ev.is_device_work(e) for e in valid):
+    if devices and not launched and not cpu_job(doc) and not any(ev.is_device_work(e) for e in valid):
         out.append(_entry("ops_without_kernels", f"the machine had {len(devices)} accelerator(s) "
                                                  f"({devices[0].get('name', '?')}) but the trace holds no device "
                                                  f"activity: if the job ran on it, profile with ProfilerActivity.CUDA "

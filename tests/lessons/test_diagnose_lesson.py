@@ -179,6 +179,27 @@ def test_measure_fixes_interleaved_rows_and_comparisons(tmp_path):
     assert dx.fix_name("host sync", 20.0) == "planted host sync (size 20) without .item()"
 
 
+def test_a_spent_budget_skips_the_timing_and_the_profiled_case(tmp_path):
+    from helpers.notebook.budget import Budget
+
+    res = Results("05_diagnose", "smoke", root=tmp_path)
+    spent = Budget(10, reserve_s=0, start=-1e9)
+    assert dx.measure_fixes(res, make_step, {"compute": 64}, rounds=3, untimed=1, device="cpu", budget=spent) == {}
+    assert dx.run_case(res, make_step, "compute", 64, device="cpu", budget=spent, **SCHEDULE) is None
+    rows = {e["name"]: e for e in res.experiments}
+    assert all(r["status"] == "failed" and "OverBudget: skipped" in r["error"] for r in rows.values())
+    assert {"timed: planted compute (size 64)", f"timed: {dx.FIXED}", "planted compute (size 64)"} == set(rows)
+
+
+def test_as_slowdown_reads_the_plant_as_what_it_does():
+    from helpers.measure.compare import describe
+
+    c = {"a": "planted input (size 1)", "b": "nothing planted", "ratio": 4.0, "low": 3.0, "high": 5.0,
+         "verdict": "faster", "role": "change"}
+    assert describe(dx.as_slowdown(c)) == ("planted input (size 1) makes the step 4.00× slower than nothing planted "
+                                            "(95% interval 3.00×–5.00×)")
+
+
 def test_results_view_only_informative_columns(tmp_path):
     res = Results("05_diagnose", "smoke", root=tmp_path)
     res.add("planted compute (size 64)", {"planted": "compute", "size": 64, "device": "cpu"},

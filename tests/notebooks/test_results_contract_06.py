@@ -55,6 +55,8 @@ def test_distributed_structure():
     named = rows["straggler doctor"]
     assert named["metrics"]["named_rank"] == named["config"]["planted_rank"]
     counts = doc["notes"]["all_reduces_per_optimizer_step"]
+    speedup = doc["notes"]["ddp_speedup"]   # 06-2: means and medians, super-linear said where it is
+    assert speedup["median_ratio"] > 0 and speedup["super_linear"] == (speedup["mean_ratio"] > len(ranks))
     assert all(r["accum sync"] > r["accum no_sync"] > 0 for r in counts)
     # the appendix: a rank that dies is a failed row naming it; every rank of the job is stopped
     dead = [e for n, e in rows.items() if n.startswith("expected failure")]

@@ -166,3 +166,15 @@ def test_loop_syncs_read_from_the_trace_so_the_doctor_agrees():
     assert r.ms("host sync") == 0 and r.top == "compute"
     assert dg.diagnose(marked, loop_syncs=True).to_list() == r.to_list()
     assert dg.diagnose({"traceEvents": evs}).ms("host sync") > 0  # an unmarked trace: every sync is the step's
+
+
+def test_fp32_gemm_kernels_are_told_from_tensor_core_ones():
+    from helpers.traces.diagnosis import is_fp32_gemm
+
+    assert is_fp32_gemm("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4")
+    assert is_fp32_gemm("void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nt_align1>(...)")
+    assert is_fp32_gemm("volta_sgemm_128x64_nn")
+    assert not is_fp32_gemm("sm90_xmma_gemm_tf32f32_tf32f32_f32_tn_n_tilesize128x128x32")
+    assert not is_fp32_gemm("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64")
+    assert not is_fp32_gemm("ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_tn")
+    assert not is_fp32_gemm("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>")

@@ -242,6 +242,22 @@ def test_gpu_operators_with_no_kernels_recorded():
     assert "NVIDIA H100" in quality.assess(cpu_only_on_a_gpu_machine)[0]["message"]
 
 
+def test_a_cpu_job_on_a_gpu_machine_gets_no_accelerator_warning():
+    """06-1: notebook 06 runs its ranks on the CPU (gloo) on purpose on a one-GPU machine; its traces list the H100 in
+    deviceProperties, but the job said where it ran (gloo's distributedInfo, or the job's own metadata), so the doctor
+    does not warn about missing device activity."""
+    h100 = [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]
+    gloo = {**steps_trace(), "deviceProperties": h100, "distributedInfo": {"backend": "gloo", "rank": 0,
+                                                                           "world_size": 2}}
+    said = {**steps_trace(), "deviceProperties": h100, quality.JOB_DEVICE_METADATA: '"cpu"'}
+    for doc in (gloo, said):
+        assert "ops_without_kernels" not in [q["check"] for q in quality.assess(doc)]
+    nccl = {**gloo, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2}}
+    assert "ops_without_kernels" in [q["check"] for q in quality.assess(nccl)]
+    said_cuda = {**said, quality.JOB_DEVICE_METADATA: '"cuda"'}
+    assert "ops_without_kernels" in [q["check"] for q in quality.assess(said_cuda)]
+
+
 def test_finite_makes_strict_json():
     x = {"a": float("nan"), "b": [1.0, float("inf"), {"c": -float("inf")}], "d": "NaN"}
     assert quality.finite(x) == {"a": None, "b": [1.0, None, {"c": None}], "d": "NaN"}

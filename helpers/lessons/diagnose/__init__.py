@@ -2,13 +2,13 @@
 in its cells. Here: ``experiment`` (the panel's validator, a profiled case as a results row, each plant against its
 fix in interleaved rounds, the claim beside the saving, reference traces, bad inputs) and ``views`` (tables, chart)."""
 from .experiment import (
-    FIXED, LIMITS, PLANTED, advice_named_for_device, case_name, causes_metrics, fix_name, gpu_idle_vs_hta,
-    measure_fixes, record_diagnosis, reference_traces, run_case, saved_vs_claimed, sync_found, validate_panel,
-    validate_size, write_bad_inputs,
+    FIXED, LIMITS, PLANTED, advice_named_for_device, as_slowdown, baseline_readings, case_name, causes_metrics,
+    fix_name, gpu_idle_vs_hta, measure_fixes, record_diagnosis, reference_traces, run_case, saved_vs_claimed,
+    sync_found, time_steps, validate_panel, validate_size, write_bad_inputs,
 )
-from .views import results_view, verdicts_chart, verdicts_table
+from .views import planted_table, results_view, verdicts_chart, verdicts_table
 
-__all__ = ["FIXED", "LIMITS", "PLANTED", "advice_named_for_device", "case_name", "causes_metrics", "fix_name",
-           "gpu_idle_vs_hta", "measure_fixes", "record_diagnosis", "reference_traces", "results_view", "run_case",
-           "saved_vs_claimed", "sync_found", "validate_panel", "validate_size", "verdicts_chart", "verdicts_table",
-           "write_bad_inputs"]
+__all__ = ["FIXED", "LIMITS", "PLANTED", "advice_named_for_device", "as_slowdown", "baseline_readings", "case_name",
+           "causes_metrics", "fix_name", "gpu_idle_vs_hta", "measure_fixes", "planted_table", "record_diagnosis",
+           "reference_traces", "results_view", "run_case", "saved_vs_claimed", "sync_found", "time_steps",
+           "validate_panel", "validate_size", "verdicts_chart", "verdicts_table", "write_bad_inputs"]

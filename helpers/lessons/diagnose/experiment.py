@@ -4,6 +4,7 @@ against its fix in interleaved rounds, the doctor's claim beside the saving, the
 appendix's bad inputs."""
 from __future__ import annotations
 
+import contextlib
 import gzip
 import numbers
 from pathlib import Path
@@ -63,22 +64,25 @@ def causes_metrics(d) -> dict[str, Any]:
     return m | ({"trace_dir": str(d.trace_dir)} if d.trace_dir is not None else {})
 
 
-def record_diagnosis(results, name: str, config: Mapping[str, Any], diagnosed: Callable[[], Any]):
-    """``diagnosed()`` as the row ``name`` (``causes_metrics``; a failure is a failed row with a one-line message).
-    Returns the diagnosis, None if it failed."""
+def record_diagnosis(results, name: str, config: Mapping[str, Any], diagnosed: Callable[[], Any], budget=None):
+    """``diagnosed()`` as the row ``name`` (``causes_metrics``; a failure is a failed row with a one-line message;
+    with a ``budget`` (``helpers.notebook.budget.Budget``), skipped or stopped once it is spent). Returns the
+    diagnosis, None if it failed."""
     out = {}
 
     def experiment():
         out["d"] = diagnosed()
         return causes_metrics(out["d"])
 
-    return out.get("d") if results.record(name, config, experiment)["status"] == "ok" else None
+    run = budget.wrap(experiment) if budget is not None else experiment
+    return out.get("d") if results.record(name, config, run)["status"] == "ok" else None
 
 
 def run_case(results, make_step: Callable, kind: Any, size: Any, item: bool = True, *, device, wait: int,
-             warmup: int, active: int):
+             warmup: int, active: int, budget=None):
     """Plant one bottleneck (``make_step(kind, size, item=item)``), profile and diagnose it (``diagnose_step``) as
-    a results row; bad input is a failed row, never an exception. Returns the diagnosis, or None."""
+    a results row; bad input is a failed row, never an exception (``budget``: as ``record_diagnosis``). Returns the
+    diagnosis, or None."""
     import torch
 
     config = {"planted": kind, "size": size, "device": torch.device(device).type} | ({} if item else {"item": False})
@@ -87,34 +91,72 @@ def run_case(results, make_step: Callable, kind: Any, size: Any, item: bool = Tr
         step = make_step(validate_choice(kind, PLANTED, "planted bottleneck"), validate_size(kind, size), item=item)
         return diagnose_step(step, wait=wait, warmup=warmup, active=active, device=device, name=f"05_diagnose/{kind}")
 
-    return record_diagnosis(results, case_name(kind, size, item), config, diagnosed)
+    return record_diagnosis(results, case_name(kind, size, item), config, diagnosed, budget)
 
 
-def measure_fixes(results, make_step: Callable, sizes: Mapping[str, Any], *, rounds: int, untimed: int, device):
-    """Time each plant (``sizes``: kind -> size) and its fix (``fix_name``) without the profiler in ``rounds``
-    interleaved rounds (each step first called ``untimed`` times), as rows ``timed: <name>``, and compare each plant
-    (a) with its fix (b): ``results.compare``. Returns the comparisons by kind."""
+def time_steps(results, steps: Mapping[str, Callable], *, rounds: int, untimed: int, device, budget=None):
+    """``steps`` (name -> step) timed without the profiler in ``rounds`` interleaved rounds (each first called
+    ``untimed`` times), as rows ``timed: <name>``; past the ``budget``: failed rows and ``{}``. Returns the timings."""
+    from ...notebook.budget import OverBudget
+
+    config = {"rounds": rounds, "profiled": False}
+    try:
+        with budget.limit() if budget is not None else contextlib.nullcontext():
+            timed = interleaved_times(steps, rounds, device=device, warmup=untimed)
+    except OverBudget as exc:
+        for n in steps:
+            results.add(f"timed: {n}", config, status="failed", error=f"OverBudget: {exc}")
+        return {}
+    for name, t in timed.items():
+        results.add(f"timed: {name}", config, {"step_ms_mean": t.mean, "step_ms_median": t.median,
+                                               "steps_timed": len(t.times_ms)})
+    return timed
+
+
+def measure_fixes(results, make_step: Callable, sizes: Mapping[str, Any], *, rounds: int, untimed: int, device,
+                  budget=None):
+    """Time each plant (``sizes``: kind -> size) and its fix (``fix_name``) without the profiler (``time_steps``),
+    and compare each plant (a) with its fix (b): ``results.compare``. Returns the comparisons by kind ({} when the
+    budget skipped the timing)."""
     steps, pairs = {}, {}
     for kind, size in sizes.items():
         pairs[kind] = a, b = case_name(kind, size), fix_name(kind, size)
         steps[a] = make_step(kind, size)
         if b not in steps:
             steps[b] = make_step(kind, size, item=False) if kind == "host sync" else make_step("none", 1)
-    timed = interleaved_times(steps, rounds, device=device, warmup=untimed)
-    for name, t in timed.items():
-        results.add(f"timed: {name}", {"rounds": rounds, "profiled": False},
-                    {"step_ms_mean": t.mean, "step_ms_median": t.median, "steps_timed": len(t.times_ms)})
+    timed = time_steps(results, steps, rounds=rounds, untimed=untimed, device=device, budget=budget)
+    if not timed:
+        return {}
     return {kind: results.compare(a, b, timed[a].times_ms, timed[b].times_ms) for kind, (a, b) in pairs.items()}
+
+
+def as_slowdown(c: Mapping[str, Any]) -> dict[str, Any]:
+    """A plant-against-fix comparison (a = planted, b = fix) turned round, for ``compare.describe`` to read as what
+    the plant does: "planted input makes the step 43× slower than nothing planted"."""
+    head, _, tail = str(c.get("verdict", "")).partition(",")
+    return dict(c, a=c["b"], b=c["a"], ratio=1 / c["ratio"], low=1 / c["high"], high=1 / c["low"],
+                verdict={"faster": "slower", "slower": "faster"}.get(head, head) + ("," + tail if tail else ""))
+
+
+def baseline_readings(metric: Callable[[str, str], Any]) -> dict[str, float | None]:
+    """The step with nothing planted (``metric(row, key)``: ``Results.metric``, ``Reference.metric``), profiled (steps
+    back to back) and timed (mean, median of the rounds); ``profiled_over_timed`` below 1: the profiled was faster."""
+    prof, mean = metric(case_name("none", 1), "step_ms_mean"), metric(f"timed: {FIXED}", "step_ms_mean")
+    return {"profiled_ms": prof, "timed_mean_ms": mean, "timed_median_ms": metric(f"timed: {FIXED}", "step_ms_median"),
+            "profiled_over_timed": prof / mean if prof and mean else None}
 
 
 SAVED = ["planted", "claimed (ms)", "claimed share", "verdict", "saved (ms)", "saved share", "saved share low",
          "saved share high", "agrees"]
 
 
-def saved_vs_claimed(planted: Mapping[str, Any], fixes: Mapping[str, Mapping[str, Any]], agree: float = 0.10):
+def saved_vs_claimed(planted: Mapping[str, Any], fixes: Mapping[str, Mapping[str, Any]], agree: float = 0.10,
+                     timed_step: bool = False):
     """Per plant: the doctor's claim (the planted cause's ms and share of the profiled step) and, only where the
     comparison is resolved, the saving without the profiler (ms; share 1 - fixed/planted with the comparison's
-    interval). ``agrees``: the claimed share lies within ``agree`` of the saved share's interval."""
+    interval). ``agrees``: the claimed share lies within ``agree`` of the saved share's interval. ``timed_step``:
+    the claim's share is of the timed (unprofiled) planted step instead, for a step of several causes, where the
+    profiler lengthens the rest of the step (its many small ops) and not the planted input wait or large products."""
     import numpy as np
     import pandas as pd
 
@@ -124,7 +166,8 @@ def saved_vs_claimed(planted: Mapping[str, Any], fixes: Mapping[str, Mapping[str
         if d is None:
             continue
         claim = d.ms(kind) or 0.0
-        row = dict.fromkeys(SAVED) | {"planted": kind, "claimed (ms)": claim, "claimed share": claim / d.step_ms,
+        step = float(np.mean(c["samples"]["a"])) if timed_step and c.get("samples") else d.step_ms
+        row = dict.fromkeys(SAVED) | {"planted": kind, "claimed (ms)": claim, "claimed share": claim / step,
                                       "verdict": c["verdict"]}
         if resolved(c):
             low, high = 1 - 1 / c["low"], 1 - 1 / c["high"]

@@ -106,3 +106,77 @@ def timelines(folder: Path | str, steps: int = 1) -> list[tuple[int, Any]]:
     workers = [(rank if rank is not None else i, f) for i, (rank, _, f) in enumerate(find_workers(folder)[0])]
     return [(r, open_trace(f).timeline(steps=steps, title=f"rank {r}")) for r, f in workers]
 
+
+
+def speedup(entry: dict[str, Any], ranks: int, slow: float = 1.25) -> dict[str, Any]:
+    """DDP against the single process (a comparison entry: a = single, b = DDP, ratio of means a/b) read two ways:
+    ``mean_ratio``; ``super_linear``: it exceeds ``ranks`` (more than the ranks can give: the means are pulled up
+    by slow steps); from the entry's ``samples`` (None without them): ``median_ratio`` and ``slow_steps`` (the
+    single process's steps over ``slow`` × its median) of ``n``."""
+    import statistics
+
+    s = entry.get("samples") or {}
+    a, b = s.get("a") or [], s.get("b") or []
+    med = statistics.median(a) / statistics.median(b) if a and b else None
+    return {"mean_ratio": entry["ratio"], "super_linear": entry["ratio"] > ranks, "median_ratio": med,
+            "slow_steps": sum(t > slow * statistics.median(a) for t in a) if a else None, "n": len(a) or None}
+
+
+def grad_mb(plan: dict[str, Any]) -> float:
+    """The MLP's gradient bytes in MB as DDP's ``bucket_cap_mb`` counts them (MiB; fp32): every weight and bias of
+    ``layers`` Linear layers of ``hidden`` from ``features``, and the classifier."""
+    d, n = plan["features"], 0
+    for _ in range(plan["layers"]):
+        n, d = n + d * plan["hidden"] + plan["hidden"], plan["hidden"]
+    return 4 * (n + d * plan["classes"] + plan["classes"]) / 2 ** 20
+
+
+
+def effects_table(here: dict[str, Any], ref, ranks: int, accum: int):
+    """06's effects in ``reference.article_table``'s columns (the "article": what data-parallel training should do),
+    the H100 reference beside this run. ``here``: the ``"ddp"``, ``"no_sync"``, ``"straggler"`` comparisons, the notes'
+    ``"all_reduces"`` and ``"bucket_sweep"`` records, ``"named"`` and ``"straggler_rank"``, ``"median"`` (DDP's
+    median ratio), ``"why"`` ({effect: text}); the reference's from its results.json (its names before issue 30)."""
+    import pandas as pd
+
+    from ...notebook import reference as rf
+
+    notes = (ref.doc.get("notes") or {}) if ref is not None else {}
+    theirs = {} if ref is None else {
+        "ddp": ref.comparison("single process", f"DDP {ranks} ranks"),
+        "no_sync": ref.comparison("synced accumulation", "accumulation under no_sync")
+        or ref.comparison("accumulation, every backward syncs", "accumulation under no_sync"),
+        "straggler": ref.comparison(f"DDP {ranks} ranks", "DDP with a straggler"),
+        "all_reduces": notes.get("all_reduces_per_optimizer_step"), "bucket_sweep": notes.get("bucket_sweep"),
+        "named": ref.metric("straggler doctor", "named_rank"),
+        "straggler_rank": (ref.row("straggler doctor") or {}).get("config", {}).get("planted_rank")}
+
+    def cells(d):   # effect -> (text or None, reproduces?)
+        c, ar, bs, st = d.get("ddp"), d.get("all_reduces") or [], d.get("bucket_sweep") or [], d.get("straggler")
+        share = [r.get("overlap share") for r in bs]
+        med = f"; medians {d['median']:.2f}x" if d.get("median") else ""
+        return {"ddp": (rf.ratio_text(c) + med, rf.agreement(ranks, c)) if c else (None, ""),
+                "no_sync": (f"{ar[0]['accum sync']:g} → {ar[0]['accum no_sync']:g} all-reduces; "
+                            + rf.ratio_text(d.get("no_sync")), "yes" if all(
+                                r["accum sync"] == accum * r["accum no_sync"] > 0 for r in ar) else "no")
+                if ar else (None, ""),
+                "buckets": (", ".join(f"{r['bucket_cap_mb']:g} MB: {s:.0%}" for r, s in zip(bs, share)),
+                            "yes" if share[0] > share[-1] else "no")
+                if len(bs) > 1 and all(isinstance(s, float) for s in share) else (None, ""),
+                "straggler": (rf.ratio_text(st) + f"; the doctor names rank {d.get('named')}", "yes" if st["verdict"]
+                              .startswith("slower") and d.get("named") == d.get("straggler_rank") else "no")
+                if st else (None, "")}
+
+    effects = {"ddp": (f"DDP {ranks} ranks vs single process (same global batch)",
+                       f"{ranks}× at best ({ranks} ranks)"),
+               "no_sync": ("accumulation under no_sync", f"{accum} → 1 all-reduces per optimizer step; faster"),
+               "buckets": ("overlapped share of the all-reduce, by bucket_cap_mb", "smaller buckets overlap more"),
+               "straggler": ("one slow rank", "every rank waits for it; the doctor names it")}
+    t, m, rows = cells(theirs), cells(here), []
+    for k, (effect, article) in effects.items():
+        (tt, tok), (mt, mok) = t[k], m[k]
+        tok, mok = (tok if tt else rf.NOT_RUN), (mok if mt else rf.NOT_MEASURED)
+        rows.append({"effect": effect, "article": article, "H100 reference": tt or rf.NOT_RUN, "H100 reproduces?": tok,
+                     "this run": mt or rf.NOT_MEASURED, "this run reproduces?": mok, "why": "" if str(tok).startswith(
+                         "yes") and str(mok).startswith("yes") else here.get("why", {}).get(k, "")})
+    return pd.DataFrame(rows, columns=rf.ARTICLE_COLUMNS)
