@@ -148,16 +148,23 @@ def can_alarm() -> bool:
 def alarm(seconds: float, message: str) -> Iterator[None]:
     """Raise ``OverBudget(message)`` in the block after ``seconds`` (``SIGALRM``, main thread only; elsewhere the
     block runs unbounded). An alarm already set outside (a nested limit) is kept: the sooner one fires, and the
-    outer one is set again, less the time spent, when the block ends."""
+    outer one is set again, less the time spent, when the block ends. An alarm that falls inside a finaliser (a
+    ``__del__``: a DataLoader shutting its workers down) waits until it returns, then stops the block (at its end at
+    the latest): raised there, Python would print it as "Exception ignored in ..." and drop it."""
     if not can_alarm():
         yield
         return
-    armed = {"on": True}
+    armed = {"on": True, "due": False}
 
     def fire(signum, frame):
-        if armed["on"]:
-            armed["on"] = False
-            raise OverBudget(message)
+        if not armed["on"]:
+            return
+        if _finalizing(frame):   # raised in a __del__ it would be printed and dropped: wait until it is done
+            armed["due"] = True
+            signal.setitimer(signal.ITIMER_REAL, DEFER_S)
+            return
+        armed["on"] = False
+        raise OverBudget(message)
 
     outer_left, _ = signal.getitimer(signal.ITIMER_REAL)
     own = max(seconds, 1e-3)
@@ -170,8 +177,24 @@ def alarm(seconds: float, message: str) -> Iterator[None]:
     try:
         yield
     finally:
-        armed["on"] = False
+        due, armed["on"] = armed["on"] and armed["due"], False
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
         if outer_left:
             signal.setitimer(signal.ITIMER_REAL, max(1e-3, outer_left - (time.monotonic() - t0)))
+    if due:   # the alarm fell in a finaliser and the block ended before it could be raised: stop here
+        raise OverBudget(message)
+
+
+# a finaliser the alarm must not interrupt: an exception raised in a __del__ is printed ("Exception ignored in")
+# and dropped; a DataLoader's iterator shuts its workers down there, joining each one for up to 5 s
+FINALIZERS = frozenset({"__del__", "_shutdown_workers"})
+DEFER_S = 0.05   # the alarm tries again this often until the finaliser has returned
+
+
+def _finalizing(frame) -> bool:
+    while frame is not None:
+        if frame.f_code.co_name in FINALIZERS:
+            return True
+        frame = frame.f_back
+    return False

@@ -161,3 +161,34 @@ def test_outside_the_main_thread_it_still_skips_but_cannot_stop():
     t.start()
     t.join(30)
     assert out["can_alarm"] is False and out["ran"] == "done" and out["skipped"].startswith("skipped:")
+
+
+class _SlowAfterFirst(__import__("torch").utils.data.Dataset):
+    """Item 0 at once, every other item after 0.6 s: a worker still busy when its loader shuts down."""
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        if i:
+            time.sleep(0.6)
+        return i
+
+
+def test_the_alarm_waits_for_a_dataloader_shutting_down_then_stops_the_block(monkeypatch):
+    """The H100 run printed "Exception ignored in: _MultiProcessingDataLoaderIter.__del__ ... OverBudget": the
+    alarm fired inside the loader's worker shutdown (a ``__del__``), where Python can only print and drop it. Here
+    the alarm falls inside that shutdown (a worker busy 0.6 s, the alarm at 0.2 s): it waits for the shutdown to end,
+    then stops the block, and nothing is printed as "Exception ignored"."""
+    import sys
+
+    from torch.utils.data import DataLoader
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    it = iter(DataLoader(_SlowAfterFirst(), batch_size=1, num_workers=1))
+    assert next(it).tolist() == [0]
+    with pytest.raises(bg.OverBudget, match="stopped"):
+        with bg.alarm(0.2, "stopped: test"):
+            del it                     # __del__ -> _shutdown_workers joins the busy worker: the alarm fires there
+            time.sleep(0.5)            # the stop lands here, after the shutdown
+    assert not unraisable, [u.exc_value for u in unraisable]

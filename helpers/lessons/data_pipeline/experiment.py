@@ -14,7 +14,7 @@ from torch import nn
 from torch.profiler import record_function
 
 from ...measure import device as dv, profiling, validate as vd
-from ...measure.timing import StepTimes, rotation
+from ...measure.timing import StepTimes, rotation, torch_threads
 from ...measure.training import labelled_step
 from ...notebook import tensorboard as tb
 from ...notebook.display import readable
@@ -98,11 +98,10 @@ def bound_ms(variant: str, ceiling_ms: float, decode_bound_ms: float) -> float:
 
 
 def guarded(budget, fn: Callable[[], Any], default: Any = math.nan) -> Any:
-    """``fn()`` under the time budget; ``default`` when the budget skips or stops it."""
+    """``fn()`` under the time budget; ``default`` when the budget skips or stops it (said once, with the rest)."""
     try:
         return budget.wrap(fn)()
-    except OverBudget as exc:
-        print(f"[over budget] {exc}")
+    except OverBudget:
         return default
 
 
@@ -116,7 +115,7 @@ def _plan(kw: dict[str, Any], rounds: int, cycles: int, warmup: int) -> dict[str
     nw, steps = kw.get("num_workers", 0), max(1, kw.get("steps", 1) // rounds)
     if isinstance(nw, int) and not isinstance(nw, bool):
         steps = cycle_steps(nw, cycles, steps) if kw.get("train", True) or nw else steps
-        warmup = max(warmup, nw)
+        warmup = max(kw.get("warmup", warmup), nw)   # a row's own warm-up (the pipeline alone: 0 at full scale)
     return {**kw, "steps": steps, "warmup": warmup}
 
 
@@ -150,7 +149,8 @@ def measure(results, rows: Mapping[str, Mapping[str, Any]], run: Callable[..., d
         cfg |= {"model": model, "stand_in": model and sim is not None, "stand_in_ms": sim if model else None,
                 "timed_steps": kw["steps"], "warmup_steps": kw["warmup"], "rounds": rounds}
         results.record(name, cfg, failing(failed[name]) if name in failed else
-                       lambda name=name, cfg=cfg: _pool(results, name, cfg, runs[name]))
+                       lambda name=name, cfg=cfg: _pool(results, name, cfg, runs[name]),
+                       verbose=not isinstance(failed.get(name), OverBudget))   # skipped: said once (views.skipped)
 
 
 def _pool(results, name: str, cfg: dict, ms: list[dict]) -> dict[str, Any]:
@@ -176,15 +176,18 @@ def compare(results, a: str, b: str) -> dict[str, Any] | None:
     return results.compare(a, b, ta, tb_, metric="step_ms_mean") if ta and tb_ else None   # the mean, not median
 
 
-def profile(run: Callable[..., Any], trace_dir, *, wait: int, active: int, device, **kw):
-    """``run(**kw)`` under ``torch.profiler``: ``wait`` steps, one warm-up, ``active`` recorded into ``trace_dir``."""
+def profile(run: Callable[..., Any], trace_dir, *, wait: int, active: int, device, threads: int | None = 1, **kw):
+    """``run(**kw)`` under ``torch.profiler``: ``wait`` steps, one warm-up, ``active`` recorded into ``trace_dir``,
+    with ``threads`` intra-op threads (1: as a DataLoader worker runs its transforms; on the H100 the main process's
+    16 threads made a one-batch profile misread the workers' costs)."""
     from torch.profiler import profile as torch_profile, schedule, tensorboard_trace_handler
     profiling.quiet_profiler_warning()
     with torch_profile(activities=profiling.activities(device), schedule=schedule(wait=wait, warmup=1, active=active,
                        repeat=1), on_trace_ready=tensorboard_trace_handler(str(trace_dir))) as prof:
         if dv.is_cuda(device):   # the trace says its loop synchronised every step (helpers.traces reads it)
             prof.preset_metadata_json(profiling.LOOP_SYNC_METADATA, "1")
-        run(steps=wait + 1 + active, warmup=0, on_step=prof.step, **kw)
+        with torch_threads(threads):
+            run(steps=wait + 1 + active, warmup=0, on_step=prof.step, **kw)
     return prof
 
 
@@ -223,7 +226,8 @@ def idle_shares(results, run, variants, *, num_workers: int, windows: int, cycle
                       "profiled_step_ms": round(step, 3), "windows": len(ws), "cycles_per_window": cycles,
                       **({"gpu_idle_share": round(float(np.mean(gpu)), 4)} if None not in gpu else {})}
         results.record(f"idle share {v}", {"variant": v, "num_workers": num_workers, **(config or {})},
-                       failing(failed[v]) if v in failed else lambda d=out.get(v): d)
+                       failing(failed[v]) if v in failed else lambda d=out.get(v): d,
+                       verbose=not isinstance(failed.get(v), OverBudget))
     return out
 
 
