@@ -2,6 +2,7 @@
 pair, and the tables and chart built from the rows (tiny steps with the aot_eager backend, or synthetic rows:
 structure, never timings)."""
 import time
+import weakref
 from types import SimpleNamespace
 
 import pytest
@@ -83,28 +84,27 @@ def test_bad_cells_become_failed_rows_and_the_matrix_goes_on(res):
     assert out["comparisons"] == []
 
 
-def test_matrix_time_guard_skips_the_cells_after_the_matrix_share(res):
+def test_matrix_time_guard_keeps_the_later_lessons_time(res):
     state = {"t": 0.0}  # notebook time, advanced 15 s by each cell that is built
-    budget = Budget(100.0, start=0.0, clock=lambda: state["t"])
+    budget = Budget(100.0, reserve_s=10.0, start=0.0, clock=lambda: state["t"])
 
     def slow(*a):
         state["t"] += 15.0
         return make_step(*a)
 
     cells = [("mlp", "fp32", "eager"), ("mlp", "fp32", "default"), ("mlp2", "fp32", "eager")]
-    out = cl.run_matrix(res, cells, slow, 4, 2, rounds=0, rtol=RTOL, budget=budget, matrix_s=10.0)
+    out = cl.run_matrix(res, cells, slow, 4, 2, rounds=0, rtol=RTOL, budget=budget, later_s=65.0)
     rows = [res.get(n) for n in out["names"]]
-    assert rows[0]["status"] == "ok"
-    for r in rows[1:]:  # after the matrix's 10 s of notebook time: skipped rows, so "every matrix cell ran" is false
-        assert r["status"] == "failed"
-        assert r["error"] == ("OverBudget: skipped: the matrix's share of the time budget (10 s of notebook time) "
-                              "was spent")
+    assert [r["status"] for r in rows] == ["ok", "ok", "failed"]  # 90 - 65 = 25 s for the matrix: two cells start
+    assert rows[2]["error"] == ("OverBudget: skipped: the last 65 s of the time budget are kept for the lessons "
+                                "after the matrix")
+    assert budget.left() > 0  # what the later lessons were promised is still there
 
 
-def test_matrix_time_guard_stops_the_cell_already_running(res):
+def test_matrix_time_guard_stops_the_cell_running_into_the_later_lessons_time(res):
     budget = Budget(100.0)
     out = cl.run_matrix(res, [("mlp", "fp32", "eager")], lambda *a: make_step(*a, sleep_s=0.2), 4, 20, rounds=0,
-                        rtol=RTOL, budget=budget, matrix_s=budget.elapsed() + 0.5)
+                        rtol=RTOL, budget=budget, later_s=budget.left() - 0.5)
     row = res.get(out["names"][0])
     assert row["status"] == "failed" and row["error"].startswith("OverBudget: stopped")
 
@@ -151,7 +151,7 @@ def _row(res, model, mode, metrics, precision="fp32", status="ok"):
                    error=None if status == "ok" else "boom")
 
 
-def test_matrix_table_article_table_and_chart(res):
+def test_matrix_table_whole_run_rows_and_chart(res):
     _row(res, "swin_b", "eager", {"step_ms_mean": 10.0, "interleaved_ms_mean": 11.0})
     _row(res, "swin_b", "default", {"step_ms_mean": 8.0, "speedup": 1.3, "speedup_low": 1.2, "speedup_high": 1.4,
                                     "verdict": "faster", "compile_s": 3.0, "losses": [1.0]})
@@ -160,16 +160,81 @@ def test_matrix_table_article_table_and_chart(res):
     t = cl.matrix_table(res, names)
     assert list(t.step_ms[:2]) == [11.0, 8.0] and t["95% interval"][1] == "1.20–1.40" and t.error[2] == "boom"
     assert "losses" not in t.columns and "steady_peak_mem_mb" not in t.columns  # only columns with a value
-    ref = SimpleNamespace(label="reference H100", doc={"experiments": [
-        {"name": "r", "status": "ok", "config": {"model": "swin_t", "precision": "fp16", "mode": "default"},
-         "metrics": {"speedup": 1.1, "speedup_low": 1.0, "speedup_high": 1.2, "verdict": "faster"}}]})
-    side = cl.article_table(res, names, ref=ref)
-    assert list(side.source) == [cl.views.ARTICLE_SOURCE] * 3 + ["this run (cpu)", "reference H100"]
-    assert side.speedup[0] == round(1173 / 829, 2) and side.verdict[3] == "faster"
-    assert cl.speedup_chart(side) is not None
+    cmp_ = {"ratio": 1.3, "low": 1.2, "high": 1.4, "verdict": "faster", "metric": "step_ms_mean",
+            "samples": {"a": [10.0] * 4, "b": [8.0] * 4}}
+    ref = SimpleNamespace(row=lambda n: None, comparison=lambda a, b: None)
+    _row(res, "swin_b", "eager", {"first_steps_ms": [100.0]}, precision="fp16")
+    _row(res, "swin_b", "default", {"first_steps_ms": [1100.0]}, precision="fp16")
+    res.comparisons.append({**cmp_, "a": cl.cell_name("swin_b", "fp16", "eager", 4),
+                            "b": cl.cell_name("swin_b", "fp16", "default", 4)})
+    rows = cl.whole_run_rows(res, ref, 4, 64)
+    assert [r["model"] for r in rows] == ["swin_b", "swin_t", "convnext_large"] and rows[0]["article_ratio"] == 1.41
+    w = rows[0]["this_run"]  # 117,300 steps of 10 ms: eager 1173.0 s, compiled 1.1 + 117,299 x 10/1.3 ms
+    assert w["steps"] == 117300 and w["low"] < w["ratio"] < w["high"] and round(w["ratio"], 2) == 1.3
+    assert rows[0]["reference"] is None and rows[1]["this_run"] is None
+    d = cl.chart_data(rows)
+    assert list(d.source) == ["article", "this run", "article", "article"]
+    assert cl.speedup_chart(rows) is not None
+
+
+def test_memory_entry_and_compute_share(res):
+    _row(res, "m", "eager", {"steady_peak_mem_mb": 1000.0})
+    _row(res, "m", "default", {"steady_peak_mem_mb": 893.0})
+    e = cl.memory_entry(res, cl.cell_name("m", "fp32", "eager", 4), cl.cell_name("m", "fp32", "default", 4))
+    assert e["ratio"] == 0.893 and e["pct"] == -10.7 and "-10.7%" in e["verdict"]
+    assert cl.memory_entry(res, "nope", cl.cell_name("m", "fp32", "default", 4)) is None
+    s = cl.compute_share("swin_t", 64, 56.124, "NVIDIA H100 80GB HBM3")  # 4.491 GMACs an image
+    assert s["step_tflop"] == round(6 * 4.491 * 64 / 1000, 2) and s["peak_tflops"] == 989.0 and s["share"] < 0.05
+    import torchvision  # the forward multiply-adds are torchvision's own figures
+
+    assert all(torchvision.models.get_model_weights(n).DEFAULT.meta["_ops"] == g for n, g in cl.views.GMACS.items())
+    assert cl.compute_share("swin_t", 64, 56.0, "cpu") is None and cl.compute_share("gated_mlp", 64, 5.0, "H100") is None
 
 
 def test_starts_table_puts_cold_beside_warm():
     t = cl.starts_table({"compile_s_cold": 2.0, "compile_s_warm": 0.5, "fx_graph_cache_hits_warm": 3})
     assert list(t.columns) == ["metric", "cold", "warm"] and list(t.metric) == ["compile_s", "fx_graph_cache_hits"]
     assert list(t.warm) == [0.5, 3] and t.cold[0] == 2.0
+
+
+def test_gpu_interleaving_synchronises_each_step_and_frees_each_group(tmp_path, monkeypatch):
+    """CPU stand-in for the CUDA path: ``timing.synchronize`` (torch.cuda.synchronize on a GPU) and
+    ``experiment.release`` recorded; the order of calls, and which steps are still alive when a group is freed."""
+    calls, alive = [], []
+    monkeypatch.setattr("helpers.measure.timing.synchronize", lambda device=None: calls.append("sync"))
+    nets = []
+
+    def make_step(model, precision, mode, batch_size):
+        net = torch.nn.Linear(4, 2)
+        nets.append(weakref.ref(net))
+        x = torch.randn(batch_size, 4)
+
+        def step():
+            calls.append(model)
+            return net(x).sum().detach()
+        return step
+
+    def release(device=None):
+        import gc
+
+        gc.collect()
+        alive.append(sum(r() is not None for r in nets))
+    monkeypatch.setattr(cl.experiment, "release", release)
+    monkeypatch.setattr(cl.experiment, "run_cell", lambda step, **kw: {
+        "losses": [float(step())], "first_steps_ms": [1.0], "step_times_ms": [1.0]})
+    res = Results("04_r", "smoke", {}, root=tmp_path)
+    cells = [("a", "fp32", "eager"), ("a", "fp32", "eager2"), ("b", "fp32", "eager"), ("b", "fp32", "eager2")]
+    cl.run_matrix(res, cells, make_step, 2, 1, rounds=3, rtol={"fp32": 1e-3})
+    # each group: its two cells' own runs, then 3 rounds of its 2 steps, each step between two synchronisations
+    assert calls == (["a", "a"] + ["sync", "a", "sync"] * 6 + ["b", "b"] + ["sync", "b", "sync"] * 6)
+    assert alive == [0, 0]  # each group's models are gone when it is released (one group alive at a time)
+
+
+def test_release_on_a_gpu_resets_dynamo_then_frees_memory(monkeypatch):
+    order = []
+    monkeypatch.setattr(cl.experiment.dv, "is_cuda", lambda d: True)
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: order.append("reset"))
+    monkeypatch.setattr(cl.experiment.gc, "collect", lambda: order.append("collect"))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: order.append("empty_cache"))
+    cl.experiment.release("cuda")
+    assert order == ["reset", "collect", "empty_cache"]

@@ -119,16 +119,17 @@ def interleave(results, kept: Mapping[str, Callable[[], Any]], rounds: int, pair
 
 
 def run_matrix(results, cells: Sequence[Sequence[str]], make_step: Callable[..., Callable], batch_size: int,
-               steps: int, *, rounds: int, rtol: Mapping[str, float], budget=None, matrix_s: float | None = None,
+               steps: int, *, rounds: int, rtol: Mapping[str, float], budget=None, later_s: float | None = None,
                together: bool = False, pairs: Sequence[tuple[str, str]] = (), device=None,
                extra_config: Mapping[str, Any] | None = None, compile_steps: int = 2) -> dict[str, Any]:
     """Run ``cells`` (``(model, precision, mode)``, the most important first) as rows of ``results``, each
     ``run_cell(make_step(model, precision, mode, batch_size))``. Cells are grouped by (model, precision), or all in
     one group with ``together``; a group's successful steps are kept, re-timed in ``rounds`` interleaved rounds
     (``interleave``), each compiled cell compared with its eager cell (and each of ``pairs``), the derived figures
-    stored (``derive``), and the group freed before the next. The time guard: no cell starts once ``budget`` is
-    spent or ``matrix_s`` seconds of notebook time are gone, and a cell running past either is stopped; either way
-    a failed row with the reason. Returns ``{"names", "recompiles", "comparisons"}``."""
+    stored (``derive``), and the group freed (``release``) before the next: one group's models alive at a time. The
+    time guard: ``later_s`` seconds of ``budget`` are kept for the lessons after the matrix, so no cell starts once
+    only those are left, and a cell running into them is stopped; either way a failed row with the reason. Returns
+    ``{"names", "recompiles", "comparisons"}``."""
     groups: dict[Any, list] = {}
     for c in cells:
         groups.setdefault(0 if together else tuple(c[:2]), []).append(tuple(c))
@@ -139,19 +140,16 @@ def run_matrix(results, cells: Sequence[Sequence[str]], make_step: Callable[...,
             name, t0 = cell_name(model, precision, mode, batch_size), time.perf_counter()
             cfg = {"model": model, "precision": precision, "mode": mode, "batch_size": batch_size, "steps": steps,
                    **(extra_config or {})}
-            left = None if matrix_s is None or budget is None else matrix_s - budget.elapsed()
+            left = None if later_s is None or budget is None else budget.left() - later_s
             if left is not None and left <= 0:
-                results.add(name, cfg, status="failed", error="OverBudget: skipped: the matrix's share of the time "
-                            f"budget ({matrix_s:g} s of notebook time) was spent")
+                results.add(name, cfg, status="failed", error=f"OverBudget: skipped: the last {later_s:g} s of the "
+                            "time budget are kept for the lessons after the matrix")
                 continue
 
             def run(model=model, precision=precision, mode=mode, name=name):
                 step = make_step(model, precision, mode, batch_size)   # a bad cell is refused here, before a reset
                 if not kept:
-                    torch._dynamo.reset()  # free the previous group's graphs
-                    if dv.is_cuda(device):
-                        gc.collect()
-                        torch.cuda.empty_cache()
+                    torch._dynamo.reset()  # forget earlier graphs (the previous group's were released at its end)
                 kept[name] = step
                 return run_cell(kept[name], steps=steps, compile_steps=compile_steps, device=device,
                                 compiled=mode != "eager")
@@ -177,9 +175,36 @@ def run_matrix(results, cells: Sequence[Sequence[str]], make_step: Callable[...,
                 derive(results.get(c["a"])["metrics"], b["metrics"], c, rtol[b["config"]["precision"]])
         out["recompiles"] += recompiled
         out["comparisons"] += found
-        kept.clear()
+        if kept:
+            kept.clear()
+            release(device)
     results.save()
     return out
+
+
+def release(device=None) -> None:
+    """Free a finished group on a GPU: Dynamo's graphs and CUDA-graph pools, the objects, the cached blocks."""
+    if dv.is_cuda(device):
+        torch._dynamo.reset()
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
+def whole_run(eager: Mapping[str, Any], compiled: Mapping[str, Any], c: Mapping[str, Any],
+              run_s: float) -> dict[str, Any] | None:
+    """A whole run as long as ``run_s`` s of eager training: its ``steps``, and eager's wall time over compiled's
+    (measured first steps, then steady steps at the comparison's eager step time and that over the ratio, the
+    interval's ends giving ``low`` / ``high``); None where the comparison does not resolve a difference."""
+    if not resolved(c):
+        return None
+    k, ef, cf = len(eager["first_steps_ms"]), sum(eager["first_steps_ms"]), sum(compiled["first_steps_ms"])
+    stat = np.median if "median" in c["metric"] else np.mean
+    e_ms = (float(stat(c["samples"]["a"])) if c.get("samples") else
+            float(eager[c["metric"].replace("_sequential", "")]))
+    n = max(k, round(run_s * 1000.0 / e_ms))
+    whole = {w: (ef + (n - k) * e_ms) / (cf + (n - k) * e_ms / c[w]) for w in ("ratio", "low", "high")}
+    verdict = "faster" if whole["low"] > 1 else "slower" if whole["high"] < 1 else "no difference"
+    return {**{w: round(v, 3) for w, v in whole.items()}, "steps": n, "verdict": verdict}
 
 
 def profile_pair(results, make_step: Callable[..., Callable], model: str, precision: str, batch_size: int, *,

@@ -1,16 +1,19 @@
-"""Notebook 04's tables and charts, built from its ``Results`` rows: the matrix (one row per cell, its comparison
-with eager, parity, compile time, break-even, memory), rows of one kind as a table, the cold and warm starts, the
-article's figures (a named source) beside this run's comparisons, and the speed-up chart."""
+"""Notebook 04's tables and charts from its ``Results`` rows (or a reference run's): the matrix, rows of one kind,
+the cold and warm starts, the article's whole runs beside whole runs of the same length (article-table rows and the
+chart), the memory change, and the share of a step its arithmetic could explain."""
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-# the source article's figures (V100 16 GB, PyTorch 2.0 nightly, AMP = fp16 autocast with a GradScaler): each cell's
-# whole run against the article's own eager run; where it gave only words, so does the table
-ARTICLE_SOURCE = "article (V100, PyTorch 2.0 nightly, fp16 AMP)"
-ARTICLE = {("swin_b", "fp16"): ("whole run 19:33 eager, 13:49 compiled", round((19 * 60 + 33) / (13 * 60 + 49), 2)),
-           ("swin_t", "fp16"): ("compiled slower than eager end to end", None),
-           ("convnext_large", "fp16"): ("about 6% faster; memory unchanged", 1.06)}
+# the source article's figures (V100 16 GB, PyTorch 2.0 nightly, AMP = fp16 autocast with a GradScaler): each
+# (model, precision)'s whole training run, eager and compiled, in seconds
+ARTICLE = {("swin_b", "fp16"): {"label": "Swin-B AMP", "eager_s": 19 * 60 + 33, "compiled_s": 13 * 60 + 49},
+           ("swin_t", "fp16"): {"label": "Swin-T AMP", "eager_s": 11 * 60 + 46, "compiled_s": 12 * 60 + 17},
+           ("convnext_large", "fp16"): {"label": "ConvNeXt-L AMP", "eager_s": 16 * 60 + 57, "compiled_s": 15 * 60 + 56}}
+# dense fp16/bf16 tensor-core peaks (TFLOP/s, the vendor's datasheets; SXM parts), by a part of the device's name;
+# forward multiply-adds per 224x224 image (G), torchvision's weights metadata ("_ops", listed as GFLOPS)
+PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "V100": 125.0, "A10G": 70.0, "L4": 121.0}
+GMACS = {"swin_t": 4.491, "swin_b": 15.431, "convnext_large": 34.361}
 COLUMNS = ("model", "precision", "mode", "status", "step_ms", "speedup", "95% interval", "verdict", "loss_match",
            "max_rel_loss_diff", "compile_s", "first_steps_s", "break_even_steps", "steady_peak_mem_mb",
            "steady_peak_reserved_mb", "graphs", "graph_breaks", "scaler_skipped_steps", "error")
@@ -54,42 +57,94 @@ def starts_table(m: Mapping[str, Any]):
     return pd.DataFrame({"metric": keys, **{w: [m.get(f"{k}_{w}") for k in keys] for w in ("cold", "warm")}})
 
 
-def article_table(results, names: Sequence[str], ref=None, device: str = "cpu"):
-    """Speed-ups over each one's own eager baseline: the article's whole runs (its figures, named as its source),
-    this run's compiled cells among ``names`` (steady steps: the comparison's ratio, interval, verdict) and, with
-    ``ref`` (``notebook.reference``), a reference GPU run's. Never empty: the article's rows are there at any scale."""
+def _row_of(src, name: str):
+    row = src.row(name) if hasattr(src, "row") else src.get(name)
+    return row if row and row.get("status") == "ok" else None
+
+
+def whole_run_rows(results, ref, batch_size: int, ref_batch_size: int, analogue=None) -> list[dict[str, Any]]:
+    """One row per article cell (``ARTICLE``) for ``reference.article_table``: compiled vs eager over a whole run as
+    long as the article's eager run, the article's ratio beside the reference run's (its full-scale row names, batch
+    ``ref_batch_size``) and this run's (``experiment.whole_run``; this run's ``analogue`` (model, precision) stands
+    in for the first where this run has no such cell). Each row keeps ``model`` and ``analogue`` (used or None)."""
+    from .experiment import cell_name, whole_run
+
+    def entry(src, model, precision, bs, run_s):
+        if src is None:
+            return None
+        names = [cell_name(model, precision, m, bs) for m in ("eager", "default")]
+        rows, c = [_row_of(src, n) for n in names], src.comparison(*names)
+        return whole_run(rows[0]["metrics"], rows[1]["metrics"], c, run_s) if all(rows) and c else None
+
+    out = []
+    for k, ((model, precision), a) in enumerate(ARTICLE.items()):
+        mine, used = entry(results, model, precision, batch_size, a["eager_s"]), None
+        if mine is None and k == 0 and analogue is not None:
+            mine, used = entry(results, *analogue, batch_size, a["eager_s"]), tuple(analogue)
+        out.append({"effect": f"{a['label']}, compiled vs eager: a whole run as long as the article's",
+                    "article": " -> ".join(f"{s // 60}:{s % 60:02d}" for s in (a["eager_s"], a["compiled_s"]))
+                               + f", {a['eager_s'] / a['compiled_s']:.2f}x",
+                    "article_ratio": round(a["eager_s"] / a["compiled_s"], 2), "model": model, "analogue": used,
+                    "reference": entry(ref, model, precision, ref_batch_size, a["eager_s"]), "this_run": mine})
+    return out
+
+
+def chart_data(rows: Sequence[Mapping[str, Any]]):
+    """The bars of ``speedup_chart``, like for like: for each row with an article ratio, the article's whole run, the
+    reference's and this run's whole runs of the article's length (where measured), with their intervals."""
     import pandas as pd
 
-    rows = [{"source": ARTICLE_SOURCE, "cell": f"{mo} {p}", "speedup": x, "95% interval": None, "verdict": words}
-            for (mo, p), (words, x) in ARTICLE.items()]
-    found = [(f"this run ({device})", results.get(n)) for n in names]
-    found += [(ref.label, e) for e in (ref.doc.get("experiments", []) if ref is not None else [])]
-    for source, e in found:
-        if e and e["status"] == "ok" and e["metrics"].get("speedup") is not None and "what" not in e["config"]:
-            c, m = e["config"], e["metrics"]
-            rows.append({"source": source, "cell": f"{c['model']} {c['precision']} {c['mode']}",
-                         "speedup": m["speedup"], "95% interval": _interval(m), "verdict": m.get("verdict")})
-    return pd.DataFrame(rows)
+    bars = []
+    for r in (r for r in rows if r.get("article_ratio") is not None):
+        bars.append({"model": r["model"], "source": "article", "ratio": r["article_ratio"], "low": None, "high": None})
+        for src, key in (("H100 reference", "reference"), ("this run", "this_run")):
+            e = r.get(key)
+            if isinstance(e, Mapping) and e.get("ratio") is not None:
+                label = r["model"] if key == "reference" or not r.get("analogue") else " ".join(r["analogue"])
+                bars.append({"model": label, "source": src, "ratio": e["ratio"], "low": e.get("low"),
+                             "high": e.get("high")})
+    return pd.DataFrame(bars, columns=["model", "source", "ratio", "low", "high"])
 
 
-def speedup_chart(side):
-    """Horizontal bars: each row of ``article_table`` with a number, the intervals as error bars (the article's
-    whole runs in grey, this run's in blue, a reference run's in green)."""
+def speedup_chart(rows: Sequence[Mapping[str, Any]]):
+    """Horizontal bars of ``chart_data``: the article's whole runs in grey, the reference's in green, this run's in
+    blue, each interval as an error bar."""
     import matplotlib.pyplot as plt
     import numpy as np
 
-    rows = side[side.speedup.notna()].reset_index(drop=True)
-    x = rows.speedup.astype(float).to_numpy()
-    iv = [tuple(map(float, s.split("–"))) if isinstance(s, str) else (v, v) for s, v in zip(rows["95% interval"], x)]
-    err = np.array([[v - lo for (lo, _), v in zip(iv, x)], [hi - v for (_, hi), v in zip(iv, x)]])
-    colors = ["#999" if s.startswith("article") else "#4c72b0" if s.startswith("this run") else "#55a868"
-              for s in rows.source]
-    fig, ax = plt.subplots(figsize=(7.5, 0.6 + 0.45 * len(rows)))
-    ax.barh(np.arange(len(rows)), x, color=colors, xerr=err, capsize=3)
+    d = chart_data(rows)
+    x = d.ratio.astype(float).to_numpy()
+    lo, hi = d.low.fillna(d.ratio).astype(float), d.high.fillna(d.ratio).astype(float)
+    colors = [{"article": "#999", "H100 reference": "#55a868"}.get(s, "#4c72b0") for s in d.source]
+    fig, ax = plt.subplots(figsize=(7.5, 0.6 + 0.4 * len(d)))
+    ax.barh(np.arange(len(d)), x, color=colors, xerr=[x - lo, hi - x], capsize=3)
     ax.axvline(1.0, color="k", lw=0.8)
-    ax.set_yticks(np.arange(len(rows)), [f"{c}\n({s.split(' (')[0]})" for c, s in zip(rows.cell, rows.source)],
-                  fontsize=7)
+    ax.set_yticks(np.arange(len(d)), [f"{m} ({s})" for m, s in zip(d.model, d.source)], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("speed-up over its own eager run (article: whole run; this run: steady steps, 95% interval)")
+    ax.set_xlabel("whole run as long as the article's: eager time / compiled time (95% interval)")
     fig.tight_layout()
     return fig
+
+
+def memory_entry(src, eager: str, compiled: str) -> dict[str, Any] | None:
+    """Compiled against eager peak allocated memory of the steady steps (GPU), as an article-table entry: ``ratio``
+    compiled / eager, ``pct`` the change, and the two peaks in the label; None without both peaks."""
+    rows = [_row_of(src, n) if src is not None else None for n in (eager, compiled)]
+    e, c = (r["metrics"].get("steady_peak_mem_mb") if r else None for r in rows)
+    if not e or c is None:
+        return None
+    pct = round(100.0 * (c - e) / e, 1)
+    return {"ratio": round(c / e, 3), "pct": pct, "verdict": f"({pct:+.1f}% peak allocated, {e:.0f} -> {c:.0f} MB)"}
+
+
+def compute_share(model: str, batch_size: int, step_ms: float, device_name: str) -> dict[str, Any] | None:
+    """How much of a training step's measured time its arithmetic could explain: ``step_tflop`` (``GMACS`` x2 FLOP,
+    x3 for forward and backward, x batch), ``compute_ms`` at the device's fp16 tensor-core peak (``PEAK_TFLOPS``) and
+    ``share`` of ``step_ms``; None for a model or device without a figure."""
+    peak, gmacs = next((v for k, v in PEAK_TFLOPS.items() if k in (device_name or "")), None), GMACS.get(model)
+    if peak is None or gmacs is None or not step_ms:
+        return None
+    tflop = 6 * gmacs * batch_size / 1000.0
+    compute_ms = 1000.0 * tflop / peak
+    return {"step_tflop": round(tflop, 2), "peak_tflops": peak, "compute_ms": round(compute_ms, 2),
+            "share": round(compute_ms / step_ms, 3)}
