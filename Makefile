@@ -18,7 +18,8 @@ TEST_NOTEBOOKS := $(TEST_OUT)/notebooks
 # may load the machine then), then the unit tests, which read the executed copies, on TEST_WORKERS processes (pytest-xdist). 3 on 2 cores: much of the unit
 # phase waits (JupyterLab and Chromium, kernels starting, subprocess ranks, stopped runs), so a third worker fills it.
 TEST_WORKERS ?= 3
-# The unit tests that only read traces (real ones from ../shared and ones they profile for their structure: no timing
+# The unit tests that only read traces (real ones from ../shared, the H100 reference's replayed through the lessons'
+# analyses (tests/replay), and ones they profile for their structure: no timing
 # asserted, no deadline they could miss, pure CPU) run beside the notebooks BESIDE_NOTEBOOKS at the lowest CPU priority
 # (helpers/tools/idle.py: SCHED_IDLE on Linux), on the core those notebooks leave idle (each times one intra-op
 # thread), and are left out of the unit phase after them. The other notebooks run alone first: 02's DataLoader workers
@@ -27,7 +28,7 @@ TEST_WORKERS ?= 3
 # after them, as before.
 OVERLAP_TESTS ?= tests/traces/test_doctor.py tests/traces/test_trace_reading.py tests/traces/test_show_views.py \
   tests/traces/test_diagnosis.py tests/traces/test_categories.py tests/traces/test_quality.py \
-  tests/traces/test_backward_trace.py tests/traces/test_events_memo.py tests/traces/test_intervals.py
+  tests/traces/test_backward_trace.py tests/traces/test_events_memo.py tests/traces/test_intervals.py tests/replay
 BESIDE_NOTEBOOKS ?= 03_backward_hooks 04_torch_compile 05_diagnose
 ALL_NOTEBOOKS    := $(sort $(basename $(notdir $(wildcard notebooks/[0-9][0-9]_*.ipynb))))
 BESIDE_RUN       := $(if $(strip $(OVERLAP_TESTS)),$(filter $(BESIDE_NOTEBOOKS),$(ALL_NOTEBOOKS)))
@@ -90,7 +91,7 @@ test: setup ## every notebook at smoke scale, then the unit tests (8-10 min on 2
 
 # On a fresh clone `make run` sets up .venv first, as `make test` and `make lab` do. Without a package registry (a
 # borrowed GPU machine) skip that with SETUP= : the .venv's Python when there is one, else $(PYTHON) with the GPU kit
-# on PYTHONPATH (README). e.g. make run SETUP= RUN_ARGS="--scale full --out build/gpu-run --budget 360"
+# on PYTHONPATH (docs/gpu.md). e.g. make run SETUP= RUN_ARGS="--scale full --out build/gpu-run --budget 360"
 SETUP      ?= setup
 RUN_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
 RUN_ARGS   ?=

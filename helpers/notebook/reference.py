@@ -140,7 +140,7 @@ def lookup(notebook: str, gpu: str | None = None, root: Path | str | None = None
                      "that machine, not in this run." + (f" {made}" if made else ""))
     where = base / (gpu or "<gpu>") / notebook / "results.json"
     return None, (f"No reference run for {notebook}: {where} does not exist (a GPU run's pack unpacked under "
-                  f"{base}/<gpu>/ adds one; see the README).")
+                  f"{base}/<gpu>/ adds one; see docs/gpu.md).")
 
 
 def _about(folder: Path) -> dict[str, Any]:
@@ -201,15 +201,16 @@ def agreement(article_ratio: float | None, entry: dict[str, Any] | None, missing
     """Whether a measured comparison (``entry``: ratio a/b with ``low``/``high``) reproduces an article's ratio (same
     orientation, a/b): "yes" when the interval lies on the article's side of 1 and within ``margin`` (relative) of
     its effect, "yes, larger" / "yes, smaller" beyond that, "no, reversed" on the other side, "not resolved" when the
-    interval holds 1, "no (article: no effect)" when the article saw none (|ratio - 1| < 3%) and this is resolved;
-    ``missing`` without a measurement."""
+    interval holds 1, "no (article: no effect)" when the article saw none (``article_ratio``
+    1.0; give a small effect as its ratio, 1.02 for "~2% faster") and this is resolved; ``missing`` without a
+    measurement."""
     if not entry or not isinstance(entry.get("ratio"), (int, float)) or entry["ratio"] != entry["ratio"]:
         return missing
     if article_ratio is None:
         return "no article figure"
     lo, hi = entry.get("low", entry["ratio"]), entry.get("high", entry["ratio"])
     resolved = lo > 1 or hi < 1
-    if abs(article_ratio - 1) < 0.03:
+    if article_ratio == 1:
         return "yes (no effect either)" if not resolved else "no (article: no effect)"
     if not resolved:
         return "not resolved"

@@ -12,12 +12,20 @@ PROFILER_BASICS = {
     # here), which on a ~5 ms step (~9%) stands clear of a shared 2-core machine's noise; on a 16 ms one (batch 32)
     # it did not in every run. active=8 at smoke: with steps this short, a few profiled steps let one preemption by
     # another process decide which row tops the self-time order.
+    # budget_s / reserve_s: the notebook's time guard (helpers.notebook.budget; $PERF_TIME_BUDGET_S wins) around the
+    # timer demo and the panel's rows (bad values are refused all the same). Smoke: none (a CI run is bounded
+    # outside). Full, measured on the H100 reference run (data/reference/h100/01_profiler_basics, these sizes):
+    # 52.3 s in all (run.json), of which the set-up ~7 s, the baseline's 41 steps of 100.2 ms and a 1.06 s cold step
+    # ~5 s, the timer demo 13 s (5 + 5 readings of 50 matmuls: naive 1.0 ms, synchronised 1060 ms), the rounds 5 s
+    # (40 steps of 100.6 ms), the panel's fp32 and bf16 rows 8.6 s (100.2 and 91.7 ms steps), the rest (profiles,
+    # traces, TensorBoard, views, results) ~13 s. The panel's rows ended 49.5 s after the start: with 70 s, 10 s of
+    # it kept for the results, the guard stops nothing there and leaves ~10 s for a slower GPU.
     "smoke": dict(batch_size=8, image_size=32, width=16, blocks=3, steps=10, warmup=5,
                   wait=1, warmup_steps=1, active=8, rounds=20, round_steps=5, cpu_threads=1,
-                  matmul_size=256, matmul_repeats=20, timer_rounds=5),
+                  matmul_size=256, matmul_repeats=20, timer_rounds=5, budget_s=None, reserve_s=0),
     "full": dict(batch_size=256, image_size=224, width=64, blocks=4, steps=30, warmup=10,
                  wait=1, warmup_steps=3, active=5, rounds=4, round_steps=5, cpu_threads=None,
-                 matmul_size=8192, matmul_repeats=50, timer_rounds=5),
+                 matmul_size=8192, matmul_repeats=50, timer_rounds=5, budget_s=70, reserve_s=10),
 }
 
 DATA_PIPELINE = {
@@ -30,7 +38,8 @@ DATA_PIPELINE = {
     # rounds: interleaved rounds (each one loader run of `cycles` worker cycles) of the sweep, the variants and the
     # options; comparisons resample the rounds' cycle means (smoke: 5 rounds x 3 cycles = 15 per row).
     # pipe_steps: timed batches of the pipeline alone (T_batch; one process, no worker cycles), over all rounds.
-    # sweep_workers: the num_workers sweep's points (those up to the cores, plus num_workers and twice it).
+    # sweep_workers: the num_workers sweep's points (those up to the cores, plus num_workers, twice it and the cores
+    # up to the largest point: on the H100's 16 cores 4, 8, 16, the article's rule CPUs / GPUs).
     # profile_rounds x profile_cycles: the profiled windows with workers (the idle share), the variants in turns, each
     # window that many full worker cycles, the share pooled over the windows. Smoke 3 x 4: with one window of 2 cycles
     # the best pipeline's share was longer than the baseline's or within 0.01 of it in 2 of 8 runs (0.799 vs 0.777,
@@ -38,61 +47,72 @@ DATA_PIPELINE = {
     # starts, and a burst of other load can fall on one variant's window only. Measured here with a process busy 0.7 s
     # in every 1.2 s on one core: baseline minus best share 1 x 2: -0.07 to +0.25, below 0 in 2 of 8; 2 x 4: -0.05 to
     # +0.26, 1 of 8; 3 x 4: +0.06 to +0.15, 0 of 8 (~2.7 s for both variants on a quiet machine, against ~0.6 s).
-    # Full: one window of one cycle (the estimate below).
+    # Full: one window of one cycle.
+    # pipe_warmup: warm-up batches of the pipeline-alone rows (full: 0; their first batch is no start-up burst).
     # budget_s / reserve_s: the notebook's time guard (helpers.notebook.budget; $PERF_TIME_BUDGET_S wins): once
-    # budget_s - reserve_s are spent, what is left becomes skipped rows. Smoke: generous, never reached in CI.
-    # Full scale on one H100 (16 cores, so 4 workers and the sweep's 8 have a core each): ~5.5 min, estimated
-    # (not measured). Method: every row's batches counted from these sizes (experiment._plan: timed cycles + one warm-up
-    # cycle per round; 2 rounds), each costed at the time one worker takes for a batch of 256 crops, measured here
-    # on a CPU (one thread, fastest of 3 batches, a loaded 2-core machine): baseline 3.7 s, bool_dilation 1.4,
-    # crop_first 1.2, batch_collate 1.6, uint8_device 1.1 (its colour and scaling on the GPU), divided by the workers;
-    # the toy CNN's GPU step (~20 ms) is small beside it. Sweep (T_batch, 0, 4, 8 workers) ~1.5 min; every variant
-    # and its T_batch in the loop ~1.7 min; the options ~0.6; the profiles (one process and with workers) ~0.7;
-    # the baseline row, decode, dilation, bad inputs ~0.4; kernel start, TensorBoard, trace views ~0.75. The old
-    # sizes (warm-up 5, 3 cycles, 12 sweep steps at 0-16 workers) came to ~13 min this way, ~47% of it in the 0- and
-    # 1-worker rows (the issue: 7-12 min, 40%); so full runs warm up one worker cycle (not 5 batches), time 2 cycles
-    # a round, have no 1-, 2- or 16-worker point, and time the pipeline alone for one batch a round. The guard
-    # (330 s, 30 s of it kept for the results) leaves ~300 s for experiments against ~290 s estimated: on a slower
-    # CPU the last rows (the appendix's) become skipped rows instead of an overrun.
+    # budget_s - reserve_s are spent, what is left becomes skipped rows (said once, in one box); the bad-input rows
+    # are never skipped. Smoke: generous, never reached in CI.
+    # Full scale on one H100 (16 cores), MEASURED there (data/reference/h100/02_data_pipeline, batch 256, cut short at
+    # 152.6 s of a 170 s guard before the fixes ran in the loop): set-up 6 s; the ceiling 64.8 ms a step; one 4-worker
+    # baseline step 498.5 ms (680.5 ms in the sweep's rounds: 8 timed steps were too few); a 0-worker step 2.3-2.5 s
+    # (2456.5 ms mean; the pipeline alone 2251.6 ms a batch); per sample (single-process profiles, ms): baseline 9.3
+    # (decode 3.2, mask 4.3), crop_first 6.1, batch_collate 7.0, uint8_device 4.8; the dilation alone 3.63 ms
+    # (convolve2d) against 0.07. Sized from those for a 180 s guard (25 s kept for the results, TensorBoard and the
+    # trace views): batch 128 (a worker's batch ~0.6-1.4 s), most important first: the baseline and every fix in
+    # the loop, 2 rounds of a warm-up cycle + 2 timed cycles, with the ceiling and each T_batch (~45 s); the sweep
+    # at 4, 8, 16 workers (the cores; no 0-worker point: 2.4 s a step) ~30 s; the profiles, 2 batches each, ~13 s;
+    # the options ~20 s; the idle share ~10 s; set-up, dilation, decode, bad inputs ~12 s: ~130 s of the 155 s the
+    # guard leaves (an estimate from those measured costs, to be replaced by the next full run's).
     "smoke": dict(crop=256, batch_size=8, dataset_size=128, num_workers=4, steps=12, warmup=1, cycles=3, rounds=5,
                   ceiling_steps=10, sweep_steps=12, pipe_steps=15, profile_steps=3, profile_cycles=4, profile_rounds=3,
                   dilation_repeats=20, decode_repeats=10, mask_ratio=0.25, stand_in_ms=None, stand_in_ratio=0.35,
-                  sweep_workers=[0, 1, 2, 4, 8, 16, 32], budget_s=600, reserve_s=30),
-    "full": dict(crop=256, batch_size=256, dataset_size=10_000, num_workers=4, steps=8, warmup=1, cycles=2, rounds=2,
-                 ceiling_steps=30, sweep_steps=2, pipe_steps=2, profile_steps=1, profile_cycles=1, profile_rounds=1,
-                 dilation_repeats=100, decode_repeats=50, mask_ratio=0.25, stand_in_ms=200, stand_in_ratio=0.35,
-                 sweep_workers=[0, 4, 8], budget_s=330, reserve_s=30),
+                  sweep_workers=[0, 1, 2, 4, 8, 16, 32], pipe_warmup=1, budget_s=600, reserve_s=30),
+    "full": dict(crop=256, batch_size=128, dataset_size=10_000, num_workers=4, steps=16, warmup=1, cycles=2, rounds=2,
+                 ceiling_steps=30, sweep_steps=2, pipe_steps=2, profile_steps=2, profile_cycles=1, profile_rounds=1,
+                 dilation_repeats=100, decode_repeats=50, mask_ratio=0.25, stand_in_ms=100, stand_in_ratio=0.35,
+                 sweep_workers=[4, 8, 16], pipe_warmup=0, budget_s=180, reserve_s=25),
 }
 
 BACKWARD_HOOKS = {
     # rounds: interleaved rounds of the timed comparisons (one step of each variant per round). Smoke: 48 rounds of a
     # ~10 ms step, so that a comparison whose true difference is nil says "no difference" in ~97% of runs on a
-    # shared 2-core machine (78 of 80 here; 12 rounds: 76 of 80). Full: 20 rounds (GPU step times vary little).
+    # shared 2-core machine (78 of 80 here; 12 rounds: 76 of 80). budget_s / reserve_s: the notebook's time guard
+    # (helpers.notebook.budget; $PERF_TIME_BUDGET_S wins); smoke: none. Full, measured on the H100 reference run
+    # (data/reference/h100/03_backward_hooks, commit 061c00a): 108.9 s wall (run.json) with 20 rounds and 20 timed
+    # steps, of which ~10 s start-up and imports, 9.4 s the baseline (20 + 5 timed, 8 profiled steps; first step
+    # 705 ms, then 169 ms a step), ~14 s the four matrix profiles (a 1.5-2 s model build + 8 steps each), 17.9 s the
+    # matrix's interleaved rounds (4 x 25 steps), 12.3 s the labelling cost (2 builds + 2 x 25 steps), 16.7 s three
+    # labelled-model cells issue 30 removed (so ~92 s for today's cells at those sizes). 16 rounds, 12 + 4 timed
+    # steps, 7 profiled steps: ~7.5 s less, ~85 s in all, every row run inside budget_s - reserve_s = 100 s (GPU step
+    # times vary little: the H100's step IQR was 0.1%, so 16 rounds still resolve its 2% effect).
     "smoke": dict(batch_size=8, image_size=64, patch_size=16, depth=2, width=192, heads=3, steps=6, warmup=2,
-                  rounds=48, wait=1, warmup_steps=1, active=2),
-    "full": dict(batch_size=128, image_size=224, patch_size=16, depth=12, width=768, heads=12, steps=20, warmup=5,
-                 rounds=20, wait=1, warmup_steps=4, active=3),
+                  rounds=48, wait=1, warmup_steps=1, active=2, budget_s=None, reserve_s=0),
+    "full": dict(batch_size=128, image_size=224, patch_size=16, depth=12, width=768, heads=12, steps=12, warmup=4,
+                 rounds=16, wait=1, warmup_steps=3, active=3, budget_s=115, reserve_s=15),
 }
 
 TORCH_COMPILE = {
     # cells: (model, precision, mode) training runs, the most important first; an eager cell per (model, precision)
     # is the baseline. profile: the (model, precision) whose eager and compiled steps are profiled (a compiled
     # matrix cell, so its second compile reads the FX-graph cache). budget_s / reserve_s: the notebook's time guard
-    # (helpers.notebook.budget; the runner's --budget wins), reserve_s of it kept for the results; matrix_s: the
-    # matrix's share of notebook time (no cell starts after it, a cell still running then is stopped).
-    # Full scale on one H100: ~5.5 min, bounded at 5.75 by the guard (estimates, not measured). Method: compile
-    # time dominates and is per graph, not per step: a cold training compile (forward and backward) of Swin-T ~30-50 s,
-    # Swin-B ~60-120 s (the article: 129 s on its machine), reduce-overhead on Swin-T after its default cell ~20-30 s
-    # (the Triton kernels are cached, the CUDA graphs are recorded in the first steps); each cell's 3 + 20 steps of
-    # batch 64 at 224x224 take ~2-5 s (~100-200 ms a step in fp16). Matrix: 7 cells, three cold compiles + one
-    # reduce-overhead, ~150-250 s, cut at matrix_s = 200 s of notebook time (the cells last in the list become skipped
-    # rows if the compiles run slow). The rest ~110 s: the graph-break cells (MLP 64x64 -> 4096, batch 256: two small
-    # compiles, 4 x 33 steps, ~25 s), explain on Swin-T and ConvNeXt-L (forward traces, ~10-15 s each), two
-    # fresh-process starts of an MLP (import + compile, ~15 s each), the profiled Swin-T pair (its compile from the
-    # FX-graph cache, ~20-30 s), TensorBoard ~5 s; each also runs under the guard. ConvNeXt-L and the fp32 (TF32)
-    # cells are not in the full matrix (they would not fit 6 minutes): the panel runs them. Not in these estimates yet
-    # (issue 30): the open first-call demo (the MLP toy compiled under fp16 autocast, ~10-20 s) and the interleaved
-    # rounds on the GPU (~15 s); the guard bounds them like the rest.
+    # (helpers.notebook.budget; the runner's --budget wins), reserve_s of it kept for the results; later_s: the
+    # seconds of the budget kept for the lessons after the matrix (no matrix cell starts once only those are left,
+    # a cell running into them is stopped), so the matrix cannot starve them.
+    # Full scale on one H100, sized from the H100 reference run (data/reference/h100/04_torch_compile: 243.8 s, cut
+    # short by its 250 s budget; torch 2.11, one H100 80GB HBM3, 16 cores). Measured there: set-up 5 s; Swin-T fp16
+    # eager cell 3.2 s; Swin-T fp16 default cell 60.6 s (Dynamo 52.9 s, first 3 steps 58.9 s); Swin-B fp16 eager
+    # 5.4 s, default 94.6 s (Dynamo 83.6 s, first steps 90.7 s); the graph-break cells 6.6 s (1.1 + 2.6 + 1.1 + 1.8);
+    # explain Swin-T 2.2 s, ConvNeXt-L 4.9 s. Not measured there (stopped or skipped by the budget): reduce-overhead
+    # on Swin-T after its default cell (stopped after 25 s: ~40 s allowed, a new Inductor compile with the Triton
+    # kernels on disk, and CUDA-graph recording), the cold/warm fresh-process starts (stopped after 18 s: ~25 s
+    # allowed), the profiled Swin-T pair (~30 s allowed: an eager trace, a compile from the FX-graph cache), the
+    # first-call demo (~5 s) and TensorBoard (~5 s). The sum: set-up 5 + demo 5 + matrix (3.2 + 60.6 + 40 + 20
+    # interleaved rounds of ~0.13 s = 2.6) 106 + later 80 (graph break 6.6 + its 30 rounds 0.5, explain 7.1, starts
+    # 25, profile 30, TensorBoard 5, rounded up) + reserve 15 = 211 s of budget_s = 220. So the matrix is Swin-T
+    # only (eager, default, reduce-overhead: the article's "slower" model and the CUDA-graphs lesson); Swin-B (its
+    # 94.6 s cell is 43% of the budget) and the bf16 cells (another cold Swin-T compile, ~60 s) do not fit with the
+    # rest: the panel runs them, and the H100 reference's Swin-B figures (1.97x steady, 1.71x over an article-length
+    # run, -10.7% peak memory) are shown beside this run's.
     # Smoke: the gated MLP (the notebook's gated_mlp: width 32, hidden 512, two blocks; 8x8 images flattened, batch
     # 256), one intra-op thread. Chosen because Inductor's CPU fusion shows on it beyond noise on a shared 2-core
     # machine: measured here (eager vs compiled training steps with RAdam, 30 interleaved rounds, 1 thread, 4 other
@@ -100,7 +120,8 @@ TORCH_COMPILE = {
     # 1.15x [1.00, 1.26] (no difference: at small activations the eager optimizer and the matrix products dominate),
     # and ViT-Mini (matrix products in oneDNN either way) 1.04x with overlapping quartiles. interleave_rounds: rounds
     # of each (model, precision) group's eager and compiled steps in alternation, for compare_times' interval (smoke:
-    # 30, ~20 ms a round here; full: 20 on the GPU too, one group's models alive at a time, ~15 s in all).
+    # 30, ~20 ms a round here; full: 20 on the GPU too, one group's models alive at a time: a round of Swin-T's
+    # eager 56 ms + default 34 ms (the H100 reference's medians) + reduce-overhead, ~2.6 s in all).
     # explain_image_size: the Swin/ConvNeXt configurations explain traces (patch and window sizes need > 8x8 pixels).
     # start_cell: the small MLP (helpers.lessons.torch_compile.dynamo.start_child) compiled in two fresh processes.
     # The graph-break toy (the notebook's ClampMLP) at smoke: 8x8 images (192 inputs) -> 64 -> 10, batch 16, so that a
@@ -117,20 +138,18 @@ TORCH_COMPILE = {
                   interleave_rounds=30, explain_models=["swin_mini", "convnext_mini"], explain_image_size=64,
                   start_cell=dict(image_size=8, hidden=16, batch_size=4, compile_steps=2),
                   profile=("gated_mlp", "fp32"), cpu_threads=1,
-                  budget_s=None, reserve_s=0, matrix_s=None),
-    "full": dict(cells=[("swin_b", "fp16", "eager"), ("swin_b", "fp16", "default"),      # the article's best cell
-                        ("swin_t", "fp16", "eager"), ("swin_t", "fp16", "default"),      # the article's "slower" model
-                        ("swin_t", "fp16", "reduce-overhead"),                           # CUDA graphs (Triton kernels
+                  budget_s=None, reserve_s=0, later_s=None),
+    "full": dict(cells=[("swin_t", "fp16", "eager"), ("swin_t", "fp16", "default"),      # the article's "slower" model
+                        ("swin_t", "fp16", "reduce-overhead")],                          # CUDA graphs (Triton kernels
                                                                                          # mostly the ones above)
-                        ("swin_t", "bf16", "eager"), ("swin_t", "bf16", "default")],     # bf16 beside fp16
                  image_size=224, batch_size=64, hidden=512, compile_steps=3, steps=20, n_batches=4,
                  mlp_image_size=64, mlp_hidden=4096, mlp_batch_size=256, mlp_steps=30, mlp_rounds=30,
                  interleave_rounds=20,
                  explain_models=["swin_t", "convnext_large"], explain_image_size=224,
                  start_cell=dict(image_size=64, hidden=4096, batch_size=256, compile_steps=3),
                  cpu_threads=None,
-                 profile=("swin_t", "fp16"),  # not Swin-B: a second Swin-B trace + compile would cost ~1 min
-                 budget_s=345, reserve_s=15, matrix_s=200),
+                 profile=("swin_t", "fp16"),  # the matrix's model: its compile reads the FX-graph cache
+                 budget_s=220, reserve_s=15, later_s=80),
 }
 
 DIAGNOSE = {
@@ -138,11 +157,23 @@ DIAGNOSE = {
     # matmul x matmul product, sync_ms of host work after a per-step .item(); the MLP: batch_size x features
     # -> hidden -> 10; profiler schedule wait / warmup_steps / active; "measure again": each plant and its fix timed
     # without the profiler in `rounds` interleaved rounds after `timing_warmup` untimed calls (smoke: the plants cost
-    # ~18, ~43 and ~58 ms against a 1.2 ms step here, so 15 rounds give intervals far from 1 in ~5 s)
+    # ~18, ~43 and ~58 ms against a 1.2 ms step here, so 12 rounds give intervals far from 1 in ~4 s). The mixed
+    # plant: mix_input_ms per sample, a mix_matmul product and mix_host_ms of plain host work in one step, each about
+    # a third of it (so that the doctor must split the step, not find one cause of 95%).
+    # Full, measured on the H100 reference run (data/reference/h100/05_diagnose/run.json): 43.0 s for the whole
+    # notebook; steps: nothing planted 1.3 ms, input (64 x 1 ms) 76.4 ms, 3,000 tiny ops 128.5 ms, the 8192² FP32
+    # product 64.6 ms, host sync 84.9 ms (20 rounds of the six timed steps: ~8.5 s; 16 rounds now: ~7 s). The mixed
+    # plant (~20-25 ms each of input: 64 x (0.25 + ~0.14) ms, a 5632² product: (5632/8192)³ x 64 ms = 21 ms, and host
+    # work) adds ~6 s (a profile of 10 steps; 3 x 19 timed steps of ~65 ms): ~48 s in all. reserve_s: the appendix
+    # (bad inputs, a profile without steps, the doctor's command) and the results after the guarded experiments.
+    # budget_s / reserve_s: the time guard (helpers.notebook.budget; $PERF_TIME_BUDGET_S wins) around the profiled
+    # cases and timed rounds; the appendix's bad inputs always run.
     "smoke": dict(batch_size=8, features=64, hidden=64, input_ms=2.0, tiny_ops=2000, matmul=768, sync_ms=20.0,
-                  wait=1, warmup_steps=1, active=3, rounds=15, timing_warmup=2),
+                  wait=1, warmup_steps=1, active=3, rounds=12, timing_warmup=2, mix_input_ms=1.0, mix_matmul=384,
+                  mix_host_ms=6.0, budget_s=None, reserve_s=0),
     "full": dict(batch_size=64, features=1024, hidden=4096, input_ms=1.0, tiny_ops=3000, matmul=8192,
-                 sync_ms=20.0, wait=2, warmup_steps=3, active=5, rounds=20, timing_warmup=3),
+                 sync_ms=20.0, wait=2, warmup_steps=3, active=5, rounds=16, timing_warmup=3, mix_input_ms=0.25,
+                 mix_matmul=5632, mix_host_ms=20.0, budget_s=60, reserve_s=8),
 }
 
 DISTRIBUTED = {
@@ -151,14 +182,23 @@ DISTRIBUTED = {
     # accumulation experiment's optimizer step (small micro-batches, so the all-reduce it saves stands out);
     # straggler_ms: the planted data-loader delay per batch on rank straggler_rank (several steps long, far beyond
     # noise); rounds: interleaved timed rounds of the five variants; bucket_caps: the bucket_cap_mb sweep (the model
-    # holds 2.6 MB of gradients at smoke: 0.25 MB gives one bucket per large weight, 25 MB one bucket: a bucket_cap_mb given explicitly caps the first bucket too).
+    # holds 2.5 MB of gradients at smoke: 0.25 MB gives one bucket per large weight, 25 MB one bucket: a bucket_cap_mb given explicitly caps the first bucket too).
     # Smoke: one launch of 2 ranks ~25-40 s on a 2-core machine (~10 s of it importing torch in each rank); the
     # notebook 45-80 s under nbmake here (a machine shared with other jobs). 24 rounds: with 16, DDP against the
     # single process said "no difference" once in 7 runs (load average 17-24 on 2 cores), "faster" 6 times.
+    # Measured on the H100 reference run (data/reference/h100/06_distributed/run.json): 34.4 s for the whole notebook
+    # on its CPU fallback (one GPU: 2 gloo ranks at smoke sizes, the single process 91.9 ms and DDP 43.5 ms per step).
+    # Full, with NCCL (two GPUs or more): not yet measured; sized to fit budget_s: ~15 s to start the ranks (torch and
+    # NCCL), (3 + 12) x 5 timed steps and 6 profiles of 5 steps of a 4-layer MLP of 4096 (a few ms a step on a GPU;
+    # the straggler's 50 ms a batch: ~1 s), then 12 traces read. budget_s / reserve_s: the time guard
+    # (helpers.notebook.budget) caps the job's timeout (at full scale, and on a GPU machine's CPU fallback); the
+    # appendix's bad inputs always run.
     "smoke": dict(ranks=2, threads=1, batch_size=2048, features=256, hidden=512, layers=3, classes=10, micro_batch=8,
                   accum=8, rounds=24, warmup=2, bucket_caps=[0.25, 25.0], bucket_cap_mb=25.0, straggler_rank=1,
-                  straggler_ms=120.0, wait=1, warmup_steps=1, active=3, n_batches=4, timeout_s=240),
+                  straggler_ms=120.0, wait=1, warmup_steps=1, active=3, n_batches=4, timeout_s=240, budget_s=None,
+                  reserve_s=0),
     "full": dict(ranks=None, threads=None, batch_size=512, features=4096, hidden=4096, layers=4, classes=1000,
-                 micro_batch=32, accum=4, rounds=20, warmup=5, bucket_caps=[1.0, 25.0, 100.0], bucket_cap_mb=25.0,
-                 straggler_rank=1, straggler_ms=100.0, wait=1, warmup_steps=2, active=3, n_batches=4, timeout_s=420),
+                 micro_batch=32, accum=4, rounds=12, warmup=3, bucket_caps=[1.0, 25.0], bucket_cap_mb=25.0,
+                 straggler_rank=1, straggler_ms=50.0, wait=1, warmup_steps=1, active=3, n_batches=4, timeout_s=40,
+                 budget_s=50, reserve_s=10),
 }

@@ -16,3 +16,22 @@ def test_overrides_replace_the_named_sizes_and_are_listed():
 def test_a_bad_override_is_one_clear_line(raw, message):
     with pytest.raises(ValueError, match=message):
         env.params(sizes.DATA_PIPELINE, "smoke", environ={"PERF_SIZES": raw})
+
+
+# Issue 31: a GPU machine is lent 15 minutes at a time (one command at most 10), so every notebook's full-scale run
+# carries a time guard (budget_s, helpers.notebook.budget) of at most 300 s and the six fit 700 s together.
+FULL_BUDGET_EACH_S, FULL_BUDGET_ALL_S = 300, 700
+SIX = ("PROFILER_BASICS", "DATA_PIPELINE", "BACKWARD_HOOKS", "TORCH_COMPILE", "DIAGNOSE", "DISTRIBUTED")
+
+
+def test_every_notebook_fits_a_gpu_lease_at_full_scale():
+    from helpers.notebook import sizes
+
+    budgets = {}
+    for name in SIX:
+        full = getattr(sizes, name)["full"]
+        assert isinstance(full.get("budget_s"), (int, float)), f"{name}['full'] has no time guard (budget_s)"
+        assert 0 < full["budget_s"] <= FULL_BUDGET_EACH_S, f"{name}: budget_s {full['budget_s']} > {FULL_BUDGET_EACH_S}"
+        assert 0 <= full.get("reserve_s", 0) < full["budget_s"]
+        budgets[name] = full["budget_s"]
+    assert sum(budgets.values()) <= FULL_BUDGET_ALL_S, f"full budgets {budgets} sum to {sum(budgets.values())} s"

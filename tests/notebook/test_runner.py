@@ -188,8 +188,9 @@ def test_budgets_guard_inside_and_stop_from_outside(tmp_path):
     6, but more than 17 s once in a full make test, where this test starts beside both browser tests; a grace of 10 s,
     as 2 s once ended g between its stopped row and the next): notebook g's own guard (helpers.notebook.budget, SIGALRM in the kernel) stops its slow experiment and skips
     the next, and the notebook finishes; notebook h has no guard and is stopped by the runner at budget + grace, its
-    results marked interrupted; notebook i still runs."""
-    out = tmp_path / "out"
+    results marked interrupted; notebook i still runs. g runs in a runner of its own beside the runner of h and i
+    (each waits out its budget: one after the other they took ~100 s of make test's unit phase)."""
+    out, out_g = tmp_path / "out", tmp_path / "out-g"
     guard = ("import time\nfrom helpers.notebook import budget\n"
              "B = budget.Budget.from_env(None, reserve_s=0.5)\n"
              "print(B.seconds, f'{B.elapsed():.1f} s used before the guard')\n"
@@ -200,22 +201,25 @@ def test_budgets_guard_inside_and_stop_from_outside(tmp_path):
     h = notebook(tmp_path / "h.ipynb", RESULTS.format(stem="h"), "import time\ntime.sleep(120)\n")
     i = notebook(tmp_path / "i.ipynb", "print('i ran')\n")
     t0 = time.time()
-    p = runner(tmp_path, "--out", out, "--budget", "40", "--grace", "10", g, h, i)
+    pg = runner(tmp_path, "--out", out_g, "--budget", "40", "--grace", "10", g, wait=False)
+    p = runner(tmp_path, "--out", out, "--budget", "40", "--grace", "10", h, i)
+    g_out, g_err = pg.communicate(timeout=600)
     assert p.returncode == 1, p.stdout + p.stderr
+    assert pg.returncode == 0, g_out + g_err
     assert time.time() - t0 < 200
-    doc = json.loads((out / "g" / "results.json").read_text())
+    doc = json.loads((out_g / "g" / "results.json").read_text())
     rows = {e["name"]: e for e in doc["experiments"]}
-    assert "slow" in rows, f"g did not reach its slow experiment within the budget: {rows}; {p.stdout[-2000:]}"
+    assert "slow" in rows, f"g did not reach its slow experiment within the budget: {rows}; {g_out[-2000:]}"
     assert rows["slow"]["error"].startswith("OverBudget: stopped: over the time budget"), rows
     assert rows["next"]["error"].startswith("OverBudget: skipped:"), rows
     assert doc["checks"] == {"went_on": True} and "interrupted" not in doc
-    assert json.loads((out / "g" / "run.json").read_text())["status"] == "ok"
+    assert json.loads((out_g / "g" / "run.json").read_text())["status"] == "ok"
     info = json.loads((out / "h" / "run.json").read_text())
     assert info["status"] == "interrupted" and "time limit of 50 s" in info["error"], info
     assert json.loads((out / "h" / "results.json").read_text())["interrupted"] is True
     assert json.loads((out / "i" / "run.json").read_text())["status"] == "ok"
     summary = json.loads((out / "run-summary.json").read_text())
-    assert [n["notebook"] for n in summary["notebooks"]] == ["g", "h", "i"] and not summary["interrupted"]
-    with tarfile.open(out / "g.tar.gz") as tar:
+    assert [n["notebook"] for n in summary["notebooks"]] == ["h", "i"] and not summary["interrupted"]
+    with tarfile.open(out_g / "g.tar.gz") as tar:
         names = tar.getnames()
     assert {"g/results.json", "g/run.json", "g/g.ipynb", "g/pack.json"} <= set(names), names

@@ -115,6 +115,45 @@ def test_generated_prose_is_at_most_a_quarter_of_the_markdown(src):
 
 # --- the checks themselves, on synthetic notebooks ---------------------------------------------------------
 
+# "nan" as a word in what a reader sees: a number that was never measured, printed as one (issue 31). Matches "nan",
+# "NaN", "nan ms", "+nan%"; not "nanoseconds" or a name holding the letters.
+NAN_WORD = re.compile(r"(?<![A-Za-z_])nan(?![A-Za-z_])", re.I)
+
+
+def nan_lines(nb: dict) -> list[str]:
+    """One line per output line that shows NaN: ``cell <i>: <the line>``."""
+    found = []
+    for i, c in enumerate(nb["cells"]):
+        for o in c.get("outputs", []):
+            if o.get("output_type") == "error":
+                continue
+            for line in _text(o).splitlines():
+                if NAN_WORD.search(line):
+                    found.append(f"cell {i}: {line.strip()[:160]}")
+    return found
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_no_nan_reaches_the_reader(src):
+    found = nan_lines(_executed(src.stem))
+    assert not found, f"{src.stem}: NaN shown to the reader (say what was not measured instead):\n" + "\n".join(found[:15])
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_the_h100_reference_is_shown(src):
+    """Every executed notebook shows the H100 reference run (data/reference/h100) beside its own numbers."""
+    nb = _executed(src.stem)
+    text = "\n".join(_text(o) for c in nb["cells"] for o in c.get("outputs", []))
+    assert "Reference run beside yours: h100" in text, f"{src.stem}: the reference note is not in the outputs"
+    assert "reference (h100)" in text or "H100 reference" in text, \
+        f"{src.stem}: no H100 figure shown beside this run's (a 'reference (h100)' column or an article table)"
+
+
+def test_nan_is_found_as_a_word_only():
+    nb = _nb({"output_type": "stream", "name": "stdout", "text": "T_batch nan -> nan ms\nnanoseconds ok\nbest: NaN\n"})
+    assert [x.split(": ", 1)[1] for x in nan_lines(nb)] == ["T_batch nan -> nan ms", "best: NaN"]
+
+
 def _nb(*outputs, markdown="x" * 100):
     return {"cells": [{"cell_type": "markdown", "source": [markdown]},
                       {"cell_type": "code", "execution_count": 1, "source": [], "outputs": list(outputs)}]}
