@@ -1,8 +1,10 @@
 """The package's layout, checked: no import cycle inside ``helpers``, no module over 450 lines, no module reaching
-into another's private names, every module named in the index (``helpers/__init__.py``) and the README."""
+into another's private names, every module named in the index (``helpers/__init__.py``) and in CONTRIBUTING.md's
+layout section."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,8 +112,16 @@ def test_no_module_uses_another_modules_private_names():
     assert not bad, "private names used across modules: " + "; ".join(bad)
 
 
-def test_the_index_and_the_readme_name_every_module():
-    readme = (ROOT / "README.md").read_text()
+def layout_section() -> str:
+    """CONTRIBUTING.md's "## Layout" section, up to the next section (the README links to it)."""
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    m = re.search(r"^## Layout\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    assert m, "CONTRIBUTING.md has no '## Layout' section"
+    return m.group(1)
+
+
+def test_the_index_and_the_layout_name_every_module():
+    readme = layout_section()
     missing_index, missing_readme = [], []
     for mod in modules():
         parts = mod.split(".")
@@ -124,7 +134,7 @@ def test_the_index_and_the_readme_name_every_module():
         if len(parts) == 2 and not any(n in readme for n in (f"{parts[1]}/", f"{parts[1]}.py", f"helpers.{parts[1]}")):
             missing_readme.append(mod)
     assert not missing_index, f"modules their package's index does not name: {missing_index}"
-    assert not missing_readme, f"top-level packages and modules the README's layout does not name: {missing_readme}"
+    assert not missing_readme, f"top-level packages and modules CONTRIBUTING.md's layout does not name: {missing_readme}"
 
 
 def test_the_trace_toolkit_imports_nothing_from_measure_or_notebook():

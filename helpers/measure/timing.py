@@ -2,7 +2,7 @@
 
 Taught in ``01_profiler_basics`` ("why wall-clock timing around asynchronous GPU work lies").
 
-The step statistics every notebook writes (``StepTimes.metrics``; the README's results contract) mean the same
+The step statistics every notebook writes (``StepTimes.metrics``; docs/results.md, the results contract) mean the same
 everywhere: ``step_ms_mean`` / ``step_ms_median`` / ``step_ms_p25`` / ``step_ms_p75`` over the timed steps (first
 steps apart), and ``samples_per_s`` = samples over the whole timed window = batch size / mean step.
 """

@@ -1,6 +1,6 @@
 """Results are data: a table that grows as experiments run, results.json, figures.
 
-The contract (README, "Results"): ``results/<notebook stem>/results.json`` holds
+The contract (docs/results.md): ``results/<notebook stem>/results.json`` holds
 ``{"notebook", "scale", "env", "experiments": [...], "checks": {...}}``.
 """
 from __future__ import annotations

@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None, early_signals: list[int] | None = None) 
     missing = kn.missing_packages()
     if missing:
         print(f"this Python ({sys.executable}) lacks {', '.join(missing)}: run `make setup`, or put the GPU kit on "
-              "PYTHONPATH (README, 'Running on a GPU machine')", file=sys.stderr)
+              "PYTHONPATH (docs/gpu.md, 'the GPU kit')", file=sys.stderr)
         return 2
     paths = args.notebooks or sorted((PROJECT / "notebooks").glob("[0-9]*.ipynb"))
     absent = [str(p) for p in paths if not p.is_file()]

@@ -13,7 +13,7 @@ Usage (from the project folder, on a machine with internet)::
    as wheels (``--only-binary=:all:``: the offline machine needs no compiler);
 4. ``requirements.txt`` in the wheelhouse lists what is in it.
 
-On the offline machine: ``make setup WHEELS=<wheelhouse>`` (see the README). pip evaluates
+On the offline machine: ``make setup WHEELS=<wheelhouse>`` (see docs/gpu.md, "Offline install"). pip evaluates
 environment markers such as ``sys_platform`` for the machine it runs on, so build the wheelhouse
 on the same operating system and architecture as the target (the Python version may differ).
 """

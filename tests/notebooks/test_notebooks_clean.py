@@ -32,6 +32,16 @@ def test_no_outputs_or_execution_counts(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_cell_has_its_own_id(path):
+    """nbformat 4.5 cells carry an id; JupyterLab gives one to a cell without, and so marks the notebook modified the
+    moment it opens (issue 33)."""
+    nb = _load(path)
+    ids = [c.get("id") for c in nb["cells"]]
+    assert (nb["nbformat"], nb["nbformat_minor"]) >= (4, 5) and all(ids), f"{path.name}: cells without an id"
+    assert len(set(ids)) == len(ids), f"{path.name}: a cell id used twice"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_skeleton(path):
     nb = _load(path)
     cells = nb["cells"]
