@@ -6,7 +6,10 @@ compared with the notebooks' comparison (``helpers.measure.trace_compare``).
 noise floor and a verdict (faster, slower, "…, small", no difference; cannot tell under 2 steps a side), and each
 cause's change in ms. ``--fail-if-slower PCT`` exits with status 1 when AFTER is slower beyond the noise ("slower"
 or "slower, small") by PCT percent of BEFORE's step or more, and also when the doctor cannot tell (a gate that
-cannot see does not pass); "no difference" passes. Bad input: one line, status 2."""
+cannot see does not pass); "no difference" passes. When the two sides are not comparable (an empty capture, other
+devices, other operators or kernels: different models) or the comparison is inconclusive (under 3 steps a side,
+other input shapes), the verdict says so with its reasons and the status is 3, gate or not; ``--force`` compares
+anyway. Bad input: one line, status 2."""
 from __future__ import annotations
 
 import argparse
@@ -21,6 +24,7 @@ from .traces.quality import finite
 from .traces.report import DoctorError
 
 EXIT_SLOWER = 1          # --fail-if-slower: slower by PCT% or more, or cannot tell
+EXIT_NOT_COMPARABLE = 3  # the two sides cannot be compared (or too few steps to tell): the reasons on stderr
 EXIT_BAD_INPUT = doctor.EXIT_BAD_INPUT
 
 
@@ -30,16 +34,24 @@ def compare_main(argv: list[str]) -> int:
     ap.add_argument("before", help="a trace or a trace folder (before the change)")
     ap.add_argument("after", help="a trace or a trace folder (after the change)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--force", action="store_true",
+                    help="compare even when the two sides are not comparable (other models, devices, shapes) or "
+                         "too few steps make it inconclusive (otherwise: exit status 3 with the reasons)")
     ap.add_argument("--fail-if-slower", type=doctor.pct_arg, metavar="PCT",
                     help="exit status 1 when AFTER is slower beyond noise by PCT%% of BEFORE's step or more, or "
                          "when there are too few steps to tell")
     args = ap.parse_args(argv)
     try:
-        cmp = compare(args.before, args.after)
+        cmp = compare(args.before, args.after, force=args.force)
     except DoctorError as exc:
         print(f"doctor: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     doctor.emit(json.dumps(finite(cmp), indent=1, allow_nan=False) if args.json else compare_text(cmp))
+    able = cmp["comparability"]
+    if able["verdict"] != "comparable" and not args.force:
+        print(f"doctor: {able['verdict']}: " + "; ".join(able["reasons"]) + " (--force compares anyway)",
+              file=sys.stderr)
+        return EXIT_NOT_COMPARABLE
     limit = args.fail_if_slower
     if limit is None:
         return 0

@@ -24,7 +24,13 @@ Returned dict (the ``--json``)::
      "comparison": compare_times' entry (samples included) | null,
      "step": {"before_ms", "after_ms", "change_ms", "low_ms", "high_ms", "change_pct"},   # low/high_ms: the
      "causes": [{"cause", "before_ms", "after_ms", "change_ms", "low_ms", "high_ms"}],     # ratio's interval in ms
-     "summary": str, "notes": [...]}                                                       # of BEFORE's step
+     "summary": str, "notes": [...],                                                       # of BEFORE's step
+     "comparability": {"verdict", "reasons", "ops_jaccard", "kernels_jaccard", "shapes_jaccard", "devices", "steps"}}
+
+**Comparability** comes first: the two sides must have run the same work (``comparability``: the operator names'
+Jaccard similarity, the kernel names', the input shapes where recorded, the devices, an empty capture, at least 3
+steps a side, the trace schema). When they are "not comparable" or "inconclusive" that is the verdict, with its
+reasons (``python -m helpers.doctor compare`` exits 3; ``force=True`` / ``--force`` compares anyway).
 """
 from __future__ import annotations
 
@@ -37,6 +43,73 @@ from ..traces.job import diagnose_job
 from . import compare as cmp_
 
 CONFIDENCE = 0.95
+# Comparability (issue 32): two traces of different models time different work. The op signature is the set of
+# operator names; on the H100 reference two runs of one model share 0.73-0.99 of them, notebook 01's CNN and 05's
+# linear step 0.53, 01's CNN and 04's gated MLP 0.39. Kernel names split models further (0.61-1.0 within a model's
+# changes there, 0.19 across models). A rewrite of the step (torch.compile) changes them too: --force compares anyway.
+OPS_SIMILAR = 0.5
+KERNELS_SIMILAR = 0.3
+SHAPES_SIMILAR = 0.5
+MIN_STEPS = 3            # fewer steps a side: no steady state to compare (quality.MIN_STEPS)
+
+
+def jaccard(a, b) -> float:
+    """|a ∩ b| / |a ∪ b| of two sets (1.0 when both are empty)."""
+    a, b = set(a), set(b)
+    return len(a & b) / len(a | b) if a | b else 1.0
+
+
+def _sig(rep: dict[str, Any]) -> dict[str, Any]:
+    """One side's signature (``traces.report.signature``), the ranks of a job merged."""
+    sigs = rep.get("_signatures") or [rep["_signature"]]
+    out = {"ops": set(), "kernels": set(), "shapes": set(), "devices": [], "schema": set()}
+    for x in sigs:
+        out["ops"] |= set(x["ops"])
+        out["kernels"] |= x["kernels"]
+        out["shapes"] |= x["shapes"]
+        out["devices"] = out["devices"] or x["devices"]
+        out["schema"].add(x["schema"])
+    return out
+
+
+def comparability(rep_a: dict[str, Any], rep_b: dict[str, Any], na: int, nb: int) -> dict[str, Any]:
+    """Can the two sides' steps be compared? ``{"verdict": "comparable" | "inconclusive" | "not comparable",
+    "reasons": [...], "ops_jaccard", "kernels_jaccard", "shapes_jaccard", "devices", "steps"}``: not comparable
+    for an empty capture, a GPU trace against a CPU-only one, other accelerators, or other op sets (different
+    models); inconclusive under ``MIN_STEPS`` steps a side, with other input shapes, or other trace schemas."""
+    a, b = _sig(rep_a), _sig(rep_b)
+    ops, kern = jaccard(a["ops"], b["ops"]), jaccard(a["kernels"], b["kernels"])
+    common = a["ops"] & b["ops"]
+    sa, sb = {x for x in a["shapes"] if x[0] in common}, {x for x in b["shapes"] if x[0] in common}
+    shapes = jaccard(sa, sb) if sa and sb else None
+    no, unsure = [], []
+    for side, x, y in (("before", a, b), ("after", b, a)):
+        if (not x["ops"] and y["ops"]) or not (x["ops"] or x["kernels"]):
+            no.append(f"the {side} trace recorded no operator: an empty capture is not an improvement")
+    if rep_a["_on_gpu"] != rep_b["_on_gpu"]:
+        no.append(f"one side ran on a device and the other did not ({'before' if rep_a['_on_gpu'] else 'after'} "
+                  f"has device work): an empty capture is not an improvement")
+    if a["devices"] and b["devices"] and sorted(a["devices"]) != sorted(b["devices"]):
+        no.append(f"different devices: {len(a['devices'])} x {a['devices'][0]} before, {len(b['devices'])} x "
+                  f"{b['devices'][0]} after")
+    if a["ops"] and b["ops"] and ops < OPS_SIMILAR:
+        no.append(f"different operators: {ops:.0%} of the operator names are shared (Jaccard, under "
+                  f"{OPS_SIMILAR:.0%}): different models, or a rewrite of the step such as torch.compile")
+    elif rep_a["_on_gpu"] and rep_b["_on_gpu"] and kern < KERNELS_SIMILAR:
+        no.append(f"different kernels: {kern:.0%} of the kernel names are shared (Jaccard, under "
+                  f"{KERNELS_SIMILAR:.0%}): different models, or a rewrite of the step such as torch.compile")
+    if min(na, nb) < MIN_STEPS:
+        unsure.append(f"{na} and {nb} profiled steps: fewer than {MIN_STEPS} a side is no steady state")
+    if shapes is not None and shapes < SHAPES_SIMILAR:
+        unsure.append(f"different input shapes: {shapes:.0%} of the shared operators' input shapes match (batch or "
+                      f"input size changed: time per sample, not per step, compares them)")
+    if len(a["schema"] | b["schema"]) > 1:
+        unsure.append("different trace schemas (torch <= 1.9 against a newer one): the profilers count differently")
+    verdict = "not comparable" if no else "inconclusive" if unsure else "comparable"
+    return {"verdict": verdict, "reasons": no + unsure, "ops_jaccard": round(ops, 3),
+            "kernels_jaccard": round(kern, 3) if rep_a["_on_gpu"] and rep_b["_on_gpu"] else None,
+            "shapes_jaccard": None if shapes is None else round(shapes, 3),
+            "devices": [a["devices"], b["devices"]], "steps": [na, nb]}
 
 
 def interval(before: list[float], after: list[float], confidence: float = CONFIDENCE
@@ -71,10 +144,13 @@ def _r(x: float | None) -> float | None:
     return None if x is None else round(x, 3)
 
 
-def compare(before: Path | str, after: Path | str) -> dict[str, Any]:
-    """The comparison (module docstring); ``traces.report.DoctorError`` for bad input on either side."""
+def compare(before: Path | str, after: Path | str, *, force: bool = False) -> dict[str, Any]:
+    """The comparison (module docstring); ``traces.report.DoctorError`` for bad input on either side. Unless
+    ``force``, a side that cannot be compared (``comparability``) makes the verdict "not comparable" or
+    "inconclusive", with its reasons, in place of the step's."""
     rep_a, ta, ca = samples(before)
     rep_b, tb, cb = samples(after)
+    able = comparability(rep_a, rep_b, len(ta), len(tb))
     mean_a, mean_b = statistics.fmean(ta), statistics.fmean(tb)
     c = None
     if len(ta) >= 2 and len(tb) >= 2:
@@ -108,6 +184,12 @@ def compare(before: Path | str, after: Path | str) -> dict[str, Any]:
         notes.append("fewer than 4 steps a side: no noise floor measured (3.5% assumed), and a bootstrap interval over "
                      "so few steps is narrower than their variation warrants; profile more steps")
     said = cmp_.describe(c) if c else f"after vs before: cannot tell ({len(ta)} and {len(tb)} steps)"
+    if able["verdict"] != "comparable":
+        if force:
+            notes.append(f"compared anyway (--force), though {able['verdict']}: " + "; ".join(able["reasons"]))
+        else:
+            verdict, cause = able["verdict"], None
+            said = f"after vs before: {able['verdict']} (" + "; ".join(able["reasons"]) + "; --force compares anyway)"
     summary = (f"{said}; {mean_a:.2f} -> {mean_b:.2f} ms per step ({change:+.2f} ms, {pct:+.1f}%; {len(ta)} and "
                f"{len(tb)} steps)" + (f"; the cause that moved most: {cause}" if cause else ""))
     return {"before": str(before), "after": str(after), "steps": [len(ta), len(tb)], "verdict": verdict,
@@ -116,12 +198,17 @@ def compare(before: Path | str, after: Path | str) -> dict[str, Any]:
             "comparison": c,
             "step": {"before_ms": _r(mean_a), "after_ms": _r(mean_b), "change_ms": _r(change), "low_ms": _r(low_ms),
                      "high_ms": _r(high_ms), "change_pct": _r(pct)},
-            "causes": rows, "summary": summary, "notes": notes}
+            "causes": rows, "summary": summary, "notes": notes, "comparability": able}
 
 
 def compare_text(cmp: dict[str, Any]) -> str:
     """The text report of a comparison."""
     out = [f"before: {cmp['before']}", f"after:  {cmp['after']}", "", f"verdict: {cmp['verdict']}", cmp["summary"]]
+    a = cmp.get("comparability")
+    if a:
+        kern = f", kernels {a['kernels_jaccard']:.0%}" if a["kernels_jaccard"] is not None else ""
+        out.append(f"comparability: {a['verdict']} (shared names: operators {a['ops_jaccard']:.0%}{kern}; steps "
+                   f"{a['steps'][0]} and {a['steps'][1]})")
     if cmp["floor_from"]:
         measured = not cmp["floor_from"].startswith("not measured")
         out.append(f"noise floor ±{100 * cmp['floor']:.1f}%: {cmp['floor_from']}" if measured

@@ -14,11 +14,16 @@ returns numbers or DataFrames; ``Trace.timeline`` and ``show`` draw.
 - ``syncs``      host-device synchronisations, each counted once, and what each cost
 - ``views``      ``open_trace`` / ``Trace``: overview, operators, kernels, memory (torch-tb-profiler's parser),
                  GPU time, idle and launch statistics (Holistic Trace Analysis)
-- ``kernels``    kernel names read: ``short_name`` (for tables), ``uses_tensor_cores`` (classified from the name)
+- ``kernels``    kernel names read: ``short_name`` (for tables), ``uses_tensor_cores`` and ``kernel_dtype``
+                 (classified from the name, NVIDIA and AMD)
+- ``throughput`` ``op_throughput``: achieved TFLOP/s of matmul/conv ops with recorded shapes against
+                 ``PEAK_TFLOPS`` (the vendors' data sheets), and the TF32 advice
 - ``timeline``   a Perfetto-like picture of a few steps (the profiling loop's own syncs drawn apart: ``sync_split``)
 - ``show``       the views in a notebook (plain tables and lines; ``helpers.notebook.display`` renders them)
 - ``diagnosis``  ``diagnose``: the average step split into causes (input, host sync, launch/overhead, compute,
                  memory, communication), each microsecond to one cause
+- ``gaps``       ``idle_causes``: the GPU's idle time in the steps by what the host was doing (waiting for data,
+                 host sync and its operator, allocator, communication, launch queue, overhead, nothing recorded)
 - ``split``      the interval work behind it: a trace's steps split into each cause's time ranges (GPU and CPU)
 - ``quality``    ``assess``: is a trace fit to be diagnosed (steps, warm-up, kernels, ranks, categories, times)
 - ``gputime``    the GPU's temporal breakdown computed here, with Holistic Trace Analysis' definitions

@@ -52,7 +52,7 @@ from typing import Any, Mapping
 from . import events as ev
 from . import intervals as iv
 from .load import load_trace
-from .split import MALLOC_APIS, SHORT_KERNEL_US, TINY_OP_US, Part, split_cpu, split_gpu
+from .split import MALLOC_APIS, SHORT_KERNEL_US, TINY_OP_US, Part, split_cpu, split_gpu, step_periods
 
 # --- thresholds (shown in notebook 05) -------------------------------------------------------------------------
 # A cause worth a finding takes at least 5% of the step: torch-tb-profiler's own threshold for "DataLoader time
@@ -110,13 +110,11 @@ def advice(cause: str, on_gpu: bool, fp32_gemm: bool = False) -> str:
 
 def is_fp32_gemm(name: str) -> bool:
     """A GPU matrix-product kernel in plain FP32 (FFMA or SIMT: no tensor cores): cuBLAS' ``sm80_xmma_gemm_f32f32_…
-    _ffma``, ``…sgemm…``, CUTLASS' ``cutlass_80_simt_sgemm``; not ``tf32``, half or bf16 ones."""
-    from .kernels import uses_tensor_cores
+    _ffma``, ``…sgemm…``, CUTLASS' ``cutlass_80_simt_sgemm``; not ``tf32``, half or bf16 ones. The kernel classifier
+    decides (``kernels.kernel_dtype`` is fp32 and ``kernels.uses_tensor_cores`` False): one list of names, not two."""
+    from .kernels import kernel_dtype, uses_tensor_cores
 
-    n = name.lower()
-    if uses_tensor_cores(name) or any(w in n for w in ("tf32", "bf16", "f16", "hmma", "imma")):
-        return False
-    return "sgemm" in n or ("gemm" in n and ("ffma" in n or "f32f32" in n))
+    return "gemm" in name.lower() and uses_tensor_cores(name) is False and kernel_dtype(name) == "fp32"
 
 
 def fp32_gemm_share(events: list, steps) -> float | None:
@@ -150,6 +148,18 @@ class Diagnosis:
     trace_dir: Path | None = None                      # set by diagnose_step: the folder its trace went to
     per_step: dict[str, list[float]] = field(default_factory=dict)   # cause -> ms in each step
     step_times: list[float] = field(default_factory=list)            # each step's ms
+    host_ms: float | None = None       # the mean CPU span of a step (its ProfilerStep)
+    device_ms: float | None = None     # the mean span of the device work a step launched (None: none recorded)
+    damaged: bool = False              # every ProfilerStep had an impossible time: no cause is diagnosed
+
+    @property
+    def bound(self) -> str | None:
+        """``"host-bound"`` when a step's CPU span is its period (the host is the slower side: the GPU waits for
+        it), ``"device-bound"`` when the span of the device work it launched is (the GPU queue runs behind); None
+        on a CPU-only trace, a trace without ProfilerStep, or damaged steps."""
+        if self.host_ms is None or self.device_ms is None or self.damaged:
+            return None
+        return "host-bound" if self.host_ms >= self.device_ms else "device-bound"
 
     @property
     def top(self) -> str | None:
@@ -178,11 +188,16 @@ class Diagnosis:
     def summary(self) -> str:
         """A few lines: the verdict, then one line per cause."""
         kind = "GPU" if self.on_gpu else "CPU-only"
-        if self.whole_trace:
+        if self.damaged:
+            head = (f"the trace's ProfilerSteps all have impossible times: the whole trace ({self.step_ms:.2f} ms, "
+                    f"{kind}) is one window and no cause is diagnosed.")
+        elif self.whole_trace:
             head = (f"no ProfilerStep marks: the whole trace ({self.step_ms:.2f} ms, {kind}) is one window, not a "
                     f"training step. Top cause: {self.top or 'none'}.")
         else:
-            head = (f"{self.steps} step(s), {self.step_ms:.2f} ms per step ({kind} trace). "
+            bound = (f", {self.bound} (CPU step {self.host_ms:.2f} ms, device work {self.device_ms:.2f} ms)"
+                     if self.bound else "")
+            head = (f"{self.steps} step(s), {self.step_ms:.2f} ms per step ({kind} trace{bound}). "
                     f"Top cause: {self.top or 'none'}.")
         lines = [head]
         for c in self.causes:
@@ -199,12 +214,20 @@ class Diagnosis:
         return self.summary()
 
 
-def _steps(trace, events: list, name: str) -> tuple[list[tuple[float, float]], Any, list[str]]:
-    """The steps to split (``events.step_windows``, or the whole trace as one step, with a note) and the main
-    thread."""
+def damaged_steps(trace) -> int:
+    """How many ``ProfilerStep#N`` host events have an impossible time (negative, missing, NaN ...): left out."""
+    return sum(1 for e in ev.events(trace) if ev.is_mapping(e) and e.get("ph") == "X" and ev.is_host(e)
+               and str(e.get("name", "")).startswith(ev.STEP_PREFIX) and not ev.valid_time(e))
+
+
+def _steps(trace, events: list, name: str) -> tuple[list[tuple[float, float]], Any, list[str], list, list]:
+    """The steps to split (``events.step_windows``, the first one no shorter than its period: ``split.
+    step_periods``; or the whole trace as one step, with a note), the main thread, and each step's CPU and device
+    spans (µs)."""
     steps = ev.step_events(events)
     if steps:
-        return [(a, b) for _, a, b in ev.step_windows(trace, events)], steps[0].get("tid"), []
+        wins, host, dev = step_periods(events, [(a, b) for _, a, b in ev.step_windows(trace, events)])
+        return wins, steps[0].get("tid"), [], host, dev
     spans = [ev.span(e) for e in events]
     if not spans:
         raise DiagnosisError(f"{name}: the trace holds no timed events; profile at least one step "
@@ -215,7 +238,7 @@ def _steps(trace, events: list, name: str) -> tuple[list[tuple[float, float]], A
              "per-step figures)"]
     host = [e for e in events if ev.is_host(e)]
     tid = max(host, key=lambda e: float(e.get("dur", 0) or 0)).get("tid") if host else None
-    return [(min(a for a, _ in spans), max(b for _, b in spans))], tid, notes
+    return [(min(a for a, _ in spans), max(b for _, b in spans))], tid, notes, [], []
 
 
 def _cause(part: Part, n: int, step_ms: float, steps, on_gpu: bool) -> tuple[dict[str, Any], list[float]]:
@@ -250,7 +273,7 @@ def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | N
         loop_syncs = str(trace.get(ev.LOOP_SYNC_METADATA, "0")).strip('"') not in ("0", "", "False", "false")
     name = source or "trace"
     events = ev.complete(trace)
-    steps, main_tid, notes = _steps(trace, events, name)
+    steps, main_tid, notes, host, dev = _steps(trace, events, name)
     n = len(steps)
     step_us = sum(b - a for a, b in steps)
     step_ms = step_us / n / 1000.0
@@ -258,6 +281,14 @@ def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | N
         raise DiagnosisError(f"{name}: its profiled steps last 0 µs in all; the trace's times are not usable "
                              f"(profile again, and give the file torch.profiler wrote)")
     on_gpu = any(ev.is_device_work(e) for e in events)
+    bad = damaged_steps(trace) if not host else 0
+    if bad:  # ProfilerSteps were recorded, none with a usable time: the window is no step, so judge no cause
+        why = (f"all {bad} ProfilerStep(s) have impossible times (negative, missing, NaN): no step to attribute, so "
+               f"no cause is diagnosed (the trace is damaged: export it again)")
+        return Diagnosis(steps=n, step_ms=round(step_ms, 3), on_gpu=on_gpu, causes=[_cannot(c, why) for c in CAUSES
+                                                                                   if c != "communication"],
+                         cannot_judge=[c for c in CAUSES if c != "communication"], notes=[why], source=source,
+                         step_times=[round(step_ms, 4)], damaged=True)
     per = lambda us: us / n / 1000.0  # noqa: E731 - µs over all steps -> ms per step
 
     cannot: list[str] = []
@@ -283,7 +314,10 @@ def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | N
     causes.sort(key=lambda c: -1.0 if c["ms"] is None else c["ms"], reverse=True)
     return Diagnosis(steps=n, step_ms=round(step_ms, 3), on_gpu=on_gpu, causes=causes, cannot_judge=cannot,
                      notes=notes, source=source, per_step=per_step,
-                     step_times=[round((b - a) / 1000.0, 4) for a, b in steps])
+                     step_times=[round((b - a) / 1000.0, 4) for a, b in steps],
+                     host_ms=round(sum(host) / len(host) / 1000.0, 3) if host else None,
+                     device_ms=(round(sum(d or 0.0 for d in dev) / len(dev) / 1000.0, 3)
+                                if on_gpu and any(d is not None for d in dev) else None))
 
 
 def _capacity(trace: Mapping[str, Any]) -> float | None:

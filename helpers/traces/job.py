@@ -158,14 +158,15 @@ def diagnose_job(path: Path | str, *, views: bool = True) -> dict[str, Any]:
     entries += [{"check": "unreadable", "message": f"rank {x['rank']}: {x['error']}", "rank": x["rank"]}
                 for x in failed]
     overviews = [r["overview"] for r in reps if r["overview"]]
-    overview = ({k: round(statistics.fmean((o.get(k) or 0.0) for o in overviews), 3) for k in overviews[0]}
+    overview = ({k: round(statistics.fmean((o.get(k) or 0.0) for o in overviews), 3) for k in dict.fromkeys(k for o in overviews for k in o)}
                 if overviews else None)
     top = causes[0]["cause"] if causes else None
     return {"trace": str(path), "steps": steps, "step_ms": round(step_ms, 3), "quality": entries,
             "overview": overview, "gpu": None, "gpu_doctor": None, "diagnosis": causes, "top_cause": top,
             "cannot_judge": sorted({c for r in reps for c in r["cannot_judge"]}), "notes": notes,
             "ranks": sorted(rows + failed, key=lambda r: r["rank"]), "straggler": straggler, "verdict": verdict(rows, causes, straggler, step_ms),
-            "_diagnoses": [r["_diagnosis"] for r in reps], "_on_gpu": any(r["_on_gpu"] for r in reps)}
+            "_diagnoses": [r["_diagnosis"] for r in reps],
+            "_signatures": [r["_signature"] for r in reps], "_on_gpu": any(r["_on_gpu"] for r in reps)}
 
 
 def verdict(rows: list[dict[str, Any]], causes: list[dict[str, Any]], straggler: dict | None, step_ms: float) -> str:

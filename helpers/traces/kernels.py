@@ -159,13 +159,13 @@ def short_name(name: str, width: int = 60) -> str:
 
 
 # ---- tensor cores ------------------------------------------------------------------------------------------------
-_TC_INSTRUCTION = re.compile(r"hmma|gmma|imma|qmma|dmma|wmma|mfma|tensorop|tensor\d+x\d+x\d+"
+_TC_INSTRUCTION = re.compile(r"hmma|gmma|imma|qmma|dmma|wmma|mfma|xdlops|_xdl_|tensorop|tensor\d+x\d+x\d+"
                              r"|[a-z](?:16816|1688|884|8816|16832|16864)(?=[a-z_])"
                              r"|sm[789]\d_\d+x\d+x\d+_|_mi\d+x\d+x\d+")
 _CUDA_CORE = re.compile(r"ffma|hfma|dfma|sgemm|dgemm|hgemm|cgemm|zgemm|simt|gemv|gemmsn|gemmk1|scudnn|dcudnn"
                         r"|_alg\d_engine|convolve_|fft|winograd")
 _LIBRARY_HELPER = re.compile(r"init_device_workspace|splitkreduce|epilogue|nchwtonhwc|nhwctonchw|transpose"
-                             r"|scal_kernel|reduce_kernel|computeoffsets|convert")
+                             r"|scal_kernel|reduce_kernel|computeoffsets|convert|subtensorop")
 _GEMM_LIKE = re.compile(r"gemm|conv|fprop|dgrad|wgrad|matmul|(?:^|_)b?mm(?:_|$)|fmha|flash|attention|sdpa|nvjet"
                         r"|triton_tem|xmma|cijk_")
 _TC_DTYPE = re.compile(r"tf32|bf16|fp16|half|e4m3|e5m2|fp8|int8|(?:^|_)(?:f16|i8|s8|u8)")
@@ -195,3 +195,73 @@ def uses_tensor_cores(name: str) -> bool | None:
 def tensor_core_label(value: bool | None) -> str:
     """The classifier's answer as a table shows it: "yes", "no", or "unknown" (a GEMM whose name does not say)."""
     return "unknown" if value is None else ("yes" if value else "no")
+
+
+# ---- data types and throughput -------------------------------------------------------------------------------------
+DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
+_CUTLASS_T = [("tfloat32_t", "tf32"), ("bfloat16_t", "bf16"), ("half_t", "fp16"), ("float_e4m3_t", "fp8"),
+              ("float_e5m2_t", "fp8"), ("int8_t", "int8")]
+_NAME_T = [(re.compile(r"e4m3|e5m2|fp8|(?:^|_)f8(?:_|f8|b8|$)"), "fp8"),
+           (re.compile(r"int8|(?:^|_)[isu]8(?:_|$)|imma"), "int8"),
+           (re.compile(r"tf32|xf32"), "tf32"), (re.compile(r"bf16|bfloat16"), "bf16"),
+           (re.compile(r"fp16|f16|half|hmma|h884|h1688|hgemm|hfma"), "fp16"),
+           (re.compile(r"f64|fp64|dgemm|dfma|dmma|double"), "fp64"),
+           (re.compile(r"f32|fp32|sgemm|ffma|simt"), "fp32")]
+_TENSILE = re.compile(r"cijk_a[a-z]+_b[a-z]+_([a-z0-9]+?)_")     # Tensile/hipBLASLt: Cijk_Ailk_Bljk_HHS_BH_MT...
+_TENSILE_T = {"h": "fp16", "b": "bf16", "s": "fp32", "d": "fp64", "x": "tf32"}
+_NVJET_T = {"h": "fp16", "b": "bf16", "t": "tf32", "s": "fp32", "q": "fp8", "e": "fp8", "i": "int8", "d": "fp64"}
+
+
+@lru_cache(maxsize=4096)
+def kernel_dtype(name: str) -> str | None:
+    """The data type a matrix kernel (GEMM, convolution, attention: ``uses_tensor_cores`` not False, or a CUDA-core
+    GEMM) computes in, from its name: one of ``DTYPES``, or None (not a matrix kernel, or a name that does not say,
+    e.g. a Triton template). NVIDIA: cuBLAS/cuDNN xmma names give input and math types (``f32f32_tf32f32_f32`` ->
+    tf32, ``f32f32_f32f32_f32_…ffma`` -> fp32), the ``ampere_bf16_s16816gemm`` / ``volta_h884gemm`` / ``sgemm``
+    families, nvjet's letters (``nvjet_hsh`` fp16, ``nvjet_tst`` tf32, ``nvjet_qqb`` fp8), CUTLASS's template types
+    (``cutlass::bfloat16_t``). AMD: Tensile/hipBLASLt's type letters (``Cijk_Ailk_Bljk_HHS_`` fp16, ``_BBS_`` bf16,
+    ``_SSS_`` fp32; ``I8II`` int8, ``F8`` fp8), rocBLAS' ``rocblas_{s,d,h}gemm``, MIOpen's ``igemm_…_bf16_``,
+    Composable Kernel's mangled types (``t`` = ck::bhalf_t, ``DF16_`` = half, ``f`` = float)."""
+    raw = str(name)
+    whole = raw.lower()
+    core = _parse(raw)[0].lower()
+    tc = uses_tensor_cores(raw)
+    if tc is False and not (_GEMM_LIKE.search(core) or "gemm" in whole) or _LIBRARY_HELPER.search(core):
+        return None
+    m = _TENSILE.search(whole)
+    if m:
+        tok = m.group(1)
+        if tok.startswith(("i8", "4xi8")):
+            return "int8"
+        if tok.startswith(("f8", "b8")):
+            return "fp8"
+        if "xf32" in whole and tok[0] == "s":
+            return "tf32"
+        return _TENSILE_T.get(tok[0])
+    m = re.match(r"nvjet_([a-z])", core)
+    if m:
+        return _NVJET_T.get(m.group(1))
+    if raw.startswith("_ZN2ck"):     # Composable Kernel: the first run of mangled scalar types after the GEMM's name
+        if "DF16_" in raw:
+            return "fp16"
+        m = re.search(r"(?:E|I|_)([tfhdaDF8_]{3,})(?:L|N|E|S)", raw)
+        if m:
+            t = m.group(1)
+            return "bf16" if t.startswith("t") else "fp32" if t.startswith("f") else None
+        return None
+    m = re.search(r"tensorop_([shdi])(1688|16816|884|8816|16832)", whole)   # CUTLASS: the MMA's accumulator and shape
+    if m and not any(pat.search(core) for pat, _ in _NAME_T[:5]):
+        return {"d": "fp64", "i": "int8", "h": "fp16"}.get(m.group(1)) or ("tf32" if m.group(2) == "1688" else None)
+    for t, dt in _CUTLASS_T:
+        if "cutlass::" + t in raw or "cute::" + t in raw:
+            return dt
+    # xmma: the types before the tile shape; the math type is the second pair (f32f32_tf32f32 -> tf32)
+    m = re.search(r"xmma_[a-z_]*?(?:gemm|fprop|dgrad|wgrad)[a-z_]*?_([a-z0-9]+)_([a-z0-9]+)_", whole)
+    if m and re.fullmatch(r"(?:[a-z]+\d+){2}", m.group(2)):
+        for pat, dt in _NAME_T:
+            if pat.search("_" + m.group(2) + "_"):
+                return dt
+    for pat, dt in _NAME_T:
+        if pat.search(core):
+            return dt
+    return None

@@ -13,6 +13,7 @@ and lists them as ``quality`` in its JSON), and raises ``TraceError`` for a trac
                         (``cpu_job``: its own metadata, or a gloo process group);
 - ``mixed_ranks``       ``ProfilerStep``s of several processes in one file (ranks merged into one trace);
 - ``not_pytorch``       events of categories PyTorch's profiler does not write (another tool's, merged in);
+- ``damaged_steps``     ``ProfilerStep``s with an impossible time: left out; when all are, no cause is diagnosed;
 - ``impossible_values`` events with NaN, Infinity, a negative or a missing time, left out of the diagnosis;
 - ``unreadable``        (added by ``report``) subfolders or files of a trace folder that could not be read.
 """
@@ -85,7 +86,15 @@ def assess(doc: Mapping[str, Any], label: str = "the trace") -> list[dict[str, s
         out.append(_entry("not_pytorch", f"{sum(foreign.values())} event(s) are not PyTorch profiler events "
                                          f"(categories {shown}); they are not judged"))
     steps = ev.step_events(valid)
-    if not steps:
+    damaged = [e for e in timed if str(e.get("name", "")).startswith(ev.STEP_PREFIX) and ev.is_host(e)
+               and not ev.valid_time(e)]
+    if damaged:
+        out.append(_entry("damaged_steps", f"{len(damaged)} of {len(damaged) + len(steps)} ProfilerStep(s) have an "
+                                           f"impossible time (negative, missing, NaN): "
+                                           + ("they are left out and the others diagnosed" if steps else
+                                              "no step can be measured, so no cause is diagnosed; export the "
+                                              "trace again")))
+    if not steps and not damaged:
         out.append(_entry("no_profiler_step", "no ProfilerStep in the trace: the whole trace is analysed as one step; "
                                               "profile with a schedule and call prof.step() after each step"))
     else:

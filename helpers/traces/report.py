@@ -3,14 +3,21 @@
 
 The dict (its ``--json``; every number finite or null)::
 
-    {"trace": PATH, "steps": int, "step_ms": float,     # the mean profiled step (events.step_windows)
+    {"trace": PATH, "steps": int, "step_ms": float,     # the mean profiled step (events.step_windows): its period,
+     "bound": "host-bound" | "device-bound" | null,     # the longer of its CPU span (host_ms) and the span of the
+     "host_ms": float | null, "device_ms": float | null,   # device work it launched (device_ms)
      "quality": [{"check", "message"}],                 # quality.assess: what to trust before the diagnosis
-     "overview": {category: ms per step} | null,        # torch-tb-profiler's Overview; adds up to step_ms
+     "overview": {category: ms per step} | null,        # torch-tb-profiler's Overview; adds up to step_ms (the
+                                                        # time outside the plugin's step, if any, is "outside")
      "gpu": {"idle_pct", "compute_pct", "non_compute_pct", "source"} | null,   # HTA's temporal breakdown, or the
                                                         # doctor's own (gputime) where HTA fails; null CPU-only
      "gpu_doctor": {"idle_pct", "compute_pct", "non_compute_pct", "communication_pct"} | null,  # always the own
      "diagnosis": [{"cause", "ms", "share", "finding", "evidence", "see", ...}],
-     "top_cause": str, "cannot_judge": [...], "notes": [...], "ranks": null, "straggler": null}
+     "top_cause": str, "cannot_judge": [...], "notes": [...], "ranks": null, "straggler": null,
+     "idle_causes": {"idle_ms", "step_ms", "steps", "causes": [{"cause", "ms", "share"}],   # gaps.idle_causes:
+                     "sync_by": [{"op", "ms", "calls"}]} | null,  # the GPU's idle ms per step by cause; null CPU-only
+     "throughput": [{"name", "calls", "gflop", "device_ms", "tflops", "dtype", "peak_tflops", "peak_pct"}]}
+                                                        # kernels.op_throughput: matmul/conv ops with recorded shapes
 """
 from __future__ import annotations
 
@@ -20,7 +27,8 @@ from typing import Any
 
 from . import diagnosis as dg
 from . import events as ev
-from . import gputime, quality
+from . import gaps, gputime, quality
+from .throughput import op_throughput, throughput_advice
 from .files import TraceError
 from .views import Trace, open_trace, quiet
 
@@ -95,7 +103,7 @@ def load(path: Path | str | Trace) -> Trace:
 @ev.memoizing
 def trace_report(path: Path | str | Trace, *, views: bool = True) -> dict[str, Any]:
     """One trace's report (the dict in the module docstring); raises ``DoctorError`` on bad input. ``views=False``
-    skips the Overview and HTA (the slow part on a large trace). Keys starting with ``_`` hold the ``Diagnosis``
+    skips the Overview, HTA, the idle causes and the throughput (the slow parts on a large trace; ``compare``). Keys starting with ``_`` hold the ``Diagnosis``
     and the ``Trace`` for the text report; the JSON leaves them out."""
     t = load(path)
     try:
@@ -119,10 +127,63 @@ def trace_report(path: Path | str | Trace, *, views: bool = True) -> dict[str, A
         notes += [w for w in (why_ov, why_gpu) if w]
     elif t.has_gpu:
         own = gputime.breakdown(t.doc)
-    return {"trace": t.label, "steps": d.steps, "step_ms": d.step_ms, "quality": entries, "overview": overview,
+    overview, why_add = add_up(overview, d.step_ms)
+    notes += [why_add] if why_add else []
+    try:
+        idle = gaps.idle_causes(t.doc) if d.on_gpu and views else None
+        tput = op_throughput(t.doc) if d.on_gpu and views else []
+    except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:  # an odd trace: the rest stands
+        idle, tput = None, []
+        notes.append(f"{t.label}: GPU idle causes and operator throughput not computed ({type(exc).__name__})")
+    return {"trace": t.label, "steps": d.steps, "step_ms": d.step_ms, "bound": d.bound, "host_ms": d.host_ms,
+            "device_ms": d.device_ms, "quality": entries, "overview": overview,
             "gpu": gpu, "gpu_doctor": own, "diagnosis": d.to_list(), "top_cause": d.top,
             "cannot_judge": d.cannot_judge, "notes": notes, "ranks": None, "straggler": None,
-            "_diagnosis": d, "_trace": t, "_on_gpu": d.on_gpu}
+            "idle_causes": idle, "throughput": tput, "_diagnosis": d, "_trace": t, "_on_gpu": d.on_gpu,
+            "_signature": signature(t.doc, d.steps)}
+
+
+def add_up(overview: dict[str, float] | None, step_ms: float) -> tuple[dict[str, float] | None, str | None]:
+    """The Overview made to add up to the doctor's step (its window): torch-tb-profiler's own step can be shorter
+    (without ProfilerStep it spans only the events it counts; with a first step trimmed differently), and the time
+    it leaves out is the category ``outside``; a plugin step longer than the doctor's is said in a note."""
+    if not overview:
+        return overview, None
+    total = sum(v for v in overview.values() if v is not None)
+    gap = step_ms - total
+    if abs(gap) <= max(0.001, 1e-4 * step_ms):
+        return overview, None
+    if gap > 0:
+        return {**overview, "outside": round(gap, 3)}, (
+            f"torch-tb-profiler's step covers {total:.2f} of the {step_ms:.2f} ms window; the other {gap:.2f} ms "
+            f"are the Overview's 'outside' row")
+    return overview, (f"torch-tb-profiler's step ({total:.2f} ms) is longer than the doctor's ({step_ms:.2f} ms: "
+                      f"the longer of the CPU step and the span of its device work)")
+
+
+OLD_SCHEMA = {"operator", "runtime"}    # torch <= 1.9's capitalised categories (normalised), its host side
+
+
+def signature(doc: dict[str, Any], steps: int) -> dict[str, Any]:
+    """What a trace ran, for ``compare``'s comparability check: ``ops`` (operator name -> calls per step),
+    ``kernels`` (the set of kernel names), ``shapes`` (the set of (operator, input shapes) where the profiler
+    recorded shapes), ``devices`` (the accelerators' names), ``schema`` ("old": torch <= 1.9's categories)."""
+    ops: dict[str, float] = {}
+    kernels, shapes = set(), set()
+    old = False
+    for e in ev.complete(doc):
+        k = ev.kind(e)
+        if k == "op":
+            name = str(e.get("name", ""))
+            ops[name] = ops.get(name, 0.0) + 1.0 / max(steps, 1)
+            dims = ev.args(e).get("Input Dims", ev.args(e).get("Input dims"))
+            if dims:
+                shapes.add((name, repr(dims)))
+            old = old or ev.category(e.get("cat", "")) in OLD_SCHEMA
+        elif k == "kernel":
+            kernels.add(str(e.get("name", "")))
+    devices = [str(p.get("name", "?")) for p in doc.get("deviceProperties") or [] if ev.is_mapping(p)]
+    return {"ops": ops, "kernels": kernels, "shapes": shapes, "devices": devices, "schema": "old" if old else "new"}
 
 
 def quality_lines(entries: list[dict[str, Any]]) -> list[str]:
@@ -147,8 +208,13 @@ def trace_text(rep: dict[str, Any], top: int = 10) -> str:
     import pandas as pd
 
     whole = any(q.get("check") == "no_profiler_step" for q in rep.get("quality") or [])
-    steps = (f"no ProfilerStep marks: the whole trace ({rep['step_ms']:.2f} ms) is one window, not a training step"
-             if whole else f"{rep['steps']} step(s), {rep['step_ms']:.2f} ms per step on average")
+    damaged = getattr(rep.get("_diagnosis"), "damaged", False)
+    bound = (f", {rep['bound']} (CPU step {rep['host_ms']:.2f} ms, device work it launched {rep['device_ms']:.2f} ms)"
+             if rep.get("bound") else "")
+    steps = (f"damaged ProfilerSteps: the whole trace ({rep['step_ms']:.2f} ms) is one window; no cause diagnosed"
+             if damaged else
+             f"no ProfilerStep marks: the whole trace ({rep['step_ms']:.2f} ms) is one window, not a training step"
+             if whole else f"{rep['steps']} step(s), {rep['step_ms']:.2f} ms per step on average{bound}")
     out = [f"trace: {rep['trace']}", steps, ""]
     out += quality_lines(rep["quality"])
     if rep["overview"]:
@@ -163,6 +229,7 @@ def trace_text(rep: dict[str, Any], top: int = 10) -> str:
                    + (f" (communication alone {rep['gpu_doctor']['communication_pct']}%)"
                       if rep.get("gpu_doctor") and rep["gpu_doctor"].get("communication_pct") else ""))
         out.append("")
+    out += gaps.idle_lines(rep.get("idle_causes"))
     with pd.option_context("display.width", 160, "display.max_colwidth", 60):
         for name in ("operators", "kernels"):
             with quiet():
@@ -174,6 +241,12 @@ def trace_text(rep: dict[str, Any], top: int = 10) -> str:
                 out.append(df.head(top).to_string())
             else:
                 out.append(f"{name.capitalize()}: none in this trace")
+            if name == "operators" and rep.get("throughput"):
+                out.append("  achieved TFLOP/s (shapes recorded): " + "; ".join(
+                    f"{r['name']} {r['tflops']:.1f} {r['dtype'] or '?'}"
+                    + (f" = {r['peak_pct']:.0f}% of {r['peak_tflops']:g}" if r["peak_pct"] is not None else "")
+                    for r in [r for r in rep["throughput"] if r.get("outer", True)][:4]))
+                out += [f"  advice: {a}" for a in throughput_advice(rep["throughput"])]
             out.append("")
     out.append(f"Diagnosis (* = a finding, >= {dg.MIN_FINDING_SHARE:.0%} of the step):")
     out.append(rep["_diagnosis"].summary().split("\n  note:")[0])

@@ -42,6 +42,45 @@ class Part:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def step_periods(events: list, windows: Ivs) -> tuple[Ivs, list[float], list[float | None]]:
+    """Each step's period: the longer of its CPU span (its ``ProfilerStep``) and the span of the device work it
+    launched (first start to last end). ``windows`` are ``events.step_windows``' ranges, which start the first step
+    where earlier device work ends; the first step is made its period: a device-bound one (the GPU queue runs
+    behind) starts with its device work, a host-bound one (the GPU idles before its first kernel) keeps its CPU
+    span. The later steps tile the time as ``step_windows`` gives them. Returns
+    ``(windows, host_us, device_us)``: the windows (the first one's start corrected), each step's CPU span and
+    each step's device span (None: it launched nothing recorded)."""
+    steps = ev.step_events(events)
+    if not steps or not windows:
+        return windows, [b - a for a, b in windows], [None] * len(windows)
+    calls = ev.launches(events)
+    starts = [float(s["ts"]) for s in steps]
+    lo: list[float] = [math.inf] * len(steps)
+    hi: list[float] = [-math.inf] * len(steps)
+    call_step = {}
+    for c, call in calls.items():
+        a, b = ev.span(call)
+        i = bisect.bisect_right(starts, a) - 1
+        if i >= 0 and b <= ev.span(steps[i])[1]:
+            call_step[c] = i
+    for e in events:
+        if ev.is_device_work(e):
+            i = call_step.get(ev.corr(e))
+            if i is not None:
+                a, b = ev.span(e)
+                lo[i], hi[i] = min(lo[i], a), max(hi[i], b)
+    host = [ev.span(s)[1] - ev.span(s)[0] for s in steps][:len(windows)]
+    dev = [hi[i] - lo[i] if hi[i] >= lo[i] else None for i in range(len(windows))]
+    out = list(windows)
+    a0 = ev.span(steps[0])[0]
+    s0, e0 = out[0]
+    if dev[0] is not None and dev[0] > host[0]:   # device-bound: the step is the span of its device work
+        out[0] = (max(s0, e0 - dev[0]), e0)
+    else:                                         # host-bound: never shorter than its CPU span
+        out[0] = (max(a0, min(s0, e0 - host[0])), e0)
+    return out, host, dev
+
+
 def _comm_part(comm: Ivs, other: Ivs, S: Ivs, n_calls: int, n: int, per: Callable[[float], float],
                where: str) -> tuple[Part, Ivs]:
     """The communication part: collective time when nothing else runs (exposed); the rest of the collectives'

@@ -27,6 +27,7 @@ from typing import Any
 
 from . import events as ev
 from .kernels import tensor_core_label, uses_tensor_cores
+from .throughput import op_throughput
 from .load import MAX_EVENTS, MAX_STEPS, TraceError, find_trace, load_trace, no_gc, trim
 from .timeline import draw_timeline
 
@@ -34,7 +35,7 @@ from .timeline import draw_timeline
 CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
 OVERVIEW_COLUMNS = [f"{c}_ms" for c in CATEGORIES] + ["step_ms"]
 OPERATOR_COLUMNS = ["name", "calls", "host_self_ms", "host_total_ms", "device_self_ms", "device_total_ms",
-                    "tc_eligible"]
+                    "tc_eligible", "tflops", "peak_pct"]
 KERNEL_COLUMNS = ["name", "calls", "total_ms", "mean_us", "max_us", "min_us", "blocks_per_sm",
                   "occupancy_pct", "tensor_cores"]
 MEMORY_COLUMNS = ["device", "peak_allocated_mb", "peak_reserved_mb", "samples"]
@@ -208,7 +209,9 @@ class Trace:
         device_self_ms, device_total_ms, tc_eligible``, by device self time on a GPU trace, else host self
         time (the device columns are 0 on a CPU-only trace). ``tc_eligible`` is torch-tb-profiler's mark of an
         operator that *could* run on tensor cores (a matmul or convolution in a precision they take), not whether
-        its kernels did: the Kernels view's ``tensor_cores`` says that (``show`` leaves this column out)."""
+        its kernels did: the Kernels view's ``tensor_cores`` says that (``show`` leaves this column out). ``tflops`` and
+        ``peak_pct``: a matmul/convolution's achieved TFLOP/s and its share of the device's dense peak for the data type
+        its kernels ran in (``kernels.op_throughput``: where the trace recorded shapes; NaN elsewhere)."""
         import pandas as pd
 
         _, run = self.tb
@@ -217,6 +220,11 @@ class Trace:
                  "device_self_ms": r.get("device_self_duration", 0) / 1000.0,
                  "device_total_ms": r.get("device_total_duration", 0) / 1000.0,
                  "tc_eligible": r.get("tc_eligible") == "Yes"} for r in run.operation_table_by_name["data"]]
+        tput = {r["name"]: r for r in op_throughput(self.doc)} if self.has_gpu else {}
+        for r in rows:
+            t = tput.get(r["name"], {})
+            r["tflops"] = t.get("tflops", float("nan"))
+            r["peak_pct"] = float("nan") if t.get("peak_pct") is None else t["peak_pct"]
         df = pd.DataFrame(rows, columns=OPERATOR_COLUMNS)
         key = "device_self_ms" if df["device_self_ms"].any() else "host_self_ms"
         return df.sort_values(key, ascending=False, kind="stable").reset_index(drop=True)

@@ -22,10 +22,29 @@ from tests.planted import make_step
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def cli(*args):
+def cli_process(*args):
+    """``python -m helpers.doctor compare ARGS`` as a user types it, in a fresh process."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "helpers.doctor", "compare", *map(str, args)], capture_output=True,
                           text=True, env=env, cwd=ROOT, timeout=600)
+
+
+def cli(*args):
+    """The same command's ``main`` in this process (its exit status, stdout and stderr), without a fresh
+    interpreter's imports each time (~2-3 s each; these tests call it about twenty times). ``cli_process`` checks
+    once that the command itself answers the same way."""
+    import contextlib
+    import io
+
+    from helpers import doctor as command
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = command.main(["compare", *map(str, args)])
+        except SystemExit as exc:   # argparse's refusals
+            rc = exc.code if isinstance(exc.code, int) else 2
+    return subprocess.CompletedProcess(["compare", *map(str, args)], rc, out.getvalue(), err.getvalue())
 
 
 def steps_of(doc, first, last, path):
@@ -109,15 +128,20 @@ def test_two_halves_of_a_real_a100_run_are_no_difference_or_small(tmp_path):
     assert {r["cause"] for r in cmp["causes"]} >= {"compute", "communication", "host sync"}
 
 
-def test_one_step_a_side_cannot_tell_and_the_gate_fails(tmp_path):
+def test_one_step_a_side_is_inconclusive_and_the_gate_fails(tmp_path):
     whole = load_trace(_synthetic(tmp_path, "run.json", 10.0, [0.0, 0.4]))
     a, b = steps_of(whole, 0, 0, tmp_path / "a.json"), steps_of(whole, 1, 5, tmp_path / "b.json")
     cmp = comparison.compare(a, b)
-    assert cmp["verdict"] == "cannot tell" and cmp["steps"] == [1, 5] and cmp["comparison"] is None
-    assert cmp["low"] is None and cmp["high"] is None and cmp["ratio"] > 0 and "fewer than 2" in cmp["notes"][-1]
-    gate = cli(a, b, "--fail-if-slower", "50")
+    assert cmp["verdict"] == "inconclusive" and cmp["steps"] == [1, 5] and cmp["comparison"] is None
+    assert "fewer than 3 a side" in cmp["comparability"]["reasons"][0]
+    p = cli(a, b)
+    assert p.returncode == 3 and "verdict: inconclusive" in p.stdout and "fewer than 3 a side" in p.stderr
+    forced = comparison.compare(a, b, force=True)
+    assert forced["verdict"] == "cannot tell" and forced["low"] is None and forced["ratio"] > 0
+    assert "fewer than 2" in forced["notes"][-2] and "--force" in forced["notes"][-1]
+    gate = cli(a, b, "--fail-if-slower", "50", "--force")
     assert gate.returncode == 1 and "cannot tell" in gate.stdout and "gate fails" in gate.stderr
-    assert cli(a, b).returncode == 0                                             # no limit asked: a report only
+    assert cli(a, b, "--force").returncode == 0                                  # no limit asked: a report only
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +173,7 @@ def test_a_planted_fix_is_faster_and_names_its_cause(planted_fix):
 
 def test_slower_sets_the_exit_status_for_ci(planted_fix):
     before, after = planted_fix
-    p = cli(after, before, "--fail-if-slower", "5")   # the change undone: slower
+    p = cli_process(after, before, "--fail-if-slower", "5")   # the change undone: slower (the command itself)
     assert p.returncode == 1 and "verdict: slower" in p.stdout and "slower by" in p.stderr
     assert cli(after, before, "--fail-if-slower", "100000").returncode == 0   # slower, but not by that much
     assert cli(after, before).returncode == 0                                  # no limit asked: a report only
@@ -158,3 +182,72 @@ def test_slower_sets_the_exit_status_for_ci(planted_fix):
 def test_bad_input_on_either_side_is_one_line(tmp_path, planted_fix):
     p = cli(planted_fix[0], tmp_path / "missing.json")
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "missing.json" in p.stderr
+
+
+def _model(tmp_path, name, ops, kernels=None, n=6, device=None):
+    """A trace of ``n`` 10 ms steps running the operators ``ops`` (each with a kernel named from ``kernels``)."""
+    from tests import fake_trace as ft
+
+    evs, t, c = [], 0.0, 0
+    for k in range(n):
+        evs.append(ft.step(k, t, 10000 + 50 * (k % 3)))
+        for j, op in enumerate(ops):
+            a = t + 100 + j * 1000
+            evs.append(ft.op(op, a, 800))
+            if kernels:
+                evs += [ft.runtime("cudaLaunchKernel", a + 10, 5, corr=c),
+                        ft.kernel(kernels[j % len(kernels)], a + 20, 700, corr=c)]
+                c += 1
+        t += 10000 + 50 * (k % 3)
+    top = {"deviceProperties": [{"id": 0, "name": device}]} if device else {}
+    path = tmp_path / name
+    path.write_text(json.dumps(ft.doc(*evs, **top)))
+    return path
+
+
+def test_two_different_models_exit_3_with_reasons(tmp_path):
+    """01's small CNN against 04's gated MLP said "NO CHANGE: 8.07 -> 10.13 ms (+25.4%)": other operators, other
+    kernels, another device are not comparable."""
+    cnn = _model(tmp_path, "cnn.json", ["aten::conv2d", "aten::relu", "aten::max_pool2d", "aten::linear"],
+                 ["implicit_gemm", "relu_kernel"], device="NVIDIA H100 80GB HBM3")
+    mlp = _model(tmp_path, "mlp.json", ["aten::linear", "aten::silu", "aten::mul", "aten::layer_norm"],
+                 ["sm90_gemm", "silu_kernel"], device="NVIDIA H100 80GB HBM3")
+    p = cli(cnn, mlp, "--json")
+    assert p.returncode == 3, p.stderr
+    cmp = json.loads(p.stdout)
+    assert cmp["verdict"] == "not comparable" and cmp["comparability"]["ops_jaccard"] < 0.5
+    assert "different operators" in p.stderr and "--force" in p.stderr
+    assert "not comparable" in cmp["summary"] and "no difference" not in cmp["summary"]
+    cpu = _model(tmp_path, "cpu.json", ["aten::conv2d", "aten::relu", "aten::max_pool2d", "aten::linear"])
+    other = _model(tmp_path, "a100.json", ["aten::conv2d", "aten::relu", "aten::max_pool2d", "aten::linear"],
+                   ["implicit_gemm", "relu_kernel"], device="NVIDIA A100-SXM4-40GB")
+    p = cli(cnn, cpu, "--fail-if-slower", "5")
+    assert p.returncode == 3 and "empty capture is not an improvement" in p.stderr
+    p = cli(cnn, other)
+    assert p.returncode == 3 and "different devices" in p.stderr
+    assert cli(cnn, mlp, "--force").returncode == 0
+
+
+def test_an_empty_capture_is_not_an_improvement(tmp_path):
+    full = _model(tmp_path, "full.json", ["aten::linear", "aten::relu"])
+    empty = _model(tmp_path, "empty.json", [])
+    p = cli(full, empty)
+    assert p.returncode == 3 and "recorded no operator" in p.stderr and "verdict: not comparable" in p.stdout
+
+
+def test_the_same_job_twice_is_comparable_and_no_difference(tmp_path):
+    a = _model(tmp_path, "a.json", ["aten::linear", "aten::relu"], ["gemm", "relu"], device="NVIDIA H100 80GB HBM3")
+    p = cli(a, a, "--json", "--fail-if-slower", "5")
+    assert p.returncode == 0, p.stderr
+    cmp = json.loads(p.stdout)
+    assert cmp["verdict"] == "no difference" and cmp["comparability"]["verdict"] == "comparable"
+    assert cmp["comparability"]["ops_jaccard"] == 1.0 and cmp["comparability"]["reasons"] == []
+
+
+def test_two_models_of_the_h100_reference_are_not_comparable():
+    """The H100 reference: notebook 01's CNN and 05's plain linear step share 53% of their operator names but 19%
+    of their kernel names."""
+    from tests.replay.conftest import h100_trace
+
+    cmp = comparison.compare(h100_trace("01_profiler_basics", "train_step"), h100_trace("05_diagnose", "none"))
+    assert cmp["verdict"] == "not comparable" and "different kernels" in cmp["comparability"]["reasons"][0]

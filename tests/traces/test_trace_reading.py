@@ -298,7 +298,7 @@ def test_operator_and_kernel_tables_match_the_trace(request, cpu_run):
     _, t = cpu_run
     ops = t.operators()
     assert list(ops.columns) == ["name", "calls", "host_self_ms", "host_total_ms", "device_self_ms",
-                                 "device_total_ms", "tc_eligible"]
+                                 "device_total_ms", "tc_eligible", "tflops", "peak_pct"]
     in_steps = [e for e in t.doc["traceEvents"] if e.get("name") == "aten::addmm"]
     assert int(ops.set_index("name").loc["aten::addmm", "calls"]) == len(in_steps) > 0
     assert (ops["host_total_ms"] >= ops["host_self_ms"] - 1e-9).all()
