@@ -10,6 +10,8 @@ import atexit
 import datetime as _dt
 import json
 import os
+import random
+import re
 import signal
 import socket
 import sys
@@ -78,6 +80,8 @@ def log_experiment(
 
     base = Path(root) if root is not None else runs_dir() / notebook
     base.mkdir(parents=True, exist_ok=True)
+    if notebook not in _logged:
+        _logged.append(notebook)
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
     n = 0
     while (base / f"{safe}-{n}").exists():
@@ -244,12 +248,40 @@ def start(logdir: str | Path | None = None, port: int | None = None, timeout_s: 
     return TensorBoardStatus(port=port, url=url, answered=False, message=msg, logdir=str(logdir))
 
 
-def inline(logdir: str | Path | None = None, preferred: int = 6006, timeout_s: float = 60.0) -> TensorBoardStatus:
+_logged: list[str] = []   # the notebooks whose experiments log_experiment wrote in this process
+
+
+def own_runs(logdir: Path | str) -> str | None:
+    """This notebook's runs in ``logdir``: the notebooks ``log_experiment`` wrote in this process, else the folder
+    of ``logdir`` written last (the notebook that just wrote its traces); None when it has none."""
+    if _logged:
+        return "|".join(_logged)
+    try:
+        folders = [p for p in Path(logdir).iterdir() if p.is_dir()]
+    except OSError:
+        return None
+    return max(folders, key=lambda p: p.stat().st_mtime).name if folders else None
+
+
+def frame_path(runs: str | None = None, dashboard: str | None = None) -> str:
+    """The path the inline frame opens: TensorBoard's ``runFilter`` (a regex over run names, its deep link) set to
+    the runs under ``runs`` (``a|b``: folders), and ``#dashboard`` (``hparams``, ``timeseries``, ...)."""
+    query = ("?" + urllib.parse.urlencode({"runFilter": "^(" + "|".join(
+        re.escape(r) for r in runs.split("|")) + ")/"})) if runs else ""
+    return "/" + query + (f"#{dashboard}" if dashboard else "")
+
+
+def inline(logdir: str | Path | None = None, preferred: int = 6006, timeout_s: float = 60.0,
+           runs: str | None = None, dashboard: str | None = None) -> TensorBoardStatus:
     """TensorBoard inside the notebook, checked, in one call: what ``%tensorboard --logdir runs --host 127.0.0.1``
     shows (notebook 01 teaches the magic itself), on ``preferred`` or a free port (``prepare``), then whether it
-    answered with this notebook's runs. Returns the status; its message says what to do when it did not answer."""
+    answered with this notebook's runs. The frame lists this notebook's runs only (``runs``, default ``own_runs``;
+    the server still serves them all) and opens on ``dashboard`` (default: TensorBoard's first). Returns the status;
+    its message says what to do when it did not answer."""
     want = Path(logdir) if logdir is not None else runs_dir()
-    status = start(want, port=prepare(preferred), timeout_s=timeout_s, display=True)
+    status = start(want, port=prepare(preferred), timeout_s=timeout_s, display=False)
+    if status.answered:
+        _display_inline(status.port, frame_path(runs or own_runs(want), dashboard))
     if not status.answered:
         print(f"{status.message} Start it by hand from the project folder with `tensorboard --logdir {want} --host "
               f"{HOST}` and open the address it prints. Everything the lesson needs is also in this notebook's tables "
@@ -257,11 +289,24 @@ def inline(logdir: str | Path | None = None, preferred: int = 6006, timeout_s: f
     return status
 
 
-def _display_inline(port: int) -> None:
-    try:
-        from tensorboard import notebook
+_FRAME = """<iframe id="{id}" width="100%" height="{height}" frameborder="0"></iframe>
+<script>(function() {{ const url = new URL({path}, window.location); url.port = {port};
+  document.getElementById({jid}).src = url; }})();</script>"""
 
-        notebook.display(port=port, height=800)
+
+def _display_inline(port: int, path: str = "/") -> None:
+    """TensorBoard's own inline frame (``tensorboard.notebook.display``: the page's host, TensorBoard's port), opened
+    at ``path`` (``frame_path``)."""
+    try:
+        if os.environ.get("TENSORBOARD_PROXY_URL") or path == "/":
+            from tensorboard import notebook
+
+            notebook.display(port=port, height=800)
+            return
+        from IPython.display import HTML, display
+
+        fid = f"tensorboard-frame-{random.getrandbits(64):016x}"
+        display(HTML(_FRAME.format(id=fid, jid=json.dumps(fid), height=800, path=json.dumps(path), port=port)))
     except Exception as exc:  # noqa: BLE001 - no notebook front end (plain Python): the URL was printed
         print(f"(Not shown inline: {exc})")
 

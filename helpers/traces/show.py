@@ -52,16 +52,17 @@ def short_names(df, width: int = NAME_WIDTH):
     return df.assign(name=df["name"].map(lambda n: short_name(n, width) if isinstance(n, str) else n))
 
 
-def shown_columns(df, has_gpu: bool, device_cols=()):
+def shown_columns(df, has_gpu: bool, device_cols=(), precision: int = 2):
     """``df`` as a view shows it: on a CPU-only trace without ``device_cols`` and without any other column that is
-    0 on every row (a category that never happened); on a GPU trace as it is."""
+    below the table's resolution (``10**-precision``) on every row (a category that never happened, or 0.00-0.01 ms
+    throughout: a CPU trace's ``cpu_exec_ms`` under a stand-in step); on a GPU trace as it is."""
     import pandas as pd
 
     if has_gpu:
         return df
     drop = [c for c in df.columns if c in device_cols
             or (pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
-                and (df[c].fillna(0) == 0).all())]
+                and (df[c].fillna(0).abs() < 10 ** -precision).all())]
     return df.drop(columns=drop)
 
 
@@ -129,7 +130,7 @@ def show(path_or_dir, steps: int = 3, top: int = 10, title: str | None = None) -
         if note:
             say(f"  {_short(note, t)}", small=True)
         ops = t.operators().head(top).round(3).drop(columns=list(HIDDEN_OPERATORS), errors="ignore")
-        return Table(short_names(shown_columns(ops, t.has_gpu, DEVICE_OPERATORS)), precision=3)
+        return Table(short_names(shown_columns(ops, t.has_gpu, DEVICE_OPERATORS, precision=3)), precision=3)
 
     view("Operators (by device self time on a GPU, else host self time)", operators_view)
 
@@ -153,4 +154,5 @@ def show(path_or_dir, steps: int = 3, top: int = 10, title: str | None = None) -
                 small=True)
         return t.timeline(steps, title=title)
 
-    view(f"Timeline of the first {steps} step(s)", timeline_view)
+    drawn = len(ev.step_ranges(t.doc)[:max(1, int(steps))])   # the steps the figure draws (timeline._window)
+    view(f"Timeline of the first {drawn} step(s)" if drawn else "Timeline of the trace", timeline_view)

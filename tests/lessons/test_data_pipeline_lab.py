@@ -310,3 +310,17 @@ def test_the_article_rows_compare_the_articles_pairs(tmp_path):
     t = reference.article_table(views.article_rows(res, None, ("sweep nw=1", "sweep nw=2"))).set_index("effect")
     assert t.loc["all the article's fixes (baseline -> crop first)", "this run reproduces?"].startswith("yes")
     assert t.loc["4 -> 8 workers", "this run"].startswith("2.00x") and "nan" not in t.to_string().lower()
+
+def test_the_sweep_chart_keeps_its_points_readable_under_a_far_ceiling(tmp_path, monkeypatch):
+    """Issue 33: a ceiling 4x above the sweep's points squashed them at the bottom of the chart; a far ceiling is
+    named in the legend instead of drawn, and the y axis fits the points."""
+    res = reported(tmp_path)
+    rows = {1: "sweep nw=1", 2: "sweep nw=2"}
+    shown = []
+    monkeypatch.setattr(views, "_show", lambda fig, results, name: shown.append(fig))
+    for ceiling_ms, far in ((0.5, True), (10.0, False)):   # 4,000 samples/s against points of 40 and 80
+        views.plot_sweep(res, views.sweep_table(res, rows, "pipeline only baseline", ceiling_ms, 2), rows, ceiling_ms, 2, 2)
+        ax = shown[-1].axes[1]
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert any("above the chart" in t for t in labels) == far, labels
+        assert ax.get_ylim()[1] < (200 if far else 2000 / ceiling_ms * 1.2)

@@ -36,6 +36,9 @@ SCHEDULE = dict(wait=0, warmup=1, active=2)
     ("compute", 2.5, "whole number"),
     ("launch/overhead", 20_001, "20,000"),
     ("compute", 16_385, "16,384"),
+    ("input", 3.6e6, "100 ms per sample"),      # issue 33: an hour per sample was accepted
+    ("input", 1e300, "100 ms per sample"),      # issue 33: a failed row "OverflowError: timestamp out of range"
+    ("host sync", 5_001, "5,000 ms per step"),
 ])
 def test_validate_size_refuses_with_one_line(kind, size, message):
     with pytest.raises(InvalidValue, match=message) as exc:

@@ -117,3 +117,12 @@ def test_atomic_writes_follow_the_umask(tmp_path, umask):
     assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o666 & ~umask
     assert (tmp_path / "a.json").read_text() == "{}\n"
     assert [p.name for p in tmp_path.iterdir()] == ["a.json"]  # no temporary file left
+
+
+def test_ok_line_shows_the_mean_the_verdicts_use(tmp_path, capsys):
+    """Issue 33: the `[ok]` line printed the median beside verdicts on means."""
+    r = results.Results("nb", "smoke", root=tmp_path)
+    r.record("good", {}, lambda: {"step_ms_mean": 12.345, "step_ms_median": 9.0})
+    r.record("plain", {}, lambda: {"x": 1})
+    out = capsys.readouterr().out
+    assert "[ok] good (mean step 12.35 ms)" in out and "median" not in out and "[ok] plain\n" in out

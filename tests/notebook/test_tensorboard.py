@@ -112,3 +112,27 @@ def test_inline_starts_checks_and_is_stopped(logdir, capsys):
     finally:
         tb.stop_started()
     assert tb.served_logdir(status.port) is None
+
+
+def test_the_inline_frame_opens_on_this_notebooks_runs(tmp_path, monkeypatch):
+    """Issue 33: the frame lists this notebook's runs only (TensorBoard's ``runFilter`` deep link), not the other
+    notebooks' first, and opens on the dashboard the text names."""
+    import urllib.parse
+
+    path = tb.frame_path("04_torch_compile", "hparams")
+    query, _, dash = path[2:].partition("#")
+    assert path.startswith("/?") and dash == "hparams"
+    assert urllib.parse.parse_qs(query) == {"runFilter": ["^(04_torch_compile)/"]}
+    assert tb.frame_path(None, None) == "/" and tb.frame_path("a|b.c").endswith("%28a%7Cb%5C.c%29%2F")
+    monkeypatch.setattr(tb, "_logged", [])
+    for name in ("02_data_pipeline", "03_backward_hooks"):
+        (tmp_path / name).mkdir()
+        os.utime(tmp_path / name, (1, 1) if name.startswith("02") else None)
+    assert tb.own_runs(tmp_path) == "03_backward_hooks"   # no experiment logged: the folder written last
+    tb.log_experiment("04_torch_compile", "exp", {"x": 1}, {"m": 1.0}, root=tmp_path / "04_torch_compile")
+    assert tb.own_runs(tmp_path) == "04_torch_compile" and tb.own_runs(tmp_path / "none") == "04_torch_compile"
+    monkeypatch.setattr(tb, "_logged", [])
+    assert tb.own_runs(tmp_path / "none") is None
+    html = tb._FRAME.format(id="tensorboard-frame-1", jid='"tensorboard-frame-1"', height=800, port=6006,
+                            path='"' + path + '"')
+    assert 'id="tensorboard-frame-1"' in html and "url.port = 6006" in html and path in html

@@ -379,6 +379,26 @@ _RENDERED_JS = """() => [document.querySelectorAll('.jp-Notebook .jp-CodeCell').
   [...document.querySelectorAll('.jp-Notebook img')].every(i => i.complete)]"""
 
 
+# widget labels cut short ("num_work…"): a label whose text is wider than its box
+_CUT_LABELS_JS = """() => [...document.querySelectorAll('.jp-Notebook .widget-label, .jp-Notebook .widget-label-basic')]
+  .filter(l => l.offsetParent && l.scrollWidth > l.clientWidth + 1)
+  .map(l => ({text: (l.textContent || '').trim(), scroll: l.scrollWidth, client: l.clientWidth}))"""
+
+
+def _cut_labels(page) -> list[str]:
+    """The cut labels; first proves the detector sees a planted one (ipywidgets' own label style, 40 px wide)."""
+    found = page.evaluate(_CUT_LABELS_JS)
+    page.evaluate("() => { const l = document.createElement('label'); l.className = 'widget-label';"
+                  " l.id = 'perf-cut-probe'; l.textContent = 'num_workers of the probe';"
+                  " Object.assign(l.style, {display: 'block', width: '40px', overflow: 'hidden',"
+                  " whiteSpace: 'nowrap', textOverflow: 'ellipsis'});"
+                  " document.querySelector('.jp-Notebook .jp-OutputArea-output').appendChild(l); }")
+    seen = page.evaluate(_CUT_LABELS_JS)
+    page.evaluate("() => document.getElementById('perf-cut-probe').remove()")
+    assert len(seen) == len(found) + 1, "the cut-label detector missed a planted 40 px label"
+    return [f"label {c['text']!r}: {c['scroll']} px of text in {c['client']} px" for c in found]
+
+
 def _overflows_and_planted(page) -> list[dict]:
     """The output areas that scroll sideways; first proves that the detector sees a planted 3000 px output."""
     overflows = page.evaluate(_OVERFLOWS_JS)
@@ -490,6 +510,8 @@ def test_jupyterlab_notebook_widgets_and_tensorboard_in_a_real_browser(tmp_path)
                     _shot(page, "01_notebook_after_run_all.png")
 
                     # --- the widget panel, used as a reader would --------------------------------------
+                    cut = _cut_labels(page)
+                    assert not cut, "widget labels cut short (helpers/notebook/panels.py sizes them):\n" + "\n".join(cut)
                     panel, button = _panel(page)
                     if nb.name == NOTEBOOK:
                         panel.scroll_into_view_if_needed()
@@ -509,6 +531,10 @@ def test_jupyterlab_notebook_widgets_and_tensorboard_in_a_real_browser(tmp_path)
                         if all(r.isdigit() for r in rows + rows2):
                             assert int(new[0]) == max(int(r) for r in rows) + 1, f"{rows} -> {rows2}"
                         print(f"panel: num_workers {first} -> {value} -> {value2}; table rows {rows} -> {rows2}")
+                        wide = page.evaluate(_OVERFLOWS_JS)   # the panel's table after two runs included
+                        assert not wide, "output areas that scroll sideways after the panel ran:\n" + "\n".join(
+                            f"cell {o['cell']} ({o['code']!r}): {o['scroll']} px in {o['client']} px {o['text']!r}"
+                            for o in wide)
                         panel.scroll_into_view_if_needed()
                         _shot(panel, "03_panel_after_two_runs.png")
                     else:  # fallback notebook 01: its panel has no num_workers; its Run button must still work

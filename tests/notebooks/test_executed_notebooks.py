@@ -209,3 +209,120 @@ def test_make_test_keeps_executed_copies_and_points_the_test_at_them():
     assert f"{EXECUTED_ENV}=$(TEST_NOTEBOOKS)" in mk
     assert "NBMAKE           := $(BIN)/python -m pytest --nbmake --nbmake-timeout=900 --overwrite" in mk
     assert "$(NBMAKE) $(ALONE_RUN:%=$(TEST_NOTEBOOKS)/%.ipynb)" in mk and "$(NBMAKE) $(BESIDE_RUN:%=$(TEST_NOTEBOOKS)/%.ipynb)" in mk
+
+
+# --- what a reader sees (issue 33): promised figures, readable chart text, no all-zero column --------------------
+# A markdown cell that promises a picture ("the chart", "a timeline", "the loss curves", "drawn as") right before a
+# code cell: that cell must show one. ("figure" is left out: the notebooks also say "figures" for numbers.)
+PROMISE = re.compile(r"\b(drawn|plotted|(charts?|plots?|timelines?|curves)\b[^.]{0,30}\b(below|here)|"
+                     r"(below|then|next)\b[^.]{0,40}\b(charts?|plots?|timelines?|curves))\b", re.I)
+OUTPUT_AREA_PX = 964     # JupyterLab's output area at 1400x900 with the file browser open (the browser test's view)
+MIN_FONT_PT = 7          # the smallest text the lessons' charts use (fontsize=7: tick labels, legends)
+MIN_TEXT_PX = 8.5        # chart text at least ~9 px tall where it is shown
+
+
+def missing_figures(nb: dict) -> list[str]:
+    cells, found = nb["cells"], []
+    for i, c in enumerate(cells):
+        prev = cells[i - 1] if i else None
+        if c["cell_type"] != "code" or not prev or prev["cell_type"] != "markdown":
+            continue
+        m = PROMISE.search("".join(prev["source"]))
+        if m and not any("image/png" in o.get("data", {}) or "image/svg+xml" in o.get("data", {})
+                         for o in c.get("outputs", [])):
+            found.append(f"cell {i}: the markdown above promises {m.group(0)!r}; the cell shows no picture")
+    return found
+
+
+def small_chart_text(nb: dict) -> list[str]:
+    """PNG outputs whose ``MIN_FONT_PT`` text is under ``MIN_TEXT_PX`` px where shown: px per pt from the PNG's dpi
+    (matplotlib writes it), shrunk to the output area when the picture is wider."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    found = []
+    for i, c in enumerate(nb["cells"]):
+        for o in c.get("outputs", []):
+            if "image/png" not in o.get("data", {}):
+                continue
+            im = Image.open(io.BytesIO(base64.b64decode("".join(o["data"]["image/png"]))))
+            dpi = (im.info.get("dpi") or (72, 72))[0]
+            css_w = float((o.get("metadata", {}).get("image/png") or {}).get("width") or im.width)
+            shown = min(css_w, OUTPUT_AREA_PX)
+            px = MIN_FONT_PT * dpi / 72 * shown / im.width
+            if px < MIN_TEXT_PX:
+                found.append(f"cell {i}: a {im.width} px picture at {dpi:.0f} dpi shown {shown:.0f} px wide: "
+                             f"{MIN_FONT_PT} pt text is {px:.1f} px (at least {MIN_TEXT_PX})")
+    return found
+
+
+_ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.S)
+_CELL = re.compile(r"<t([hd])[^>]*>(.*?)</t[hd]>", re.S)
+
+
+# the doctor's cause columns: a 0 there says "none of this cause", the table's point
+DOCTOR_CAUSES = ("memcpy", "communication", "dataloader", "input", "sync", "compute", "idle", "other")
+
+
+def zero_columns(nb: dict) -> list[str]:
+    """Time columns (``(ms)`` in the name) of a shown HTML table of two rows or more where every cell reads 0: a
+    measurement that measured nothing (02's ``cpu exec (ms)``); the doctor's cause columns are allowed."""
+    found = []
+    for i, c in enumerate(nb["cells"]):
+        for o in c.get("outputs", []):
+            html = "".join(o.get("data", {}).get("text/html", ""))
+            for table in re.findall(r"<table.*?</table>", html, re.S):
+                rows = [[(k, re.sub(r"<[^>]+>", "", v).strip()) for k, v in _CELL.findall(r)]
+                        for r in _ROW.findall(table)]
+                head = next((r for r in rows if r and all(k == "h" for k, _ in r)), None)
+                body = [r for r in rows if any(k == "d" for k, _ in r)]
+                if not head or len(body) < 2:
+                    continue
+                for j, (_, name) in enumerate(head):
+                    if "(ms)" not in name or name.split(" (")[0].strip().lower() in DOCTOR_CAUSES:
+                        continue
+                    vals = [r[j][1] for r in body if j < len(r)]
+                    if len(vals) == len(body) and all(re.fullmatch(r"-?0(\.0*)?", v) for v in vals):
+                        found.append(f"cell {i}: the column {name!r} is 0 in all {len(vals)} rows")
+    return found
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_what_a_reader_sees(src):
+    """Issue 33: every picture the markdown promises is there, chart text is readable at its displayed size, and no
+    shown table has an all-zero column."""
+    nb = _executed(src.stem)
+    found = missing_figures(nb) + small_chart_text(nb) + zero_columns(nb)
+    assert not found, f"{src.stem}:\n" + "\n".join(found)
+
+
+def _png(width_px: int, dpi: float) -> str:
+    import base64
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (width_px, 10)).save(buf, "png", dpi=(dpi, dpi))
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_what_a_reader_sees_is_checked():
+    img = lambda w, dpi=100: {"output_type": "display_data", "data": {"image/png": _png(w, dpi)}, "metadata": {}}  # noqa
+    promised = _nb(markdown="Each rank's step drawn as a timeline:")
+    assert missing_figures(promised) == [
+        "cell 1: the markdown above promises 'drawn'; the cell shows no picture"]
+    assert missing_figures(_nb(markdown="then the loss curves of the matrix's cells"))
+    assert missing_figures(_nb(img(900), markdown="The timeline below:")) == []
+    assert missing_figures(_nb(markdown="the H100's figures beside this run's")) == []
+    assert small_chart_text(_nb(img(900))) == [] and small_chart_text(_nb(img(1031, 110))) == []
+    assert small_chart_text(_nb(img(1639, 110)))  # the H100 reference's 3-panel matrix chart: 6 px text
+    assert small_chart_text(_nb(img(1507)))
+    table = lambda rows: {"output_type": "display_data", "metadata": {}, "data": {"text/html": (  # noqa: E731
+        "<table><thead><tr><th></th><th>op</th><th>cpu exec (ms)</th></tr></thead><tbody>"
+        + "".join(f"<tr><th>{k}</th><td>aten::mm</td><td>{v}</td></tr>" for k, v in enumerate(rows))
+        + "</tbody></table>")}}
+    assert zero_columns(_nb(table(["0.00", "0.0", "0"]))) == ["cell 1: the column 'cpu exec (ms)' is 0 in all 3 rows"]
+    assert zero_columns(_nb(table(["0.00", "1.5"]))) == [] and zero_columns(_nb(table(["0"]))) == []

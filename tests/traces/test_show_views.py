@@ -135,3 +135,26 @@ def test_show_without_the_notebook_layer_is_plain(cpu_trace):
     assert r.returncode == 0, r.stderr[-800:]
     assert "CPU only" in r.stdout and "Overview: step time by category" in r.stdout and "**" not in r.stdout
     assert show_mod.Table is display.Table and show_mod.say is display.say   # this process imported display
+
+
+def test_cpu_views_drop_a_column_that_reads_zero_at_the_shown_precision():
+    """Issue 33: 02's offline overview showed `cpu exec (ms)` at 0.00-0.01 on every row (values of 0.004-0.007 ms)."""
+    import pandas as pd
+
+    from helpers.traces.show import shown_columns
+
+    df = pd.DataFrame({"step": ["#1", "#2"], "dataloader_ms": [4.9, 89.0], "cpu_exec_ms": [0.004, 0.007],
+                       "other_ms": [20.7, 0.0]})
+    assert list(shown_columns(df, False)) == ["step", "dataloader_ms", "other_ms"]
+    assert "cpu_exec_ms" in shown_columns(df, False, precision=3)
+    assert list(shown_columns(df, True)) == list(df)   # a GPU trace's view as it is
+
+
+def test_timeline_heading_counts_the_steps_the_figure_draws(cpu_trace, monkeypatch):
+    """Issue 33: 03 said "Timeline of the first 3 step(s)" over a figure of the trace's 2 steps."""
+    shown = _captured(monkeypatch)
+    traces.show(cpu_trace, steps=5)
+    text = "\n".join(str(o) for o in shown if isinstance(o, display.Text))
+    assert "Timeline of the first 3 step(s)" in text and "first 5" not in text, text
+    fig = [o for o in shown if hasattr(o, "axes")][0]
+    assert "timeline of 3 step(s)" in fig.axes[0].get_title()

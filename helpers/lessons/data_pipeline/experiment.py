@@ -277,7 +277,7 @@ def panel(results, measure_row, *, num_workers: int, batch_size: int, cores: int
          "variant": w.Dropdown(options=list(VARIANTS), value="crop_first", description="variant"),
          "batch_size": w.BoundedIntText(value=batch_size, min=0, max=4096, description="batch size"),
          "persistent_workers": w.Checkbox(value=False, description="persistent_workers")},
-        validate=lambda v: validate_panel(v, cores, on_gpu), title="Time a pipeline with your settings")
+        validate=lambda v: validate_panel(v, cores, on_gpu), title="Time a pipeline with your settings", results=results)
 
 
 def panel_table(results, last: int = 6):

@@ -1,7 +1,6 @@
 """Notebook 05's harness around the planted steps (the plants themselves are written in the notebook and passed in as
 ``make_step(kind, size, item=True)``): the panel's validator, one profiled case as a results row, each plant timed
-against its fix in interleaved rounds, the doctor's claim beside the saving, the reference GPU traces and the
-appendix's bad inputs."""
+against its fix in interleaved rounds, the doctor's claim beside the saving, the reference traces, the bad inputs."""
 from __future__ import annotations
 
 import contextlib
@@ -17,21 +16,21 @@ from ...measure.timing import interleaved_times
 from ...measure.validate import InvalidValue, validate_choice, validate_positive
 
 PLANTED = ("none", "input", "launch/overhead", "compute", "host sync")
-LIMITS = {"launch/overhead": 20_000, "compute": 16_384}   # tiny ops / a matrix side: a run of minutes, not hours
+LIMITS = {"input": (100, "ms per sample"), "launch/overhead": (20_000, "tiny ops"),   # a profile of ~10 steps takes
+          "compute": (16_384, "as a matrix side"), "host sync": (5_000, "ms per step")}   # minutes (64 x 100 ms: 6.4 s)
 FIXED = "nothing planted"
 
 
 def validate_size(kind: str, size: Any) -> int | float:
-    """A plant's size: a positive, finite number; a whole one within ``LIMITS`` where it counts ops or a matrix side.
+    """A plant's size: a positive, finite number within ``LIMITS``; a whole one where it counts ops or a matrix side.
     Raises ``InvalidValue`` with a one-line message."""
     validate_positive(size, "the size")
-    if kind not in ("none", *LIMITS):
-        return float(size)
-    if size != int(size):
+    whole = kind in ("launch/overhead", "compute")
+    if whole and size != int(size):
         raise InvalidValue(f"the size of a {kind} plant counts ops or a matrix side: a whole number, not {size!r}.")
-    if size > LIMITS.get(kind, size):
-        raise InvalidValue(f"a {kind} plant above {LIMITS[kind]:,} would take minutes or gigabytes; choose less.")
-    return int(size)
+    if kind in LIMITS and size > LIMITS[kind][0]:
+        raise InvalidValue(f"a {kind} plant above {LIMITS[kind][0]:,} {LIMITS[kind][1]} takes hours or GBs; go lower.")
+    return int(size) if whole else float(size)
 
 
 def validate_panel(values: Mapping[str, Any], on_gpu: bool) -> dict[str, Any]:
@@ -66,8 +65,7 @@ def causes_metrics(d) -> dict[str, Any]:
 
 def record_diagnosis(results, name: str, config: Mapping[str, Any], diagnosed: Callable[[], Any], budget=None):
     """``diagnosed()`` as the row ``name`` (``causes_metrics``; a failure is a failed row with a one-line message;
-    with a ``budget`` (``helpers.notebook.budget.Budget``), skipped or stopped once it is spent). Returns the
-    diagnosis, None if it failed."""
+    with a ``budget`` (``notebook.budget.Budget``), skipped or stopped once spent). Returns it, None if it failed."""
     out = {}
 
     def experiment():
@@ -81,8 +79,7 @@ def record_diagnosis(results, name: str, config: Mapping[str, Any], diagnosed: C
 def run_case(results, make_step: Callable, kind: Any, size: Any, item: bool = True, *, device, wait: int,
              warmup: int, active: int, budget=None):
     """Plant one bottleneck (``make_step(kind, size, item=item)``), profile and diagnose it (``diagnose_step``) as
-    a results row; bad input is a failed row, never an exception (``budget``: as ``record_diagnosis``). Returns the
-    diagnosis, or None."""
+    a results row; bad input is a failed row, never an exception (``budget``: as ``record_diagnosis``); or None."""
     import torch
 
     config = {"planted": kind, "size": size, "device": torch.device(device).type} | ({} if item else {"item": False})
@@ -116,8 +113,7 @@ def time_steps(results, steps: Mapping[str, Callable], *, rounds: int, untimed: 
 def measure_fixes(results, make_step: Callable, sizes: Mapping[str, Any], *, rounds: int, untimed: int, device,
                   budget=None):
     """Time each plant (``sizes``: kind -> size) and its fix (``fix_name``) without the profiler (``time_steps``),
-    and compare each plant (a) with its fix (b): ``results.compare``. Returns the comparisons by kind ({} when the
-    budget skipped the timing)."""
+    and compare each plant (a) with its fix (b): ``results.compare``. The comparisons by kind ({}: budget spent)."""
     steps, pairs = {}, {}
     for kind, size in sizes.items():
         pairs[kind] = a, b = case_name(kind, size), fix_name(kind, size)
@@ -179,8 +175,7 @@ def saved_vs_claimed(planted: Mapping[str, Any], fixes: Mapping[str, Mapping[str
 
 
 def advice_named_for_device(d) -> bool:
-    """The launch/overhead advice fits the trace: CUDA graphs on a GPU trace only; on a CPU-only trace
-    ``torch.compile``'s CPU fusion."""
+    """The launch/overhead advice fits the trace: CUDA graphs on a GPU trace only; on a CPU one compile's fusion."""
     see = next((c["see"] for c in d.causes if c["cause"] == "launch/overhead"), "")
     return "CUDA graph" in see if d.on_gpu else ("CUDA graph" not in see and "torch.compile" in see and "CPU" in see)
 

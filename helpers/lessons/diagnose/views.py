@@ -11,8 +11,7 @@ METRICS = ["step_ms_mean", "top_cause", *[f"{c}_ms" for c in CAUSES], "causes_ms
 
 
 def verdicts_table(planted: Mapping[str, Any]):
-    """One row per planted case that ran (indexed by the plant): top cause, mean step, ms per cause (None: cannot
-    judge) and the causes' sum."""
+    """A row per planted case that ran (index: the plant): top cause, mean step, ms per cause (None: not judged), sum"""
     import pandas as pd
 
     rows = [{"planted": kind, "top cause": d.top, "step (ms)": d.step_ms, **{c["cause"]: c["ms"] for c in d.causes},
@@ -22,8 +21,7 @@ def verdicts_table(planted: Mapping[str, Any]):
 
 
 def verdicts_chart(verdicts, xlabel: str):
-    """Each planted step as one bar split into causes; a cause that cannot be judged draws nothing (and has no
-    legend entry). Returns the figure."""
+    """Each planted step as one bar split into causes (one not judged: no bar, no legend entry); the figure."""
     import matplotlib.pyplot as plt
     import pandas as pd
 
