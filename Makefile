@@ -34,7 +34,9 @@ BESIDE_NOTEBOOKS ?= 03_backward_hooks 04_torch_compile 05_diagnose
 ALL_NOTEBOOKS    := $(sort $(basename $(notdir $(wildcard notebooks/[0-9][0-9]_*.ipynb))))
 BESIDE_RUN       := $(if $(strip $(OVERLAP_TESTS)),$(filter $(BESIDE_NOTEBOOKS),$(ALL_NOTEBOOKS)))
 ALONE_RUN        := $(filter-out $(BESIDE_RUN),$(ALL_NOTEBOOKS))
-NBMAKE           := $(BIN)/python -m pytest --nbmake --nbmake-timeout=900 --overwrite
+# nbmake's kernels draw figures inline, as a reader's do: a non-interactive MPLBACKEND inherited from the shell (CI's
+# Agg) would make every plt.show() draw nothing in the executed copies (the runner drops it too: inline_figures).
+NBMAKE           := env -u MPLBACKEND $(BIN)/python -m pytest --nbmake --nbmake-timeout=900 --overwrite
 
 # Offline install. On a machine with internet: `make wheelhouse` (options below) builds a folder of
 # wheels; on the offline machine: `make setup WHEELS=<that folder>` installs from it alone.
