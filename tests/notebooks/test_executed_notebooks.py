@@ -207,7 +207,7 @@ def test_missing_executed_copy_fails_not_skips(tmp_path, monkeypatch):
 def test_make_test_keeps_executed_copies_and_points_the_test_at_them():
     mk = (ROOT / "Makefile").read_text()
     assert f"{EXECUTED_ENV}=$(TEST_NOTEBOOKS)" in mk
-    assert "NBMAKE           := $(BIN)/python -m pytest --nbmake --nbmake-timeout=900 --overwrite" in mk
+    assert "NBMAKE           := env -u MPLBACKEND $(BIN)/python -m pytest --nbmake --nbmake-timeout=900 --overwrite" in mk
     assert "$(NBMAKE) $(ALONE_RUN:%=$(TEST_NOTEBOOKS)/%.ipynb)" in mk and "$(NBMAKE) $(BESIDE_RUN:%=$(TEST_NOTEBOOKS)/%.ipynb)" in mk
 
 
