@@ -131,7 +131,8 @@ def unpack(archive: Path, dest_root: Path, gzip_traces: bool = True,
             with tar.extractfile(m) as src:
                 data = src.read()
             is_trace = len(parts) > 2 and parts[1] == "traces" and m.name.endswith(TRACE_SUFFIXES)
-            if is_trace and gzip_traces and not m.name.endswith(".gz"):
+            executed = m.name.endswith(".ipynb")  # the executed copy, with its outputs: kept as an archive, so that
+            if (is_trace and gzip_traces and not m.name.endswith(".gz")) or executed:   # no tracked notebook has any
                 data, target = gzip.compress(data, compresslevel=9, mtime=0), target.with_name(target.name + ".gz")
             if is_trace and trace_limit is not None and len(data) > trace_limit:
                 left_out.append(f"{Path(*parts[2:]).as_posix()} ({len(data) / MIB:.1f} MiB gzipped)")

@@ -62,6 +62,11 @@ def test_pack_keeps_traces_smallest_first_within_the_limit(tmp_path):
     assert not (ref / "traces" / "02_nb_a" / "1" / "host.pt.trace.json").exists()
     assert gzip.decompress((ref / "traces" / "02_nb_a" / "1" / "host.pt.trace.json.gz").read_bytes()).decode() \
         == small.read_text()
+    # an executed copy (outputs and all) comes out gzipped: no tracked .ipynb carries outputs
+    (res / "02_nb.ipynb").write_text('{"cells": []}')
+    pack.pack(res, tmp_path / "carry" / "02_nb.tar.gz", found, traces, limit=200_000)
+    ref, _ = pack.unpack(tmp_path / "carry" / "02_nb.tar.gz", tmp_path / "ref3")
+    assert not (ref / "02_nb.ipynb").exists() and gzip.decompress((ref / "02_nb.ipynb.gz").read_bytes())
     # and leaves out a trace over the limit, saying so in its pack.json
     again, left = pack.unpack(tmp_path / "carry" / "02_nb.tar.gz", tmp_path / "ref2", trace_limit=50)
     assert left and left[0].startswith("02_nb_a/1/host.pt.trace.json (")
