@@ -1,14 +1,8 @@
 """Comparing two implementations: first are they the same (``compare``), then is one faster (``compare_times``).
 
-``compare``: check equivalence before timing (pytorch/tutorials' ``recipes/benchmark.py``; nn-zero-to-hero's
-``cmp()``), for tensors, arrays, number sequences and dicts of them. Used by every notebook that times a rewrite
-against the original: 02's two dilations (exact) and its GPU decode against the CPU decode (within a few levels), 03's
-loss and gradients of the two patch selections (close), 04's compiled loss curve against eager's.
-
-``compare_times``: one way every notebook compares timings, measured in interleaved rounds: a ratio with a 95%
-bootstrap interval and a verdict (faster, slower, no difference). A derived figure is printed only when the
-comparison is ``resolved``.
-"""
+``compare``: equivalence before timing, for tensors, arrays, number sequences and dicts of them. ``compare_times``:
+timings from interleaved rounds as a ratio with a 95% bootstrap interval and a verdict; a derived figure is printed
+only when the comparison is ``resolved``."""
 from __future__ import annotations
 
 import warnings
@@ -25,15 +19,10 @@ def _array(x: Any) -> np.ndarray:
 
 
 def compare(a: Any, b: Any, *, rtol: float = 0.0, atol: float = 0.0) -> dict[str, Any]:
-    """Compare ``b`` against the reference ``a`` element by element.
-
-    ``a`` and ``b``: tensors, arrays or sequences of numbers, or dicts of them with the same keys (every entry is
-    compared; the figures are over all of them). Returns ``{"exact", "close", "max_abs_diff", "max_rel_diff",
-    "mean_abs_diff", "p99_abs_diff", "n", "why"}``: ``exact`` when every element is equal; ``close`` when every
-    ``|a - b| <= atol + rtol * |a|`` and ``b`` is finite; the relative difference divides by ``|a|`` (by 1 where
-    ``a`` is 0); ``p99_abs_diff`` is the 99th percentile of ``|a - b|``. Different keys or shapes are neither
-    exact nor close, and ``why`` says so (the figures are then None).
-    """
+    """Compare ``b`` against the reference ``a`` (tensors, arrays, number sequences, or dicts of them over all entries):
+    ``{exact, close, max_abs_diff, max_rel_diff, mean_abs_diff, p99_abs_diff, n, why}``. ``close``: every ``|a - b|
+    <= atol + rtol * |a|``, ``b`` finite; relative to ``|a|`` (1 where 0). Other keys or shapes: neither, ``why``
+    says so."""
     if isinstance(a, Mapping) or isinstance(b, Mapping):
         if not (isinstance(a, Mapping) and isinstance(b, Mapping)) or set(a) != set(b):
             return _differ("the two hold different entries")
@@ -76,10 +65,8 @@ ROLES = ("change", "timer")
 
 
 def noise_floor(*samples, min_n: int = 4) -> tuple[float | None, str]:
-    """The noise floor of a comparison, measured on its own samples: an A/A split of each side (its even-numbered
-    rounds against its odd-numbered ones, which ran interleaved with the same work) gives a ratio of means that
-    differs from 1 only by noise; the floor is the largest such difference over the sides (a fraction). Returns
-    ``(floor, floor_from)``; ``(None, why)`` when no side has ``min_n`` samples to split."""
+    """A comparison's noise floor from its own samples: the largest A/A difference (even against odd rounds) over the
+    sides. ``(floor, floor_from)``; ``(None, why)`` under ``min_n`` samples."""
     diffs = []
     for x in samples:
         x = np.asarray(list(x), dtype=float)
@@ -94,22 +81,12 @@ def noise_floor(*samples, min_n: int = 4) -> tuple[float | None, str]:
 def compare_times(a_ms, b_ms, *, a: str = "a", b: str = "b", metric: str = "step_ms_mean",
                   confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0, statistic=None,
                   floor: float | None = None, role: str = "change") -> dict[str, Any]:
-    """Is ``b`` faster than ``a``? Their samples (step times in ms, or round means, measured in interleaved rounds)
-    give ``ratio`` = statistic(a) / statistic(b) (above 1: ``b`` is faster), a ``confidence`` interval
-    ``[low, high]`` from ``scipy.stats.bootstrap`` (BCa, the two samples resampled independently), and a verdict:
-    ``"faster"`` when the whole interval is above 1 and the ratio beyond the noise floor (``ratio >= 1 + floor``),
-    ``"slower"`` likewise below, else ``"no difference"``; a resolved change under ``SMALL`` (3.5%) reads
-    ``"faster, small"`` / ``"slower, small"``. The floor is measured on the samples (``noise_floor``: an A/A split)
-    unless given; with too few samples to split (under 4 on each side) it is ``SMALL`` and ``floor_from`` says so. ``statistic`` defaults to the
-    mean (``metric`` names it).
-
-    Returns the ``comparisons`` entry of results.json: ``{"a", "b", "metric", "ratio", "low", "high", "verdict"}``
-    plus ``role``, ``n_a``, ``n_b``, ``confidence``, ``floor``, ``floor_from`` and ``samples`` (``{"a": [...],
-    "b": [...]}``, so any later rule can be re-applied to the recorded data). Fewer than 2 samples on a side, or
-    samples that do not vary at all, give an interval equal to the ratio (which then decides alone).
-    """
+    """Is ``b`` faster than ``a``? ``ratio`` = statistic(a) / statistic(b) (mean unless ``statistic``), a BCa bootstrap
+    ``[low, high]``, and a verdict: "faster" when the interval is above 1 and the ratio beyond the floor (measured by
+    ``noise_floor`` unless given; ``SMALL`` without enough samples), "slower" likewise, else "no difference"; under
+    ``SMALL`` ", small". Returns results.json's comparison entry with ``role``, ``n_a``, ``n_b``, ``confidence``,
+    ``floor``, ``floor_from``, ``samples``. Under 2 samples or none varying: interval = ratio."""
     from scipy import stats
-
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, not {role!r}")
     stat = statistic or np.mean
@@ -167,14 +144,9 @@ def _x(r: float) -> str:
 
 
 def describe(comparison: Mapping[str, Any]) -> str:
-    """One line for a reader, worded by the comparison's role (the one renderer every notebook and the doctor use):
-
-    - change, faster: ``compiled: 0.51× the eager step (1.97× faster; 95% interval 1.87–2.04×)``
-    - change, slower: ``planted input makes the step 43× slower than nothing planted (95% interval 38–49×)``
-    - timer: ``naive reads 1040× low against synchronised (95% interval 990–1100×)``
-    - no difference: ``persistent workers vs baseline: no difference beyond this run's noise (1.01×, 95% interval
-      0.95–1.08×; noise floor ±2.1%)``
-    A resolved change under 3.5% adds "a small change"."""
+    """One line for a reader, worded by the comparison's role ("compiled: 0.51× the eager step (1.97× faster; 95%
+    interval ...)", "naive reads 1040× low against synchronised ...", "... no difference beyond this run's noise
+    ..."); a resolved change under 3.5% says so."""
     c = comparison
     pct = int(round(100 * c.get("confidence", 0.95)))
     r, lo, hi, d = c["ratio"], c["low"], c["high"], direction(c)

@@ -12,7 +12,6 @@ def is_cuda(device) -> bool:
 def synchronize(device=None) -> None:
     """Wait for all queued work on ``device`` (a no-op on the CPU)."""
     import torch
-
     if is_cuda(device):
         torch.cuda.synchronize(device)
 
@@ -20,7 +19,6 @@ def synchronize(device=None) -> None:
 def peak_memory_mb(device=None) -> float | None:
     """Peak allocated device memory since the last reset, in MiB (None on the CPU)."""
     import torch
-
     if is_cuda(device):
         return round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
     return None
@@ -29,7 +27,6 @@ def peak_memory_mb(device=None) -> float | None:
 def peak_reserved_mb(device=None) -> float | None:
     """Peak memory the caching allocator reserved since the last reset, in MiB (None on the CPU)."""
     import torch
-
     if is_cuda(device):
         return round(torch.cuda.max_memory_reserved(device) / 2**20, 1)
     return None
@@ -37,6 +34,5 @@ def peak_reserved_mb(device=None) -> float | None:
 
 def reset_peak_memory(device=None) -> None:
     import torch
-
     if is_cuda(device):
         torch.cuda.reset_peak_memory_stats(device)

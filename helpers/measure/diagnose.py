@@ -15,14 +15,9 @@ from .training import labelled_step
 def diagnose_step(step_fn: Callable[[], Any], *, wait: int = 1, warmup: int = 1, active: int = 3, device=None,
                   name: str = "diagnose_step", trace_root: Path | str | None = None,
                   profile_memory: bool = False) -> Diagnosis:
-    """Profile ``step_fn`` (one training step per call) with ``schedule(wait, warmup, active)``, write the trace to
-    a fresh folder (``fresh_trace_dir(name)``) and diagnose it. The result's ``trace_dir`` says where.
-
-    On a GPU the loop synchronises the device after each step (so a step's range covers its GPU work) and the
-    diagnosis leaves those syncs out; on a CPU nothing is added.
-    """
+    """Profile ``step_fn`` with ``schedule(wait, warmup, active)`` into ``fresh_trace_dir(name)`` and diagnose it (on a
+    GPU the loop's syncs are left out of the diagnosis)."""
     import torch
-
     trace_dir = fresh_trace_dir(name, root=trace_root)
     cuda = is_cuda(device) if device is not None else False
     if cuda:
@@ -46,13 +41,9 @@ def diagnose_step(step_fn: Callable[[], Any], *, wait: int = 1, warmup: int = 1,
 
 
 def training_step(model, optimizer, loader, loss_fn=None, *, device=None) -> Callable[[], Any]:
-    """A step for ``diagnose_step`` from your own parts: each call takes the next batch from ``loader`` (starting
-    over when it runs out), moves it to ``device``, runs forward, backward and the optimizer step.
-
-    A batch is ``(inputs, targets)``; ``loss_fn`` defaults to cross-entropy.
-    """
+    """A step for ``diagnose_step`` from your parts: the next ``(inputs, targets)`` of ``loader`` (cycling), moved to
+    ``device``, forward, backward, optimizer step (``loss_fn``: cross-entropy)."""
     import torch
-
     loss_fn = loss_fn or torch.nn.functional.cross_entropy
     step = labelled_step(model, optimizer, loss_fn)
     state = {"it": iter(loader)}

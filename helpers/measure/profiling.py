@@ -1,7 +1,4 @@
-"""torch.profiler with a schedule, a fresh trace directory per run, tables and exports.
-
-Taught in ``01_profiler_basics``; used by every later notebook.
-"""
+"""torch.profiler with a schedule, a fresh trace directory per run, tables and exports (taught in 01)."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -20,15 +17,9 @@ NAME_WIDTH = 60   # a kernel's or operator's name in a printed table (``table``)
 
 
 def activities(device=None) -> list:
-    """Profiler activities this install supports *and* this machine can use.
-
-    ``torch.profiler.supported_activities()`` lists what the build supports (a CUDA
-    build reports CUDA even on a machine with no GPU), so CUDA is kept only when a
-    GPU is actually available.
-    """
+    """Profiler activities this build supports and this machine can use (CUDA only with a GPU available)."""
     import torch
     from torch.profiler import ProfilerActivity
-
     acts = []
     for a in torch.profiler.supported_activities():
         if a == ProfilerActivity.CPU:
@@ -41,7 +32,6 @@ def activities(device=None) -> list:
 
 def has_device_activity(acts: Iterable) -> bool:
     from torch.profiler import ProfilerActivity
-
     return any(a != ProfilerActivity.CPU for a in acts)
 
 
@@ -58,11 +48,7 @@ def _slug(text: str) -> str:
 
 
 def fresh_trace_dir(name: str, root: Path | str | None = None) -> Path:
-    """A new, empty directory ``runs/<name>/<timestamp>`` for one profiled run.
-
-    Recording twice into one directory makes TensorBoard's profiler plugin show
-    two "workers"; a fresh directory per run avoids that.
-    """
+    """A new, empty ``runs/<name>/<timestamp>`` (one directory per run: TensorBoard shows no second worker)."""
     base = Path(root) if root is not None else runs_dir() / "traces"
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     path = base / _slug(name) / stamp
@@ -70,38 +56,16 @@ def fresh_trace_dir(name: str, root: Path | str | None = None) -> Path:
     return path
 
 
-def profile_steps(
-    step_fn: Callable[[], Any],
-    *,
-    wait: int = 1,
-    warmup: int = 1,
-    active: int = 3,
-    repeat: int = 1,
-    device=None,
-    trace_dir: Path | str | None = None,
-    record_shapes: bool = False,
-    profile_memory: bool = False,
-    with_stack: bool = False,
-    sync: bool = True,
-):
-    """Run ``step_fn`` under ``torch.profiler.profile`` with ``schedule(wait, warmup, active)``.
-
-    Each call of ``step_fn`` is one profiler step (``prof.step()`` is called after it).
-    With ``sync`` (the default) a CUDA device is synchronised after each step so a
-    step's CPU-side span covers its GPU work; ``sync=False`` leaves the CPU free to run
-    ahead inside the recorded steps, so the step's CPU time is only the time spent queueing
-    work. Either way a CUDA device is synchronised at the end of the last ``wait``/``warmup``
-    step of each cycle, before the recording starts: else the GPU is still running the steps
-    before it (queued ahead) and the profile counts their kernels (an H100 profile of 5 steps
-    held the kernels of 8: GPU busy 805 ms in a 504 ms window).
-    With ``trace_dir`` the trace is written there for TensorBoard's profiler plugin
-    (``tensorboard_trace_handler``). Returns the finished profiler object.
-    When the loop synchronises a CUDA device, the trace says so (top-level key ``LOOP_SYNC_METADATA``).
-    With ``repeat > 1`` the returned profiler holds the last cycle's events only (each cycle's trace is written).
-    """
+def profile_steps(step_fn: Callable[[], Any], *, wait: int = 1, warmup: int = 1, active: int = 3, repeat: int = 1,
+                  device=None, trace_dir: Path | str | None = None, record_shapes: bool = False,
+                  profile_memory: bool = False, with_stack: bool = False, sync: bool = True):
+    """Run ``step_fn`` under ``torch.profiler.profile`` with ``schedule(wait, warmup, active, repeat)``, one profiler
+    step per call; returns the profiler. ``sync``: a CUDA device is synchronised after each step (the trace says so:
+    ``LOOP_SYNC_METADATA``); either way before each cycle's recording starts (else queued steps' kernels are counted:
+    an H100 profile of 5 steps held 8 steps' kernels). ``trace_dir``: a TensorBoard trace. With ``repeat > 1`` the
+    profiler holds the last cycle's events."""
     import torch
     from torch.profiler import profile, schedule, tensorboard_trace_handler
-
     for n, v in (("wait", wait), ("warmup", warmup), ("repeat", repeat)):
         if v < 0:
             raise ValueError(f"{n} cannot be negative")
@@ -110,14 +74,9 @@ def profile_steps(
     quiet_profiler_warning()  # torch 2.10/2.11 warn about clearing events on every profile (see env)
     total = (wait + warmup + active) * max(repeat, 1)
     handler = tensorboard_trace_handler(str(trace_dir)) if trace_dir is not None else None
-    with profile(
-        activities=activities(device),
-        schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=repeat),
-        on_trace_ready=handler,
-        record_shapes=record_shapes,
-        profile_memory=profile_memory,
-        with_stack=with_stack,
-    ) as prof:
+    with profile(activities=activities(device), schedule=schedule(wait=wait, warmup=warmup, active=active,
+                 repeat=repeat), on_trace_ready=handler, record_shapes=record_shapes, profile_memory=profile_memory,
+                 with_stack=with_stack) as prof:
         if sync and is_cuda(device) and hasattr(prof, "preset_metadata_json"):
             prof.preset_metadata_json(LOOP_SYNC_METADATA, "1")
         cycle = wait + warmup + active
@@ -130,23 +89,14 @@ def profile_steps(
 
 
 def is_device_annotation(event) -> bool:
-    """True for the device-timeline copy of a ``record_function`` label (``gpu_user_annotation``).
-
-    With CUDA profiled, every label (``forward``, ``ProfilerStep#N``...) that launched GPU work is
-    also drawn on the GPU timeline; ``prof.events()`` and ``key_averages()`` then hold a second event
-    (or row) of the same name, with no CPU time and the label's whole GPU span as its "self" device
-    time. Host-side analysis must skip these copies.
-    """
-    if not getattr(event, "is_user_annotation", False):
-        return False
-    return not str(getattr(event, "device_type", "CPU")).endswith("CPU")
+    """True for the GPU-timeline copy of a ``record_function`` label (``gpu_user_annotation``): no CPU time, the label's
+    whole GPU span as self time; host-side analysis skips it."""
+    annotation = bool(getattr(event, "is_user_annotation", False))
+    return annotation and not str(getattr(event, "device_type", "CPU")).endswith("CPU")
 
 
 def host_averages(prof, group_by_input_shape: bool = False):
-    """``prof.key_averages()`` without the device-side copies of the labels (see ``is_device_annotation``).
-
-    Kernel rows (device events that are not labels) stay. Returns the same ``EventList``, filtered in place.
-    """
+    """``prof.key_averages()`` without the labels' device-side copies (kernel rows stay)."""
     avgs = prof.key_averages(group_by_input_shape=group_by_input_shape)
     avgs[:] = [e for e in avgs if not is_device_annotation(e)]
     return avgs
@@ -154,13 +104,8 @@ def host_averages(prof, group_by_input_shape: bool = False):
 
 def table(prof, *, sort_by: str | None = None, row_limit: int = 10, group_by_input_shape: bool = False,
           name_width: int = NAME_WIDTH) -> str:
-    """``key_averages().table(...)`` sorted by device time where there is a device, else CPU time.
-
-    The GPU-timeline copies of the ``record_function`` labels are left out: sorted by device time
-    they would top the table (``ProfilerStep*`` with the whole step) and hide the ops. Kernel names (C++
-    signatures of ~250 characters) are shown by their readable part (``traces.kernels.short_name``, at most
-    ``name_width`` characters); ``events_frame`` keeps the full names.
-    """
+    """``key_averages().table(...)`` sorted by device time where there is one, else CPU time, without the labels' GPU
+    copies, kernel names shortened to ``name_width`` (``traces.kernels.short_name``)."""
     acts = getattr(prof, "activities", None)
     key = sort_by or sort_key(acts)
     avgs = host_averages(prof, group_by_input_shape)   # a fresh EventList: its keys may be shortened
@@ -170,27 +115,16 @@ def table(prof, *, sort_by: str | None = None, row_limit: int = 10, group_by_inp
 
 
 def events_frame(prof, group_by_input_shape: bool = False):
-    """``key_averages()`` as a DataFrame (times in ms), one row per op or label (host side) or kernel. ``name`` is
-    the full name (``helpers.notebook.display`` shows kernels' C++ signatures by their readable part).
-
-    ``on_device`` is True for rows of device events (kernels, memcpy: their time is
-    also counted in the ``self_device_ms`` of the op that launched them). The
-    device-timeline copies of the labels are dropped, so each label has one row.
-    """
+    """``key_averages()`` as a DataFrame (ms), one row per op, label (host side) or kernel, full names; ``on_device``
+    for device events (also counted in their op's ``self_device_ms``)."""
     import pandas as pd
-
     rows = []
     for e in host_averages(prof, group_by_input_shape):
-        row = {
-            "name": e.key,
-            "on_device": not str(getattr(e, "device_type", "CPU")).endswith("CPU"),
-            "calls": e.count,
-            "self_cpu_ms": e.self_cpu_time_total / 1000.0,
-            "cpu_total_ms": e.cpu_time_total / 1000.0,
-            "cpu_avg_ms": e.cpu_time_total / 1000.0 / max(e.count, 1),
-            "self_device_ms": getattr(e, "self_device_time_total", 0.0) / 1000.0,
-            "device_total_ms": getattr(e, "device_time_total", 0.0) / 1000.0,
-        }
+        row = {"name": e.key, "on_device": not str(getattr(e, "device_type", "CPU")).endswith("CPU"), "calls": e.count,
+               "self_cpu_ms": e.self_cpu_time_total / 1000.0, "cpu_total_ms": e.cpu_time_total / 1000.0,
+               "cpu_avg_ms": e.cpu_time_total / 1000.0 / max(e.count, 1),
+               "self_device_ms": getattr(e, "self_device_time_total", 0.0) / 1000.0,
+               "device_total_ms": getattr(e, "device_time_total", 0.0) / 1000.0}
         if group_by_input_shape:
             row["input_shapes"] = str(e.input_shapes)
         if getattr(e, "cpu_memory_usage", 0) or getattr(e, "self_cpu_memory_usage", 0):
@@ -208,16 +142,8 @@ def label_totals(prof, labels: Iterable[str]) -> dict[str, float]:
 
 
 def step_events(prof) -> list:
-    """The ``ProfilerStep#N`` (``ProfilerStep*`` in newer releases) events of the recorded (active) steps.
-
-    Host-side events only: on CUDA each step label also has a GPU-timeline copy.
-    """
+    """The host-side ``ProfilerStep#N`` events of the recorded steps."""
     return [e for e in prof.events() if e.name.startswith("ProfilerStep") and not is_device_annotation(e)]
-
-
-def step_events_ms(prof) -> list[float]:
-    """CPU duration in ms of each recorded ``ProfilerStep#N``."""
-    return [e.cpu_time_total / 1000.0 for e in step_events(prof)]
 
 
 def export_chrome_trace(prof, path: Path | str) -> Path:
@@ -241,12 +167,8 @@ def trace_files(trace_dir: Path | str) -> list[Path]:
 
 
 def sort_keys(acts: Iterable | None = None) -> dict[str, str]:
-    """The three orders of a ``key_averages().table()`` taught in notebook 01, as ``sort_by`` values.
-
-    ``self``: time in the op itself (finds the op doing the work); ``total``: with everything it called
-    (finds the label or parent that contains it); ``per call``: total / # of Calls (finds the op that is
-    expensive each time, however rarely it runs). Device time where a device is profiled, else CPU time.
-    """
+    """Notebook 01's three ``sort_by`` orders: ``self``, ``total``, ``per call`` (device time where profiled, else
+    CPU)."""
     acts = list(acts) if acts is not None else activities()
     if has_device_activity(acts):
         return {"self": "self_device_time_total", "total": "device_time_total", "per call": "device_time"}
@@ -270,13 +192,8 @@ _RUNTIME_CALL = re.compile(r"^(cuda|cu[A-Z]|hip)")
 
 
 def device_launches(prof) -> list[tuple[float, float, float]]:
-    """``(launch_us, start_us, end_us)`` of every device event (kernel, memcpy, memset) of a profile.
-
-    ``launch_us`` is when the CPU launched it, on whichever thread did (the autograd engine runs a GPU
-    backward on its own thread): the start of the runtime call with the same correlation id
-    (``cudaLaunchKernel``...; paired by ``traces.events.launches``, as in a trace file), or else of the CPU op its
-    ``linked_correlation_id`` names. Empty for a CPU-only profile.
-    """
+    """``(launch_us, start_us, end_us)`` of every device event: launched by its runtime call (same correlation id) or
+    the CPU op its ``linked_correlation_id`` names, on any thread. Empty on a CPU."""
     events = list(prof.events())
     host = [e for e in events if ev.is_host(e)]
     calls = ev.launches([{"ph": "X", "cat": "cuda_runtime", "ts": float(e.time_range.start),
@@ -298,12 +215,8 @@ def device_launches(prof) -> list[tuple[float, float, float]]:
 
 
 def _gpu_of_ranges(host_ranges, launches, dev_copies) -> tuple[float, float]:
-    """GPU time (span) and GPU busy time in ms of some host ranges of one label.
-
-    With launches known, each host range owns the device work launched inside it (any thread); its GPU
-    span runs from that work's first start to its last end, and the label's GPU time is the union of its
-    spans. Without them, the label's own device-timeline copies (``gpu_user_annotation``) are used.
-    """
+    """GPU span and busy ms of one label's host ranges: the device work launched inside each (any thread), else the
+    label's device-timeline copies (busy NaN)."""
     if launches:
         spans, work = [], []
         for a, b in host_ranges:
@@ -318,24 +231,11 @@ def _gpu_of_ranges(host_ranges, launches, dev_copies) -> tuple[float, float]:
 
 
 def phase_times(prof, labels: Iterable[str]):
-    """CPU time and GPU time of each ``record_function`` label, in ms (a DataFrame indexed by label).
-
-    ``cpu_ms`` sums the label's host ranges: on a GPU, with no synchronisation inside the label, that is
-    how long the CPU took to *queue* the phase's work. ``gpu_ms`` is the label's time on the GPU
-    timeline: from the first start to the last end of the device work launched while the label was open
-    (summed over its calls, overlaps counted once); ``gpu_busy_ms`` is the part of it when that work was
-    actually running (the rest: the GPU waiting for the CPU to launch more).
-
-    Kineto also copies each label onto the GPU timeline (``gpu_user_annotation``), but only with the work
-    launched from the label's own thread: the backward's kernels, launched by the autograd engine's
-    thread, fall outside the ``backward`` copy (pytorch/kineto#1022, pytorch/pytorch#144778). So the work
-    is attributed by its launch time, on any thread (``device_launches``); the copies are only a fallback
-    for a profile whose device events cannot be linked to their launch (``gpu_busy_ms`` is then NaN).
-    Both are NaN for a CPU-only profile. ``calls`` counts host ranges; the ``*_per_call`` columns divide by it.
-    ``ProfilerStep*`` stands for every recorded ``ProfilerStep#N``.
-    """
+    """CPU and GPU time of each label in ms (DataFrame by label, with ``calls`` and per-call columns). ``cpu_ms``: its
+    host ranges (on a GPU, the time to queue the work). ``gpu_ms``: first start to last end of the device work
+    launched inside it, on any thread (Kineto's own copies miss the autograd thread's kernels: pytorch/kineto#1022),
+    ``gpu_busy_ms`` the part running. NaN on a CPU. ``ProfilerStep*``: every recorded step."""
     import pandas as pd
-
     labels = list(labels)
     host: dict[str, list] = {lab: [] for lab in labels}
     dev: dict[str, list] = {lab: [] for lab in labels}
@@ -358,11 +258,7 @@ def phase_times(prof, labels: Iterable[str]):
 
 
 def step_times(prof):
-    """One row per recorded ``ProfilerStep#N``: its CPU time, GPU time and GPU busy time in ms (NaN on a CPU).
-
-    See ``phase_times`` for what each means; on a GPU run with ``sync=False`` the CPU time is the time
-    to queue the step and the GPU time the span of the work it launched.
-    """
+    """Per recorded ``ProfilerStep#N``: CPU, GPU and GPU busy ms (as ``phase_times``; NaN on a CPU)."""
     import pandas as pd
 
     def full_name(e) -> str:  # ``ProfilerStep#N``: newer releases shorten ``name`` to ``ProfilerStep*``

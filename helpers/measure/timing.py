@@ -1,11 +1,6 @@
 """Timing done right: warm-up, synchronisation, medians with spread, first step apart, rounds in rotation.
 
-Taught in ``01_profiler_basics`` ("why wall-clock timing around asynchronous GPU work lies").
-
-The step statistics every notebook writes (``StepTimes.metrics``; docs/results.md, the results contract) mean the same
-everywhere: ``step_ms_mean`` / ``step_ms_median`` / ``step_ms_p25`` / ``step_ms_p75`` over the timed steps (first
-steps apart), and ``samples_per_s`` = samples over the whole timed window = batch size / mean step.
-"""
+Taught in ``01_profiler_basics``. ``StepTimes.metrics``: the step statistics every notebook writes (docs/results.md)."""
 from __future__ import annotations
 
 import contextlib
@@ -62,13 +57,8 @@ class StepTimes:
 
     def metrics(self, batch_size: int | None = None) -> dict[str, float]:
         """The results contract's timing metrics (see the module docstring)."""
-        m = {
-            "step_ms_mean": round(self.mean, 3),
-            "step_ms_median": round(self.median, 3),
-            "step_ms_p25": round(self.p25, 3),
-            "step_ms_p75": round(self.p75, 3),
-            "steps_timed": len(self.times_ms),
-        }
+        m = {"step_ms_mean": round(self.mean, 3), "step_ms_median": round(self.median, 3),
+             "step_ms_p25": round(self.p25, 3), "step_ms_p75": round(self.p75, 3), "steps_timed": len(self.times_ms)}
         if self.first_ms is not None:
             m["first_step_ms"] = round(self.first_ms, 3)
         if batch_size:
@@ -82,28 +72,15 @@ class StepTimes:
         return s
 
 
-def time_steps(
-    fn: Callable[[], Any],
-    *,
-    steps: int = 10,
-    warmup: int = 3,
-    device=None,
-) -> StepTimes:
-    """Call ``fn`` ``warmup`` times, then time ``steps`` calls one by one.
-
-    On CUDA each call is bracketed by CUDA events and the stream is synchronised
-    before the times are read; on the CPU ``time.perf_counter`` is used. The first
-    warm-up call is timed on its own (``first_ms``): it holds one-off costs such as
-    cuDNN autotuning, lazy initialisation or a torch.compile compile.
-    """
+def time_steps(fn: Callable[[], Any], *, steps: int = 10, warmup: int = 3, device=None) -> StepTimes:
+    """Call ``fn`` ``warmup`` times (the first timed apart: ``first_ms``), then time ``steps`` calls one by one: CUDA
+    events on CUDA, ``time.perf_counter`` on a CPU."""
     if steps < 1:
         raise ValueError("steps must be at least 1")
     if warmup < 0:
         raise ValueError("warmup cannot be negative")
     import torch
-
-    use_cuda = is_cuda(device)
-    first_ms = None
+    use_cuda, first_ms = is_cuda(device), None
     for i in range(warmup):
         synchronize(device)
         t0 = time.perf_counter()
@@ -132,12 +109,8 @@ def time_steps(
 
 def interleaved_times(steps: dict[Any, Callable[[], Any]], rounds: int, device=None,
                       warmup: int = 0) -> dict[Any, StepTimes]:
-    """Time several steps in alternation: round ``r`` runs every step once, starting at a rotating one.
-
-    On a shared machine a burst of someone else's work then hits every step alike, instead of
-    whichever step happened to be timing at that moment (as in sequential timing). Each step is
-    first called ``warmup`` times, untimed.
-    """
+    """Time several steps in alternation, round ``r`` starting at a rotating one, so a burst of other load hits every
+    step alike; each first called ``warmup`` times, untimed."""
     if rounds < 1:
         raise ValueError("rounds must be at least 1")
     for fn in steps.values():
@@ -168,18 +141,12 @@ def rotation(names: Sequence, rounds: int) -> Iterator[tuple[int, Any]]:
 
 @contextlib.contextmanager
 def torch_threads(n: int | None):
-    """Run the block with ``n`` intra-op threads (restored after); ``None`` leaves them alone.
-
-    DataLoader workers run with one thread each; the main process defaults to one per core, and on a loaded
-    machine those threads spin waiting for each other. Where the main process does the pipeline's work or stands
-    beside a stand-in device, or a tiny planted step must not be stretched by waking OpenMP workers, one thread
-    makes its cost a worker's.
-    """
+    """Run the block with ``n`` intra-op threads (restored after; ``None``: unchanged); one thread makes the main
+    process's cost a worker's, with no OpenMP threads waiting on each other."""
     if n is None:
         yield
         return
     import torch
-
     before = torch.get_num_threads()
     torch.set_num_threads(n)
     try:

@@ -1,21 +1,13 @@
 """``compare(before, after)``: did a change make the step faster, slower, or no different beyond the noise, and
 which cause moved? ``python -m helpers.doctor compare BEFORE AFTER [--json] [--fail-if-slower PCT]``.
 
-Both sides are diagnosed by the trace toolkit (a trace, or a folder of ranks: the ranks' steps pooled), and each
-gives one sample per profiled step: the step's time and each cause's milliseconds in it (``Diagnosis.per_step``).
-
-The step: the notebooks' one comparison, ``compare.compare_times(before, after, role="change")``: the ratio of mean
-steps before / after (above 1: after is faster), its 95% BCa bootstrap interval, the noise floor measured on the
-samples (an A/A split of each side's even and odd steps; from 4 steps a side), and the notebooks' verdicts
-("faster", "slower", "faster, small", "slower, small", "no difference"), worded by ``compare.describe``. The two
-sides ran at different times, not in interleaved rounds: what changed on the machine between them is in the ratio.
-**cannot tell** when a side has fewer than two steps (no interval; ``--fail-if-slower`` then fails: a gate that
-cannot see does not pass). Under 4 steps a side no floor is measured and the bootstrap interval is too narrow (3
-steps resample into 10 distinct means): a note says so.
-
-Each cause: the change in ms per step with Welch's t interval (the two sides' variation not assumed alike), not a
-ratio, since a fix can remove a cause entirely (0 ms after). The cause named is the one whose change is largest in
-the verdict's direction.
+Each side (a trace or a folder of ranks) is diagnosed, one sample per profiled step (``Diagnosis.per_step``). The
+step: ``compare.compare_times(before, after, role="change")`` (ratio before / after, 95% BCa interval, the noise
+floor from an A/A split of each side, the notebooks' verdicts); the sides ran at different times, not interleaved.
+**cannot tell** with fewer than two steps a side (``--fail-if-slower`` then fails); under 4 a note says the interval
+is too narrow. Each cause: its change in ms per step with Welch's t interval (a fix can remove a cause: no ratio);
+the cause named moved most in the verdict's direction. **Comparability** first (``comparability``: the same work on
+both sides); "not comparable" or "inconclusive" is the verdict (exit 3; ``force=True`` / ``--force`` compares anyway).
 
 Returned dict (the ``--json``)::
 
@@ -25,13 +17,7 @@ Returned dict (the ``--json``)::
      "step": {"before_ms", "after_ms", "change_ms", "low_ms", "high_ms", "change_pct"},   # low/high_ms: the
      "causes": [{"cause", "before_ms", "after_ms", "change_ms", "low_ms", "high_ms"}],     # ratio's interval in ms
      "summary": str, "notes": [...],                                                       # of BEFORE's step
-     "comparability": {"verdict", "reasons", "ops_jaccard", "kernels_jaccard", "shapes_jaccard", "devices", "steps"}}
-
-**Comparability** comes first: the two sides must have run the same work (``comparability``: the operator names'
-Jaccard similarity, the kernel names', the input shapes where recorded, the devices, an empty capture, at least 3
-steps a side, the trace schema). When they are "not comparable" or "inconclusive" that is the verdict, with its
-reasons (``python -m helpers.doctor compare`` exits 3; ``force=True`` / ``--force`` compares anyway).
-"""
+     "comparability": {"verdict", "reasons", "ops_jaccard", "kernels_jaccard", "shapes_jaccard", "devices", "steps"}}"""
 from __future__ import annotations
 
 import math
@@ -73,10 +59,8 @@ def _sig(rep: dict[str, Any]) -> dict[str, Any]:
 
 
 def comparability(rep_a: dict[str, Any], rep_b: dict[str, Any], na: int, nb: int) -> dict[str, Any]:
-    """Can the two sides' steps be compared? ``{"verdict": "comparable" | "inconclusive" | "not comparable",
-    "reasons": [...], "ops_jaccard", "kernels_jaccard", "shapes_jaccard", "devices", "steps"}``: not comparable
-    for an empty capture, a GPU trace against a CPU-only one, other accelerators, or other op sets (different
-    models); inconclusive under ``MIN_STEPS`` steps a side, with other input shapes, or other trace schemas."""
+    """``{verdict, reasons, ops_jaccard, kernels_jaccard, shapes_jaccard, devices, steps}``: not comparable for an empty
+    capture, other devices or op sets; inconclusive under ``MIN_STEPS`` steps, other shapes or trace schemas."""
     a, b = _sig(rep_a), _sig(rep_b)
     ops, kern = jaccard(a["ops"], b["ops"]), jaccard(a["kernels"], b["kernels"])
     common = a["ops"] & b["ops"]
@@ -117,7 +101,6 @@ def interval(before: list[float], after: list[float], confidence: float = CONFID
     """``(change, low, high)`` of mean(after) - mean(before): Welch's t interval; ``low``/``high`` None with fewer
     than two samples on a side."""
     from scipy import stats
-
     change = statistics.fmean(after) - statistics.fmean(before)
     if len(before) < 2 or len(after) < 2:
         return change, None, None

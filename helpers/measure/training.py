@@ -27,15 +27,8 @@ def autocast(precision: str, device) -> contextlib.AbstractContextManager:
 def labelled_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable, *,
                   precision: str = "fp32", label: bool = True,
                   scaler: "torch.amp.GradScaler | None" = None) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """``step(x, y)``: forward, backward and the optimizer step on the batch it is given.
-
-    With ``label=True`` each phase is wrapped in ``record_function("forward")``,
-    ``("backward")`` and ``("optimizer_step")`` (which also zeroes the gradients), so
-    the phases show up by name in profiler tables and traces. Returns the loss
-    (a tensor: reading it with ``.item()`` would force a host-device sync).
-    With a ``scaler`` (``torch.amp.GradScaler``, what fp16 autocast needs against gradient
-    underflow) the loss is scaled before ``backward`` and the step goes through the scaler.
-    """
+    """``step(x, y)``: forward, backward and optimizer step (which zeroes the gradients), each in ``record_function``
+    with ``label``; returns the loss tensor (no sync). A ``scaler`` (fp16) scales the loss and steps through it."""
     maybe = record_function if label else (lambda name: contextlib.nullcontext())
 
     def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -42,7 +42,6 @@ def validate_bool(value: Any, what: str) -> bool:
     """A yes/no setting (``deterministic``, say) must be True or False: ``bool("abc")`` is True, so a string, a
     number or None is refused rather than read as a truth value. NumPy's booleans count as booleans."""
     import numpy as np
-
     if not isinstance(value, (bool, np.bool_)):
         raise InvalidValue(f"{what} must be True or False, not {value!r}.")
     return bool(value)

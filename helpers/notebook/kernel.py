@@ -1,14 +1,11 @@
 """One notebook executed headless in a kernel of this Python, that the runner can stop (``helpers.runner``).
 
-- The kernel is this interpreter's own ipykernel (``sys.executable``), whatever kernelspecs the machine has, with
-  encrypted channels where pyzmq can (``kernel_manager_class``).
-- ``NotebookRun(path, env).execute()`` runs every cell; ``stop(reason)`` (from a signal handler, or from the
-  budget watchdog's thread) interrupts the running cell (SIGINT to the kernel's process group), lets no further
-  cell start, and kills the kernel if it has not stopped ``kill_after_s`` later.
-- Errors are one line of plain text: ``cell 7: ValueError: ...`` (no ANSI colours, no traceback).
-"""
+The kernel is this interpreter's ipykernel (``kernel_manager_class``). ``NotebookRun(path, env).execute()`` runs
+every cell; ``stop(reason)`` interrupts the running cell, lets no further cell start, and kills the kernel
+``kill_after_s`` later. Errors are one plain line: ``cell 7: ValueError: ...``."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -45,16 +42,10 @@ def own_kernel_spec_manager():
 
 
 def kernel_manager_class():
-    """A kernel manager class whose kernels run on this Python (``own_kernel_spec_manager``) with encrypted channels
-    (CurveZMQ keys it provisions) where it can.
-
-    Without keys the kernel warns "Kernel is running over TCP without encryption" at start-up;
-    ``transport_encryption="auto"`` gives it keys when its kernelspec says it supports them
-    (ipykernel's does) and pyzmq has CurveZMQ, and leaves plain TCP otherwise.
-    """
+    """A kernel manager whose kernels run on this Python with encrypted channels where kernelspec and pyzmq allow
+    (``transport_encryption="auto"``; else a TCP warning at start-up)."""
     import zmq
     from jupyter_client.manager import KernelManager
-
     encrypt = zmq.has("curve") and "transport_encryption" in KernelManager.class_trait_names()
 
     class OwnKernelManager(KernelManager):
@@ -75,10 +66,8 @@ def stoppable_client_class():
     from nbclient import NotebookClient
 
     class StoppableClient(NotebookClient):
-        """nbclient's client that starts no cell once ``stop_reason`` is set, and that leaves SIGINT/SIGTERM to
-        ``on_signal``: nbclient's own handlers would shut the kernel down and let the run go on, and as event-loop
-        handlers they would not even run while the loop waits in zmq's poll for the kernel's next message. A plain
-        ``signal.signal`` handler runs there (pyzmq checks signals when the poll is interrupted)."""
+        """nbclient's client that starts no cell once ``stop_reason`` is set and leaves SIGINT/SIGTERM to ``on_signal``
+        (a plain ``signal.signal`` handler runs during zmq's poll; nbclient's would not)."""
 
         stop_reason: str | None = None
         on_signal: Callable[[int], None] | None = None
@@ -90,15 +79,12 @@ def stoppable_client_class():
                 raise Stopped(self.stop_reason)
             if self.on_signal is not None:
                 import asyncio
-
                 loop = asyncio.get_running_loop()
                 handler = self.on_signal
                 for signum in (signal.SIGINT, signal.SIGTERM):
-                    try:
+                    with contextlib.suppress(RuntimeError, ValueError, NotImplementedError):
                         loop.remove_signal_handler(signum)  # nbclient's (it restores the default handler)
                         signal.signal(signum, lambda n, frame: handler(n))
-                    except (RuntimeError, ValueError, NotImplementedError):
-                        pass
             return await super().async_start_new_kernel(**kwargs)
 
         async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
@@ -113,17 +99,12 @@ def stoppable_client_class():
 
 
 class NotebookRun:
-    """Execute ``path`` in a fresh kernel with environment ``env`` (the whole environment, not additions).
-
-    ``timeout``: nbclient's per-cell limit in seconds. ``limit_s``: the notebook's whole limit (None: none); past
-    it the run is stopped from outside (``stop("over its time budget ...")``). ``on_signal(signum)`` is called in
-    the main thread when SIGINT/SIGTERM arrive while the notebook runs.
-    """
+    """Execute ``path`` in a fresh kernel with environment ``env``; ``timeout`` per cell, ``limit_s`` the whole
+    notebook's (then stopped from outside), ``on_signal(signum)`` on SIGINT/SIGTERM."""
 
     def __init__(self, path: Path, env: dict[str, str], timeout: int = 1800, limit_s: float | None = None,
                  on_signal: Callable[[int], None] | None = None, kill_after_s: float = 10.0):
         import nbformat
-
         self.path = Path(path)
         self.env = env
         doc = json.loads(self.path.read_text(encoding="utf-8"))
@@ -158,10 +139,8 @@ class NotebookRun:
         try:
             os.killpg(group, signum)
         except (ProcessLookupError, PermissionError):
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(group, signum)
-            except OSError:
-                pass
 
     def stop(self, reason: str) -> None:
         """Interrupt the running cell and start no other; kill the kernel ``kill_after_s`` later if it still runs.
@@ -190,7 +169,6 @@ class NotebookRun:
         """Run the notebook; returns ``{"status": ok|failed|interrupted, "error": one line or None, "wall_s"}``.
         ``failed`` when a cell raised (or the kernel died), ``interrupted`` when ``stop()`` stopped it."""
         from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
-
         if self.stop_reason:  # stopped before it started (a signal while the run was setting up): start nothing
             self._done.set()
             return {"status": "interrupted", "error": f"stopped before its kernel started: {self.stop_reason}",
@@ -221,7 +199,6 @@ class NotebookRun:
             # nbclient registers a clean-up at exit and unregisters it only once the kernel has started; a kernel
             # that died while starting (stopped then) would leave it to fail at exit with an AssertionError
             import atexit
-
             atexit.unregister(self.client._cleanup_kernel)
         wall = time.perf_counter() - t0
         where = f"cell {self.client.cell_index}: " if self.client.cell_index is not None else ""
@@ -235,7 +212,6 @@ class NotebookRun:
 
     def executed_text(self) -> str:
         import nbformat
-
         return nbformat.writes(self.nb)
 
 
@@ -250,6 +226,5 @@ def python_path(project: Path, environ: dict[str, str] | None = None) -> str:
 def missing_packages() -> list[str]:
     """What the runner itself needs and this Python lacks (the kit, or ``make setup``, brings them)."""
     import importlib.util
-
     return [m for m in ("nbclient", "nbformat", "ipykernel", "jupyter_client", "zmq")
             if importlib.util.find_spec(m) is None]

@@ -1,13 +1,8 @@
 """A notebook's outputs kept honest and carried back in one file (``helpers.runner``).
 
-- ``set_aside(out, stem)``: before a notebook runs, its previous outputs (``<out>/<stem>/``) move to
-  ``<out>/<stem>.previous/``, so a run that fails before writing results leaves no stale results.json beside it.
-- ``mark_interrupted(results_dir, reason)``: a stopped notebook's results.json says ``"interrupted": true``.
-- ``pack(...)``: ``<stem>.tar.gz`` holding ``<stem>/`` (results.json, run.json, the executed notebook, figures) and
-  ``<stem>/traces/`` (the profiler traces this run wrote under the runs folder, smallest first, within a size cap;
-  the rest are listed as left out in ``<stem>/pack.json``). Unpacked under ``data/reference/<gpu>/`` it is a
-  reference run (``helpers.notebook.reference``); ``unpack`` then keeps its traces gzipped and leaves out those over
-  2 MiB gzipped, so a reference stays small enough to ship in the project.
+``set_aside`` moves a notebook's previous outputs to ``<out>/<stem>.previous/``; ``mark_interrupted`` marks a
+stopped notebook's results.json; ``pack`` writes ``<stem>.tar.gz`` (outputs, and this run's traces smallest first
+within a cap, the rest listed in ``pack.json``); ``unpack`` makes it a reference run (traces gzipped, none over 2 MiB).
 """
 from __future__ import annotations
 
@@ -111,10 +106,8 @@ TRACE_GZ_LIMIT = 2 * MIB      # a reference keeps a trace only this small, gzipp
 
 def unpack(archive: Path, dest_root: Path, gzip_traces: bool = True,
            trace_limit: int | None = TRACE_GZ_LIMIT) -> tuple[Path, list[str]]:
-    """Extract a ``pack`` archive under ``dest_root`` (e.g. ``data/reference/h100``); returns the notebook folder and
-    the traces left out. Only plain files under ``<stem>/`` are extracted (no links, no absolute or ``..`` paths).
-    With ``gzip_traces`` a trace under ``traces/`` is written gzipped (``<name>.gz``); one larger than
-    ``trace_limit`` bytes gzipped is left out (listed in ``<stem>/pack.json`` under ``unpack_left_out``)."""
+    """Extract a ``pack`` archive under ``dest_root`` (plain files under ``<stem>/`` only), traces gzipped with
+    ``gzip_traces``, those over ``trace_limit`` left out: ``(folder, left out)``."""
     archive, dest_root = Path(archive), Path(dest_root)
     left_out: list[str] = []
     with tarfile.open(archive, "r:gz") as tar:
@@ -151,9 +144,7 @@ def unpack(archive: Path, dest_root: Path, gzip_traces: bool = True,
 def main(argv: list[str] | None = None) -> int:
     """``python -m helpers.notebook.pack unpack --gpu h100 ARCHIVE ...``: a GPU run's packs become its reference."""
     import argparse
-
     from .reference import reference_root
-
     ap = argparse.ArgumentParser(prog="python -m helpers.notebook.pack",
                                  description="Unpack a GPU run's per-notebook packs as reference runs.")
     ap.add_argument("command", choices=("unpack",))
@@ -177,5 +168,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     import sys
-
     sys.exit(main())

@@ -1,27 +1,14 @@
 """A reference GPU's numbers beside the reader's, never instead of them.
 
-A reference run is a notebook's pack from a GPU machine (``python -m helpers.runner``, ``helpers.notebook.pack``)
-unpacked under ``data/reference/<gpu>/``: ``<gpu>/<notebook>/results.json``, its figures (``*.png``), its executed
-copy and ``traces/``. ``$PERF_REFERENCE_DIR`` moves the root; ``$PERF_REFERENCE_GPU`` picks a ``<gpu>`` folder.
-
-How a notebook uses it (``NB`` is its results name, ``RESULTS`` its ``Results``)::
-
-    REF = reference.note(NB)        # prints where the reference comes from, or that there is none; None then
-    table = reference.add_column(RESULTS.table(COLUMNS), REF, "step_ms_mean")   # + "reference (h100): ..." column
-    reference.show_figures(REF, ["sawtooth"])    # GPU-only sections on a CPU: the reference's figures, labelled
-    reference.show_trace(REF, "baseline")        # and its trace, opened with helpers.traces.show, labelled
-
-    ref_c = REF.comparison("eager", "compiled")  # the reference's comparison of two rows (its names, full scale)
-    table = reference.article_table([dict(effect="compiled vs eager", article="19:33 -> 13:49 (1.41x)",
-                                          article_ratio=1.41, reference=ref_c, this_run=RESULTS.comparison(...))])
-
-Every function takes ``None`` (no reference) and then adds nothing, with one line saying so where it would have
-shown something. A value the reference did not measure reads ``NOT_RUN`` ("not run in the reference run"), never NaN.
-``<gpu>/about.json`` (optional: ``{"made": "..."}``) says how the reference was made; ``note`` prints it. Rows are matched by experiment name; the reference ran at its own scale (``ref.scale``, full on a
-GPU), so its values sit beside the reader's as another machine's, not as the expected result.
-"""
+A reference run is a notebook's pack from a GPU machine unpacked under ``data/reference/<gpu>/<notebook>/``
+(results.json, figures, executed copy, ``traces/``); ``$PERF_REFERENCE_DIR`` moves the root,
+``$PERF_REFERENCE_GPU`` picks a ``<gpu>``, optional ``<gpu>/about.json`` says how it was made. ``note(NB)`` loads it
+(or says there is none: None); ``add_column``, ``show_figures``, ``show_trace``, ``article_table`` put it beside this
+run's. Every function takes None and adds nothing; a value not measured reads ``NOT_RUN``, never NaN. Rows match by
+name; the reference ran at its own scale, another machine's figures, not the expected result."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -39,11 +26,9 @@ NOT_MEASURED = "not measured in this run"
 
 def reference_root() -> Path:
     """``$PERF_REFERENCE_DIR`` or the project's ``data/reference``."""
-    env = os.environ.get(ROOT_ENV, "").strip()
-    if env:
+    if env := os.environ.get(ROOT_ENV, "").strip():
         return Path(env)
     from .env import project_root
-
     return project_root() / "data" / "reference"
 
 
@@ -87,24 +72,17 @@ class Reference:
         return None
 
     def row(self, name: str) -> dict[str, Any] | None:
-        for e in reversed(self.doc.get("experiments", [])):
-            if e.get("name") == name:
-                return e
-        return None
+        return next((e for e in reversed(self.doc.get("experiments", [])) if e.get("name") == name), None)
 
     def metric(self, name: str, key: str) -> Any:
         """The reference's value of ``key`` for the experiment ``name`` (None when absent or failed there)."""
         row = self.row(name)
-        if row is None or row.get("status") != "ok":
-            return None
-        return row.get("metrics", {}).get(key)
+        return None if row is None or row.get("status") != "ok" else row.get("metrics", {}).get(key)
 
     def figures(self, names: Iterable[str] | None = None) -> list[Path]:
         """Its figures (``*.png``), all or those whose stem is in ``names`` (in that order)."""
         found = {p.stem: p for p in sorted(self.dir.glob("*.png"))}
-        if names is None:
-            return list(found.values())
-        return [found[n] for n in names if n in found]
+        return list(found.values()) if names is None else [found[n] for n in names if n in found]
 
     def traces(self, contains: str = "") -> list[Path]:
         """Its trace files whose path (under ``traces/``) contains ``contains``."""
@@ -144,11 +122,10 @@ def lookup(notebook: str, gpu: str | None = None, root: Path | str | None = None
 
 
 def _about(folder: Path) -> dict[str, Any]:
-    try:
+    with contextlib.suppress(OSError, ValueError):
         doc = json.loads((folder / "about.json").read_text())
         return doc if isinstance(doc, dict) else {}
-    except (OSError, ValueError):
-        return {}
+    return {}
 
 
 def find(notebook: str, gpu: str | None = None, root: Path | str | None = None) -> Reference | None:
@@ -198,12 +175,9 @@ def ratio_text(entry: dict[str, Any] | None, missing: str = NOT_RUN) -> str:
 
 def agreement(article_ratio: float | None, entry: dict[str, Any] | None, missing: str = NOT_RUN,
               margin: float = 0.25) -> str:
-    """Whether a measured comparison (``entry``: ratio a/b with ``low``/``high``) reproduces an article's ratio (same
-    orientation, a/b): "yes" when the interval lies on the article's side of 1 and within ``margin`` (relative) of
-    its effect, "yes, larger" / "yes, smaller" beyond that, "no, reversed" on the other side, "not resolved" when the
-    interval holds 1, "no (article: no effect)" when the article saw none (``article_ratio``
-    1.0; give a small effect as its ratio, 1.02 for "~2% faster") and this is resolved; ``missing`` without a
-    measurement."""
+    """Whether ``entry`` (ratio a/b, ``low``/``high``) reproduces the article's ratio: "yes" (interval on its side of 1,
+    within ``margin``), "yes, larger"/"yes, smaller", "no, reversed", "not resolved", "no (article: no effect)"
+    (``article_ratio`` 1.0), ``missing`` without one."""
     if not entry or not isinstance(entry.get("ratio"), (int, float)) or entry["ratio"] != entry["ratio"]:
         return missing
     if article_ratio is None:
@@ -217,7 +191,6 @@ def agreement(article_ratio: float | None, entry: dict[str, Any] | None, missing
     if (lo > 1) != (article_ratio > 1):
         return "no, reversed"
     import math
-
     effect, art = abs(math.log(entry["ratio"])), abs(math.log(article_ratio))
     if effect > art * (1 + margin) and min(abs(math.log(lo)), abs(math.log(hi))) > art:
         return "yes, larger"
@@ -230,13 +203,9 @@ ARTICLE_COLUMNS = ["effect", "article", "H100 reference", "H100 reproduces?", "t
 
 
 def article_table(rows: Iterable[dict[str, Any]]):
-    """The articles' figures beside the reference GPU's and this run's, one row per effect. Each row: ``effect``,
-    ``article`` (the figure as the article gives it), ``article_ratio`` (that figure as a ratio a/b in the
-    comparisons' orientation, None when it has none), ``reference`` and ``this_run`` (comparison entries, or text
-    for a figure that is not a ratio, or None), ``why`` (shown where a column does not read "yes"). Reproduces? is
-    ``agreement`` of each comparison with the article's ratio."""
+    """The articles' figures beside the reference's and this run's, a row per effect (``effect``, ``article``,
+    ``article_ratio``, ``reference``, ``this_run``, ``why``); Reproduces? is ``agreement``."""
     import pandas as pd
-
     out = []
     for r in rows:
         ref, mine = r.get("reference"), r.get("this_run")
@@ -258,7 +227,6 @@ def article_table(rows: Iterable[dict[str, Any]]):
 
 def _caption(text: str) -> None:
     from IPython.display import Markdown, display
-
     display(Markdown(text))
 
 
@@ -272,7 +240,6 @@ def show_figures(ref: Reference | None, names: Iterable[str] | None = None) -> l
         print(f"The reference run {ref.source()} has no figure named {', '.join(names or []) or '(any)'}.")
         return []
     from IPython.display import Image, display
-
     for path in figs:
         _caption(f"**Reference figure, not this run's:** `{path.name}` from {ref.source()}")
         display(Image(filename=str(path)))
@@ -290,7 +257,6 @@ def show_trace(ref: Reference | None, contains: str = "", **kw) -> Path | None:
         print(f"The reference run {ref.source()} has no trace matching {contains!r}.")
         return None
     from ..traces.show import show
-
     rel = found[0].relative_to(ref.dir)
     _caption(f"**Reference trace, recorded on {ref.source()}, not in this run:** `{rel}`")
     show(found[0], **kw)

@@ -1,28 +1,15 @@
 """``python -m helpers.runner`` (``make run``): execute the notebooks headless, from the project folder, with no
 set-up beyond a Python that has the packages (``make setup``'s .venv, or the GPU kit on ``PYTHONPATH``).
 
-Usage::
-
     python -m helpers.runner [NOTEBOOK ...] [--scale smoke|full] [--out DIR] [--pack DIR] [--budget S] [--grace S]
 
-- Notebooks: default every ``notebooks/[0-9]*.ipynb`` of the project. The kernels are this Python's own, with the
-  project on their ``PYTHONPATH`` (``import helpers`` needs no install).
-- ``--scale`` (else ``$PERF_SCALE``, else full with CUDA and smoke without) is checked before anything runs: a bad
-  value is one line and exit status 2, and no earlier output is touched.
-- ``--out DIR`` (else ``$PERF_RESULTS_DIR``, else ``results/``): each notebook writes ``DIR/<stem>/results.json``;
-  the runner adds the executed copy ``<stem>.ipynb`` and ``run.json`` (status, plain-text error, wall time).
-  Profiler traces and TensorBoard runs go to ``$PERF_RUNS_DIR``, else ``DIR/runs`` when ``--out`` is given.
-  A notebook's previous outputs are moved to ``DIR/<stem>.previous/`` before it runs: nothing stale stays beside it.
-- ``--pack DIR`` (default: the ``--out`` folder): one ``<stem>.tar.gz`` per notebook (results, executed copy,
-  figures, this run's traces within 15 MiB; ``helpers.notebook.pack``) and ``run-summary.json``.
-- ``--budget S``: each notebook's time budget in seconds. Its kernel gets ``$PERF_TIME_BUDGET_S`` and
-  ``$PERF_NOTEBOOK_START`` (the notebook's own guard, ``helpers.notebook.budget``, skips or stops experiments and
-  keeps time for its results); a notebook still running ``--grace`` seconds (default 30) past it is stopped from
-  outside, its results marked interrupted, and the next notebook runs.
-- SIGTERM or Ctrl-C stops the whole run: the running cell is interrupted, the notebook's results are saved and
-  marked ``"interrupted": true``, it is packed, no further notebook starts, and the exit status is 128 + the
-  signal's number (130 for Ctrl-C, 143 for SIGTERM). Otherwise the exit status is 1 when a notebook failed, else 0.
-"""
+Default: every ``notebooks/[0-9]*.ipynb``, in kernels of this Python with the project on ``PYTHONPATH``. A bad
+``--scale`` (else ``$PERF_SCALE``) is one line and exit 2. ``--out DIR``: ``DIR/<stem>/`` gets results.json, the
+executed copy and ``run.json``; earlier outputs move to ``DIR/<stem>.previous/``. ``--pack DIR``: a ``<stem>.tar.gz``
+each (``helpers.notebook.pack``) and ``run-summary.json``. ``--budget S``: each notebook's own time guard
+(``helpers.notebook.budget``); ``--grace`` seconds past it the notebook is stopped from outside and marked interrupted.
+SIGTERM or Ctrl-C stops the run (results saved, marked interrupted, packed; exit 128 + the signal); else exit 1
+when a notebook failed, else 0."""
 from __future__ import annotations
 
 import argparse
@@ -81,12 +68,8 @@ ABANDON_S = 20.0  # after a signal, the run ends within this (the kernel is kill
 
 
 class Run:
-    """The whole run: which signal stopped it, and the notebook running now (for the signal handlers).
-
-    After the first signal a timer gives the run ``abandon_s`` seconds to end by itself; past that (a wait that
-    never returns: a kernel that died mid-reply, a socket that never answers) it kills the notebook's kernel, writes
-    what the run knows (``finish``: the notebook's run.json, results marked interrupted, run-summary.json), says so in
-    one line and exits with 128 + the signal."""
+    """The whole run: the signal that stopped it and the notebook running now. After the first signal, ``abandon_s``
+    later it kills the kernel, writes what it knows (``finish``) and exits 128 + signal."""
 
     def __init__(self, abandon_s: float = ABANDON_S):
         self.signum: int | None = None
@@ -131,14 +114,10 @@ class Run:
 
 
 def kernel_env(scale: str, out: Path, runs: Path, budget: float | None) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update({SCALE_ENV: scale, RESULTS_ENV: str(out), "PERF_RUNS_DIR": str(runs),
-                "PYTHONPATH": kn.python_path(PROJECT, os.environ)})
+    env = {**os.environ, SCALE_ENV: scale, RESULTS_ENV: str(out), "PERF_RUNS_DIR": str(runs),
+           "PYTHONPATH": kn.python_path(PROJECT, os.environ), "PERF_NOTEBOOK_START": f"{time.time():.3f}"}
     env.pop("PERF_TIME_BUDGET_S", None)
-    if budget is not None:
-        env["PERF_TIME_BUDGET_S"] = f"{budget:g}"
-    env["PERF_NOTEBOOK_START"] = f"{time.time():.3f}"
-    return env
+    return env | ({"PERF_TIME_BUDGET_S": f"{budget:g}"} if budget is not None else {})
 
 
 def checks_of(results_dir: Path) -> dict:

@@ -1,14 +1,8 @@
 """Set-up steps of ``make setup`` that are not pip installs (not used by the notebooks).
 
-- ``browser``: find the Chromium that the real-browser test (``tests/test_browser_e2e.py``)
-  drives, and fetch Playwright's own where none is there and the download works. It never
-  installs system packages: that is ``.ci/run``'s job (or yours: ``sudo apt-get install chromium``).
-- ``lab-settings``: JupyterLab defaults for this project's lab, installed into the
-  environment (``<prefix>/share/jupyter/lab/settings/overrides.d/``): no "get notified about
-  official Jupyter news?" pop-up and no update check (the machines this runs on are often offline).
-
-Usage: ``python -m helpers.tools.devsetup [browser] [lab-settings]`` (both when none is named).
-"""
+``browser``: find the Chromium the real-browser test drives, or fetch Playwright's (never system packages).
+``lab-settings``: JupyterLab defaults for this project's lab (no news pop-up, no update check).
+Usage: ``python -m helpers.tools.devsetup [browser] [lab-settings]`` (both when none is named)."""
 from __future__ import annotations
 
 import json

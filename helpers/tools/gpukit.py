@@ -1,30 +1,14 @@
 """``make gpu-kit``: the few wheels that execute every notebook headless on a borrowed GPU machine, and nothing else.
 
-The machine (``MACHINE``): Python 3.12 on manylinux x86-64 with torch 2.11, torchvision 0.26, timm, tensorboard,
-pandas, matplotlib and scipy preinstalled, no package registry, at most 64 MiB carried in. The kit is what the
-notebooks and the runner import that such a machine lacks (``NEEDS``: Jupyter's kernel and client, ipywidgets,
-torch-tb-profiler, Holistic Trace Analysis and what they pull in), plus timm pinned to the version the notebooks
-need (notebook 03 uses ``timm.layers.patch_dropout.patch_dropout_forward``, which older releases lack). Not in it:
-JupyterLab, Playwright, pytest, nbmake, the build backend: what only the lab, the tests or the browser need.
-
-The list is locked in ``gpu-kit.txt`` (name==version with sha256 and size; at most ``BUDGET_MIB`` in all), so the
-kit is the same wherever it is built and a test checks it with no network. Commands::
-
-    python -m helpers.tools.gpukit lock      # online: resolve again, download, rewrite gpu-kit.txt
-    python -m helpers.tools.gpukit build     # online (make gpu-kit): download gpu-kit.txt's wheels into build/gpu-kit
-    python -m helpers.tools.gpukit install   # offline, on the GPU machine: unpack them into build/gpu-kit/site
-
-``install`` uses the machine's own pip with ``--no-index --no-deps --target``: the machine's Python is not changed
-(nothing to uninstall, no PEP 668 refusal), and the kit's timm comes before the machine's on ``PYTHONPATH``. It
-then imports every kit module in a fresh process and checks timm. Then, from the project folder::
-
-    PYTHONPATH=build/gpu-kit/site python -m helpers.runner --scale full --out build/gpu-run --pack $OUT --budget 360
-"""
+The machine (``MACHINE``) has torch and the scientific stack; the kit is what the notebooks and the runner import
+that it lacks (``NEEDS``) plus the timm notebook 03 needs, locked in ``gpu-kit.txt`` (hashes, sizes, at most
+``BUDGET_MIB``). ``lock`` (online: resolve, rewrite gpu-kit.txt), ``build`` (online: download into build/gpu-kit),
+``install`` (offline, on the GPU machine: ``pip --no-index --no-deps --target build/gpu-kit/site``, then an import
+check). See docs/gpu.md."""
 from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -33,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .wheelhouse import canonical, target_args
+from .wheelhouse import canonical, pip, report, target_args
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "gpu-kit.txt"
@@ -93,21 +77,10 @@ def read_lock(path: Path = LOCK) -> dict:
     return {"wheels": wheels, "machine": machine, "header": header}
 
 
-def _pip(python: str, args: list[str], what: str) -> None:
-    proc = subprocess.run([python, "-m", "pip", *args], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-        raise SystemExit(f"{what} failed:\n{tail}")
-
-
 def _report(python: str, reqs: list[str], constraints: Path) -> list[dict]:
     """pip's resolution of ``reqs`` for the machine: the report's ``install`` items (name, version, requires)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        report = Path(tmp) / "report.json"
-        _pip(python, ["install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report), "--target",
-                      str(Path(tmp) / "t"), *target_args(PYTHON_VERSION, [PLATFORM]), "-c", str(constraints), *reqs],
-             "pip's resolver")
-        return json.loads(report.read_text())["install"]
+    return report(python, target_args(PYTHON_VERSION, [PLATFORM]), ["-c", str(constraints), *reqs],
+                  "pip's resolver failed")
 
 
 def _requirement_class():
@@ -178,8 +151,8 @@ def download(reqs: list[str], dest: Path, python: str = sys.executable, hashes: 
     with tempfile.TemporaryDirectory() as tmp:
         req_file = Path(tmp) / "requirements.txt"
         req_file.write_text("\n".join(reqs) + "\n")
-        _pip(python, ["download", "--no-deps", "--quiet", "--dest", str(dest), *target_args(PYTHON_VERSION, [PLATFORM]),
-                      *(["--require-hashes"] if hashes else []), "-r", str(req_file)], "pip download")
+        pip(python, ["download", "--no-deps", "--quiet", "--dest", str(dest), *target_args(PYTHON_VERSION, [PLATFORM]),
+                     *(["--require-hashes"] if hashes else []), "-r", str(req_file)], "pip download failed")
     out = []
     for whl in sorted(dest.glob("*.whl")):
         name, version = whl.name.split("-")[:2]
@@ -209,8 +182,8 @@ def install(kit: Path = KIT, python: str = sys.executable) -> Path:
     site = Path(kit) / "site"
     if site.exists():
         shutil.rmtree(site)
-    _pip(python, ["install", "--no-index", "--no-deps", "--quiet", "--disable-pip-version-check", "--target", str(site),
-                  *map(str, wheels)], "pip install of the kit")
+    pip(python, ["install", "--no-index", "--no-deps", "--quiet", "--disable-pip-version-check", "--target", str(site),
+                 *map(str, wheels)], "pip install of the kit failed")
     check_imports(site, python)
     return site
 

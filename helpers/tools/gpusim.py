@@ -1,21 +1,12 @@
 """``make gpu-sim``: the GPU machine simulated here, before any GPU: does a full run start and finish offline?
 
-1. The machine: a Python 3.12 venv (``build/gpu-sim/machine``) with the packages the GPU machines have
-   (``gpukit.MACHINE``: torch 2.11.0, torchvision 0.26.0, timm, tensorboard, pandas, matplotlib, scipy) from the
-   package index, timm at an older release (``--machine-timm``, default 1.0.15, which lacks what notebook 03 needs)
-   so that the kit's own timm has to win. Made once; ``--fresh`` makes it again.
-2. The kit: ``gpukit.build`` (``make gpu-kit``) into ``build/gpu-kit``.
-3. What is carried: the project's files (git's tracked and untracked-not-ignored ones, as the GPU tool carries a
-   working tree) and the kit, copied to ``build/gpu-sim/carry``; its size against the 64 MiB a machine takes.
-4. Offline (``unshare -n``: no network but the loopback, checked first): in the carried copy, ``python -m
-   helpers.tools.gpukit install`` then ``PYTHONPATH=build/gpu-kit/site python -m helpers.runner --scale smoke``.
-5. The figures: each notebook's status, wall time and checks, the timm the notebooks imported, and the executed
-   copies checked as ``make test`` checks its own (no log noise, no stray warning), written to
-   ``build/gpu-sim/report.json`` and printed. Exit status 0 only when every notebook ran ok with every check true.
+A Python 3.12 venv with ``gpukit.MACHINE``'s packages (timm older, ``--machine-timm``, so the kit's must win; made
+once, ``--fresh`` again), the kit built, the project and kit carried to ``build/gpu-sim/carry`` (size against 64 MiB),
+then offline (``unshare -n``) the kit installed and a smoke run; each notebook's status, time, checks and executed
+copy checked into ``build/gpu-sim/report.json``. Exit 0 only when every notebook ran ok with every check true.
 
 Usage: ``python -m helpers.tools.gpusim [--python python3.12] [--scale smoke] [--budget S] [--fresh]`` (root, or a
-user that may make network namespaces, for ``unshare -n``).
-"""
+user that may make network namespaces)."""
 from __future__ import annotations
 
 import argparse
@@ -122,7 +113,6 @@ def check_outputs(project: Path) -> str:
     """The executed copies checked as ``make test`` checks its own (tests/notebooks/test_executed_notebooks.py: no
     library log lines, no stray Python warning such as torch 2.11's profiler one): pytest's last line."""
     import importlib.util
-
     if importlib.util.find_spec("pytest") is None:
         return "not checked (no pytest in this Python)"
     env = dict(os.environ, PERF_EXECUTED_NOTEBOOKS=str(project / "build" / "gpu-run"), PYTHONPATH=str(ROOT))

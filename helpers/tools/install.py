@@ -1,23 +1,9 @@
 """``make setup``'s install: the pinned environment into ``.venv``, with uv where it can be had, else with pip.
 
-``python -m helpers.tools.install --python .venv/bin/python`` (run from the project folder; stdlib only, so it runs
-before anything is installed). uv installs the same pinned set as pip (``constraints.txt``, the same resolution) in
-about a minute instead of two and a half on a 2-core machine: it unpacks wheels in parallel, links them from its
-cache and compiles the bytecode on every core (``--compile-bytecode``, so that no process pays for it later, also
-where ``PYTHONDONTWRITEBYTECODE`` is set).
-
-- uv itself comes from the package index into the venv (``pip install uv==UV_VERSION``).
-- pip's own configuration is carried over, read with ``pip config list`` (files and ``PIP_*`` variables alike):
-  ``index-url``, ``extra-index-url``, ``find-links``, ``constraint`` and ``cert``. A machine whose pip is set to
-  local indexes or a cap on torch gets the same from uv. As pip does, every index is searched and the best version
-  taken (uv's ``--index-strategy unsafe-best-match``).
-- uv's cache is ``$UV_CACHE_DIR`` when set, else ``build/uv-cache`` beside ``.venv``: on one file system, so the
-  venv's files are links into it, not copies (``make distclean`` keeps it, like the wheelhouse).
-- Anything that fails on the uv route (no uv for this platform, no index) falls back to pip, as before:
-  ``pip install --upgrade pip`` then ``pip install -c constraints.txt -e ".[test]"``; the line before it says why.
-
-Offline installs (``make setup WHEELS=...``) do not come here: they are pip's ``--no-index`` route.
-"""
+``python -m helpers.tools.install --python .venv/bin/python`` (stdlib only). uv installs the same pinned set
+(``constraints.txt``) in parallel with bytecode compiled, pip's configuration (``pip config list``: indexes,
+find-links, constraint, cert) carried over, its cache in ``$UV_CACHE_DIR`` or ``build/uv-cache``. Any failure on the
+uv route falls back to pip (the line before says why). Offline installs (``WHEELS=...``) are pip's alone."""
 from __future__ import annotations
 
 import argparse

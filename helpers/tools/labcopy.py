@@ -1,11 +1,8 @@
 """Working copies of the notebooks for ``make lab``: ``lab/NN_*.ipynb`` (git-ignored), so that a learner who runs
-and saves a notebook writes its outputs there, never into the tracked ``notebooks/`` (``git status`` stays clean).
+and saves a notebook writes its outputs there, never into the tracked ``notebooks/``.
 
-``python -m helpers.tools.labcopy [--src notebooks] [--dest lab]``: a notebook with no copy gets one; a copy the learner
-has not changed since it was made follows its notebook when that changes; a copy the learner changed is kept, and
-one line says how to get the new notebook (delete the copy). Copies record what they were made from in
-``<dest>/.copies.json``.
-"""
+``python -m helpers.tools.labcopy [--src notebooks] [--dest lab]``: a missing copy is made; an unchanged copy follows
+its notebook; a changed one is kept, with one line saying how to update it (``<dest>/.copies.json`` records them)."""
 from __future__ import annotations
 
 import argparse

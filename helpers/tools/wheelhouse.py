@@ -1,22 +1,11 @@
 """``make wheelhouse``: every wheel the project needs, for an offline machine (not used by the notebooks).
 
-Usage (from the project folder, on a machine with internet)::
-
     python -m helpers.tools.wheelhouse [--dest build/wheelhouse] [--python-version 3.12]
                                  [--platform manylinux_2_28_x86_64] [--exclude torch torchvision]
 
-1. pip resolves ``.[test]`` with ``constraints.txt`` for the target Python and platform (default:
-   the running ones) without installing anything (``pip install --dry-run --report``);
-2. the packages the target already has are left out (``--exclude``; leaving out ``torch`` also
-   leaves out the CUDA wheels that come with it: ``nvidia-*``, ``cuda-*``, ``triton``);
-3. the rest, plus the build backend that ``pip install -e .`` needs (setuptools), are downloaded
-   as wheels (``--only-binary=:all:``: the offline machine needs no compiler);
-4. ``requirements.txt`` in the wheelhouse lists what is in it.
-
-On the offline machine: ``make setup WHEELS=<wheelhouse>`` (see docs/gpu.md, "Offline install"). pip evaluates
-environment markers such as ``sys_platform`` for the machine it runs on, so build the wheelhouse
-on the same operating system and architecture as the target (the Python version may differ).
-"""
+pip resolves ``.[test]`` with ``constraints.txt`` for the target (``--dry-run --report``), leaves out what the
+target has (``--exclude``; torch takes its CUDA wheels with it), downloads the rest and setuptools as wheels and
+lists them in ``requirements.txt``. Build on the target's OS and architecture (docs/gpu.md, "Offline install")."""
 from __future__ import annotations
 
 import argparse
@@ -58,11 +47,8 @@ LEGACY_MANYLINUX = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
 
 
 def expand_platform(tag: str) -> list[str]:
-    """``manylinux_2_28_x86_64`` -> itself and every older manylinux tag of that architecture.
-
-    pip's ``--platform`` takes tags literally, so a wheel tagged only ``manylinux_2_17`` (most of
-    them) would not count for a ``manylinux_2_28`` machine, which runs it fine.
-    """
+    """``manylinux_2_28_x86_64`` -> itself and every older manylinux tag of that architecture (pip's ``--platform`` is
+    literal)."""
     m = re.fullmatch(r"manylinux_2_(\d+)_(\w+)", tag)
     if not m:
         return [tag]
@@ -89,27 +75,33 @@ def build_requires(root: Path = ROOT) -> list[str]:
     return re.findall(r"[\"']([^\"']+)[\"']", m.group(1)) if m else ["setuptools"]
 
 
+def pip(python: str, args: list[str], failed: str) -> None:
+    """``python -m pip ARGS``; ``SystemExit`` with ``failed`` and pip's last lines when it fails."""
+    proc = subprocess.run([python, "-m", "pip", *args], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+        raise SystemExit(f"{failed}:\n{tail}")
+
+
+def report(python: str, tgt: list[str], args: list[str], failed: str) -> list[dict]:
+    """pip's resolution of ``args`` for the target (``--dry-run --report``): the report's ``install`` items."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "report.json"
+        pip(python, ["install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(out), "--target",
+                     str(Path(tmp) / "t"), *tgt, *args], failed)
+        return json.loads(out.read_text())["install"]
+
+
 def resolve(python: str, tgt: list[str], root: Path = ROOT) -> list[tuple[str, str]]:
     """(name, version) of every package ``.[test]`` needs on the target, from pip's resolver."""
-    with tempfile.TemporaryDirectory() as tmp:
-        report = Path(tmp) / "report.json"
-        cmd = [python, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report),
-               "--target", str(Path(tmp) / "t"), *tgt, "-c", str(root / "constraints.txt"), f"{root}[test]"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-            raise SystemExit(f"pip could not resolve the project's packages for this target:\n{tail}")
-        data = json.loads(report.read_text())
-    pins = [(item["metadata"]["name"], item["metadata"]["version"]) for item in data["install"]]
+    items = report(python, tgt, ["-c", str(root / "constraints.txt"), f"{root}[test]"],
+                   "pip could not resolve the project's packages for this target")
+    pins = [(item["metadata"]["name"], item["metadata"]["version"]) for item in items]
     return sorted((n, v) for n, v in pins if canonical(n) != PROJECT)
 
 
 def download(python: str, tgt: list[str], reqs: list[str], dest: Path) -> None:
-    cmd = [python, "-m", "pip", "download", "--no-deps", "--quiet", "--dest", str(dest), *tgt, *reqs]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-        raise SystemExit(f"pip download failed:\n{tail}")
+    pip(python, ["download", "--no-deps", "--quiet", "--dest", str(dest), *tgt, *reqs], "pip download failed")
 
 
 def size_mb(dest: Path) -> float:

@@ -1,14 +1,6 @@
-"""Notebook 03's runs: the article's ViT training step, built, timed and profiled per configuration.
-
-``Lab`` holds the sizes (``notebook.sizes.BACKWARD_HOOKS``), the device and the results log. ``run_config`` is the
-panel's experiment: one configuration (deterministic mode x patch-dropout method x batch size) timed and profiled, its
-trace read by ``trace_metrics`` (syncs inside the ``backward`` label by kind, the GPU idle they caused, both clocks
-of the node that selects the kept patches); a bad value or any failure becomes a failed row. ``time_matrix`` times the
-four configurations in interleaved rounds, the only step times the notebook compares. With a time guard
-(``notebook.budget.Budget``) a run starts only while the budget lasts and is stopped past it (a failed row saying
-so); bad values are refused before the guard, so validation rows always run. On a CPU every step runs with one
-intra-op thread: on a shared 2-core machine two OpenMP threads wait for each other whenever one is descheduled.
-"""
+"""Notebook 03's runs: the ViT step built, timed and profiled per configuration (``Lab``), its trace read by
+``trace_metrics``, the matrix timed in interleaved rounds. Bad values and failures become failed rows; a time guard
+(``notebook.budget.Budget``) skips or stops runs. On a CPU every step runs with one intra-op thread."""
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
@@ -31,7 +23,7 @@ NUM_CLASSES = 1000
 
 
 def validate_config(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The panel's check: ``deterministic`` a bool, a batch size of 1..1024, a known method; raises ``InvalidValue``."""
+    """The panel's check (``InvalidValue``): a bool, a batch size of 1..1024, a known method."""
     validate_bool(values["deterministic"], "deterministic")
     validate_batch_size(values["batch_size"], maximum=1024)
     validate_choice(values["method"], METHODS, "patch-dropout method")
@@ -53,9 +45,7 @@ def config_name(deterministic: Any, method: Any, batch_size: Any) -> str:
 
 
 def trace_metrics(doc: Mapping[str, Any], method: str) -> dict[str, Any]:
-    """Per profiled step: syncs inside the ``backward`` label, once each and by kind (``traces.count_syncs``), the
-    GPU idle after them (``traces.sync_costs``), the ``backward`` labels found, and the host and device time of the
-    node that selects the kept patches (``traces.backward_ops``; None when it is not in the trace)."""
+    """Per profiled step: ``backward``'s syncs by kind and the GPU idle after them, and the selecting node's times."""
     counts = tr.count_syncs(doc)
     n = max(counts["phases"], 1)
     ops = tr.backward_ops(doc).set_index("op")
@@ -68,11 +58,7 @@ def trace_metrics(doc: Mapping[str, Any], method: str) -> dict[str, Any]:
 
 
 class Lab:
-    """The lesson's experiments on one device, recorded in ``results`` (a ``notebook.results.Results``). ``params``:
-    ``batch_size``, ``image_size``, ``patch_size``, ``depth``, ``width``, ``heads``, timed ``steps`` and ``warmup``,
-    interleaved ``rounds``, the profiler schedule ``wait``, ``warmup_steps``, ``active``. Profiles and traces of the
-    configurations run are kept in ``profs`` / ``docs`` under their names. ``budget``: the notebook's time guard
-    (None: unlimited)."""
+    """The lesson's experiments on one device, recorded in ``results`` (profiles and traces in ``profs``, ``docs``)."""
 
     def __init__(self, notebook: str, params: Mapping[str, Any], device, results, *, patch_drop_rate: float = 0.5,
                  lr: float = 0.001, momentum: float = 0.9, seed: int = 0, cpu_threads: int | None = 1,
@@ -97,11 +83,8 @@ class Lab:
                 torch.randint(0, NUM_CLASSES, (b,), device=self.device))
 
     def build(self, method: str = "gather", batch_size: int | None = None):
-        """From the seed: timm's VisionTransformer with patch dropout selecting by ``method`` (training mode),
-        CrossEntropyLoss, SGD with momentum, one random batch. Returns ``(model, loss_fn, step)``; ``step()`` runs
-        one step labelled ``forward`` / ``backward`` / ``optimizer_step`` (``measure.training.make_train_step``)."""
+        """From the seed: timm's ViT (patch dropout by ``method``), loss, SGD, a batch: ``(model, loss_fn, step)``."""
         from timm.models.vision_transformer import VisionTransformer
-
         env.seed_everything(self.seed)
         p = self.p
         model = VisionTransformer(img_size=p["image_size"], patch_size=p["patch_size"], embed_dim=p["width"],
@@ -113,8 +96,7 @@ class Lab:
         return model, loss_fn, training.make_train_step(model, opt, loss_fn, *self.batch(batch_size))
 
     def profile(self, step: Callable[[], Any], name: str | None = None, deterministic: bool = True):
-        """Profile ``step`` with the schedule in ``deterministic`` mode (with ``name``: a TensorBoard trace in a
-        fresh directory). Returns ``(prof, trace_dir or None)``."""
+        """Profile ``step`` in ``deterministic`` mode (``name``: a TensorBoard trace): ``(prof, trace_dir)``."""
         tdir = profiling.fresh_trace_dir(f"{self.notebook}/{name}") if name else None
         with env.deterministic(deterministic), timing.torch_threads(self.threads):
             prof = profiling.profile_steps(step, wait=self.p["wait"], warmup=self.p["warmup_steps"],
@@ -123,9 +105,8 @@ class Lab:
 
     def run_config(self, deterministic: Any = True, method: Any = "gather", batch_size: Any = None,
                    name: str | None = None, timed: bool = True, guarded: bool = True) -> dict[str, Any]:
-        """Time (``timed``) and profile one configuration; returns its results row. A bad value (``deterministic``
-        not a boolean, an unknown method, a batch size below 1) or any failure becomes a failed row; the values are
-        checked first, then the run goes through the time guard (``guarded``; the panel's runs are not)."""
+        """Time (``timed``) and profile one configuration: its results row. Values are checked first, then the run goes
+        through the time guard (``guarded``); a bad value or failure is a failed row."""
         batch_size = self.batch_size if batch_size is None else batch_size
         name = name or config_name(deterministic, method, batch_size)
         cfg = {"deterministic": deterministic, "method": method, "batch_size": batch_size}
@@ -157,14 +138,11 @@ class Lab:
         return self.results.record(name, cfg, experiment)
 
     def run_matrix(self) -> dict[tuple[bool, str], dict[str, Any]]:
-        """Profile the four ``MATRIX`` configurations, untimed (their step times come from ``time_matrix``).
-        Returns ``{(deterministic, method): row}``."""
+        """Profile the ``MATRIX`` configurations, untimed: ``{(deterministic, method): row}``."""
         return {(d, m): self.run_config(d, m, name=matrix_name(d, m), timed=False) for d, m in MATRIX}
 
     def interleaved(self, steps: Mapping[Any, tuple[bool, Callable[[], Any]]], rounds: int | None = None):
-        """Time ``steps`` ({key: (deterministic, step_fn)}) in turns (``measure.timing.interleaved_times``), each
-        under its own deterministic setting, the garbage collector paused, under the time guard (``OverBudget``
-        when it is spent). Returns ``{key: StepTimes}``."""
+        """Time ``steps`` ({key: (deterministic, step_fn)}) in turns under the time guard: ``{key: StepTimes}``."""
         def in_mode(det, fn):
             def run():
                 with env.deterministic(det):
@@ -180,10 +158,8 @@ class Lab:
         return self.guard(run)()
 
     def time_matrix(self, rounds: int | None = None) -> dict[tuple[bool, str], timing.StepTimes]:
-        """The four configurations on ONE model, optimizer and batch (each step first puts its method's patch
-        dropout in place: two builds of one model can differ by a few per cent on a CPU), timed in interleaved
-        rounds, each recorded as ``interleaved <matrix_name>``. Returns ``{(deterministic, method): StepTimes}``, {}
-        when the time guard skipped or stopped them (each row then a failed row saying so)."""
+        """The four configurations on ONE model and batch (two builds can differ by a few per cent on a CPU), timed
+        interleaved, each recorded as ``interleaved <matrix_name>``; {} when the time guard stopped them."""
         model, _, step = self.build()
         drops = {m: set_patch_dropout(model, m).patch_drop for m in METHODS}
 
@@ -210,9 +186,7 @@ class Lab:
         return times
 
     def equivalence(self) -> dict[str, Any]:
-        """Both methods from the same weights, batch and kept patches: one loss and backward each, compared with
-        ``measure.compare.compare`` (gather the reference): ``loss_equal`` (bit for bit), ``loss_close``,
-        ``grads_close`` (within float32 rounding) and ``grad_max_abs_diff``."""
+        """Both methods from the same weights, batch and kept patches: loss and gradients compared."""
         outs = {}
         for method in METHODS:
             model, loss_fn, _ = self.build(method)

@@ -1,9 +1,5 @@
-"""timm's ``PatchDropout`` with the kept patches selected by indexing instead of ``gather`` (notebook 03).
-
-timm keeps a random subset of patch tokens with ``x.gather(1, idx[..., None].expand(-1, -1, D))``, whose backward is
-``GatherBackward0``; ``IndexingPatchDropout`` draws the same indices (same random calls) and indexes the ``(B*L, D)``
-view with ``idx + row * L``: its backward is ``IndexBackward0`` (an ``index_put_`` with ``accumulate=True``).
-"""
+"""timm's ``PatchDropout`` with the kept patches selected by indexing (backward ``IndexBackward0``) instead of
+``gather`` (``GatherBackward0``); notebook 03."""
 from __future__ import annotations
 
 import torch
@@ -37,8 +33,7 @@ class IndexingPatchDropout(PatchDropout):
 
 
 def set_patch_dropout(model: nn.Module, method: str) -> nn.Module:
-    """Make ``model.patch_drop`` (a timm VisionTransformer's) select by ``"gather"`` (timm's) or ``"indexing"``;
-    keeps ``prob``, ``num_prefix_tokens``, ``ordered`` and the training mode. Returns the model."""
+    """Make ``model.patch_drop`` select by ``method``, keeping its settings and training mode; returns the model."""
     if method not in METHODS:
         raise ValueError(f"unknown patch-dropout method {method!r}; choose one of {', '.join(METHODS)}")
     old = getattr(model, "patch_drop", None)

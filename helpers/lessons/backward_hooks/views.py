@@ -4,6 +4,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
+import pandas as pd
+
 from ... import traces as tr
 from ...traces import events as ev
 from ...traces.kernels import short_name
@@ -16,10 +18,7 @@ WRAPPER = "autograd::engine::evaluate_function: "   # the engine's range around 
 
 
 def module_table(prof, steps: int):
-    """One row per ``backward of <module>`` range in ``prof`` (hooks that open a range before a module's backward
-    and close it after): ``module``, ``depth`` (0 for a root, else dots + 1), ``calls``, ``backward_ms`` (host time
-    between the hooks, inclusive of children) and ``device_ms`` (kernels launched inside) per step, ``share`` of
-    the ``backward`` label. Longest first."""
+    """Per ``backward of <module>`` range, per step: depth, calls, host and device ms, share of ``backward``."""
     df = profiling.events_frame(prof)
     df = df[~df["on_device"]]
     bwd = df.loc[df["name"] == "backward", "cpu_total_ms"].sum() / steps
@@ -35,8 +34,7 @@ def module_table(prof, steps: int):
 
 
 def two_clocks(doc: Mapping[str, Any]):
-    """``traces.backward_ops(doc)`` (per backward node and step: host and device time, syncs, GPU idle, rank by each
-    clock) with ``host_share``, the node's host time over the mean ``backward`` label's."""
+    """``traces.backward_ops(doc)`` with ``host_share``: host time over the mean ``backward`` label's."""
     ranges = tr.phase_ranges(doc, "backward")
     backward_ms = sum(b - a for a, b in ranges) / 1000.0 / max(len(ranges), 1)
     ops = tr.backward_ops(doc)
@@ -45,9 +43,8 @@ def two_clocks(doc: Mapping[str, Any]):
 
 
 def _per_name(doc: Mapping[str, Any]) -> dict[tuple[str, str], list[float]]:
-    """``{(kind, name): [calls, us]}`` per trace: kernels (their device time) and ops (the device time of the
-    kernels launched inside them, or their host time when the trace has no device work), each op name counted once
-    per launch even when nested in itself."""
+    """``{(kind, name): [calls, us]}``: kernels' device time; ops' device time launched inside (host time without device
+    work), counted once per launch."""
     out: dict[tuple[str, str], list[float]] = {}
     work = ev.device_work(doc)
     for e in work:
@@ -80,13 +77,8 @@ def _per_name(doc: Mapping[str, Any]) -> dict[tuple[str, str], list[float]]:
 
 def trace_diff(a: Mapping[str, Any], b: Mapping[str, Any], labels: tuple[str, str] = ("default", "deterministic"),
                top: int | None = 12):
-    """What changed between two traces of the same steps (``a``, ``b``: ``traces.load_trace`` documents), per
-    profiled step: one row per op and kernel (short names) with ``calls`` and ``ms`` of each, ``delta_ms`` (b - a).
-    GPU traces: device time (an op's: the kernels launched inside it), rows whose calls differ or whose time differs
-    by over 0.01 ms, the largest time difference first. CPU traces: host time, which a few steps on a shared CPU
-    cannot compare, so only rows whose calls differ, the largest difference in calls first. The first ``top``."""
-    import pandas as pd
-
+    """Per step, the ops and kernels whose calls (or, on a GPU, device time by > 0.01 ms) differ between two traces,
+    with ``delta_ms`` (b - a), largest difference first; the first ``top``."""
     la, lb = labels
     timed = all(ev.device_work(d) for d in (a, b))
     per = []
@@ -109,8 +101,7 @@ def trace_diff(a: Mapping[str, Any], b: Mapping[str, Any], labels: tuple[str, st
 
 
 def ops_tree(prof, node: str = "GatherBackward0") -> list[tuple[int, str]]:
-    """The ops under the first ``node`` event of a profile as ``(depth, name)`` in call order (depth 1: called by
-    the node); [] without one."""
+    """``(depth, name)`` of the ops under the first ``node`` event, in call order; [] without one."""
     out: list[tuple[int, str]] = []
 
     def walk(e, depth):
@@ -130,11 +121,7 @@ def _tidy(df):
 
 
 def matrix_table(results, on_gpu: bool, ref=None):
-    """One row per ``MATRIX`` configuration: its interleaved step time (mean, interquartile range) and what its
-    profile counted (syncs per step and GPU idle after them on a GPU; the patch-selecting node's host time, the
-    gather and index backward calls), with ``ref``'s (``notebook.reference``) step mean and syncs beside them."""
-    import pandas as pd
-
+    """Per ``MATRIX`` configuration: interleaved step time and its profile's counts, ``ref``'s beside."""
     prof_cols = (["syncs_per_step", "sync_gpu_idle_per_step_ms"] if on_gpu else []) + [
         "select_backward_host_ms", "gather_backward_calls", "index_backward_calls"]
     recs = []
@@ -153,8 +140,7 @@ def matrix_table(results, on_gpu: bool, ref=None):
 
 
 def runs_table(results, on_gpu: bool):
-    """The configurations timed one at a time (the baseline, the panel's runs): step mean and interquartile range,
-    the patch-selecting node's host time and, on a GPU, the syncs per step."""
+    """The configurations timed one at a time: step mean and IQR, the selecting node's host time, syncs."""
     cols = ["step_ms_mean", "step_ms_p25", "step_ms_p75", "select_backward_host_ms"] + (
         ["syncs_per_step", "sync_gpu_idle_per_step_ms"] if on_gpu else [])
     df = results.table(cols)
@@ -165,10 +151,9 @@ def runs_table(results, on_gpu: bool):
 
 
 def results_chart(times: Mapping[tuple[bool, str], Any], modules, title: str):
-    """Left: the matrix's interleaved mean step times with their interquartile range. Right: the modules at depth
-    1-2 with the largest share of the backward (hook ranges)."""
+    """Left: the matrix's interleaved step times (IQR whiskers). Right: the depth 1-2 modules' shares of the
+    backward."""
     import matplotlib.pyplot as plt
-
     cells = list(times)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.4))
     mid = [times[c].mean for c in cells]
@@ -176,12 +161,10 @@ def results_chart(times: Mapping[tuple[bool, str], Any], modules, title: str):
                                                                         for m, c in zip(mid, cells)]]
     ax1.bar([matrix_name(*c).replace(" ", "\n") for c in cells], mid, yerr=err, capsize=4,
             color=["#c44e52", "#8172b2", "#4c72b0", "#55a868"][:len(cells)])
-    ax1.set_ylabel("step time, interleaved mean (ms)")
-    ax1.set_title(title)
+    ax1.set(ylabel="step time, interleaved mean (ms)", title=title)
     top = modules[modules["depth"].between(1, 2)].head(8).iloc[::-1]
     ax2.barh(top["module"], top["share"] * 100, color="#dd8452")
-    ax2.set_xlabel("share of backward time (%)")
-    ax2.set_title("Backward time per module (hook ranges)")
+    ax2.set(xlabel="share of backward time (%)", title="Backward time per module (hook ranges)")
     fig.tight_layout()
     return fig
 
@@ -191,10 +174,7 @@ _FRAME = re.compile(r"^(?P<file>.+\.py)\((?P<line>\d+)\): (?P<function>.+)$")
 
 
 def stack_line(origin: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """What a ``traces.forward_origin`` result holds about the source line of the forward op: ``file``, ``line``,
-    ``function`` (the innermost Python frame's) and ``exact`` — True when the trace gave the calling line
-    (``CallFrom``), False when it gave only the function's first line (its ``def``: the line is not in the trace).
-    None without an origin or a file:line."""
+    """``file``, ``line``, ``function``, ``exact`` of a ``traces.forward_origin`` result; None without one."""
     m = _CALL.match(str((origin or {}).get("call_from") or ""))
     if m is None:
         return None
@@ -204,14 +184,11 @@ def stack_line(origin: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def reread(entry: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """A reference comparison recorded before the noise floor was measured (no ``floor_from``: its verdict used a
-    fixed 3.5% floor) with the verdict re-read from its interval as ``measure.compare`` now decides it, the floor
-    taken as 0 (a GPU step's spread is ~0.1%) and ``floor_from`` saying so; an entry with a measured floor, or
-    None, as it is."""
+    """An entry recorded without ``floor_from`` with its verdict re-read from its interval (floor 0), as
+    ``measure.compare`` now decides; others as they are."""
     if not entry or "floor_from" in entry or not isinstance(entry.get("ratio"), (int, float)):
         return dict(entry) if entry else None
     from ...measure.compare import SMALL
-
     r, lo, hi = entry["ratio"], entry.get("low", entry["ratio"]), entry.get("high", entry["ratio"])
     verdict = "faster" if lo > 1 else "slower" if hi < 1 else "no difference"
     if verdict != "no difference" and max(r, 1 / r) < 1 + SMALL:

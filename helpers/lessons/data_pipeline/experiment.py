@@ -1,6 +1,5 @@
-"""Notebook 02's runs: the stand-in device, rows measured in interleaved rounds (``measure``), comparisons by the
-mean step of each worker cycle, profiles, the idle share read from profiled windows, and the panel. The DataLoader
-and the loop that consumes it are the notebook's own (its ``run``); these functions time it and keep the rows."""
+"""Notebook 02's runs: the stand-in device, interleaved rows (``measure``) compared by worker-cycle means, profiles,
+idle shares and the panel. The DataLoader loop is the notebook's own (its ``run``)."""
 from __future__ import annotations
 
 import contextlib
@@ -122,10 +121,8 @@ def _plan(kw: dict[str, Any], rounds: int, cycles: int, warmup: int) -> dict[str
 def measure(results, rows: Mapping[str, Mapping[str, Any]], run: Callable[..., dict], *, rounds: int = 1,
             cycles: int = 1, warmup: int = 1, budget=None, device=None, defaults: Mapping[str, Any] | None = None,
             config: Mapping[str, Any] | None = None) -> None:
-    """``rows`` (``{name: run()'s keyword arguments over defaults}``) measured in ``rounds`` rotating rounds (A B C,
-    B C A, ...) so that a burst of other load hits them alike, each round one ``run`` (``_plan``), pooled: a row each
-    (a model row's ``x_ceiling``: its mean over the row ``ceiling``'s), logged to TensorBoard. A failed row is not run
-    again; once the time budget is spent the rounds end and every row left fails (kept only with all its rounds)."""
+    """``rows`` ({name: ``run`` kwargs over ``defaults``}) measured in ``rounds`` rotating rounds, pooled into a row
+    each and logged to TensorBoard. A failed row is not rerun; once the budget is spent every row left fails."""
     plans = {n: _plan({**(defaults or {}), **kw}, rounds, cycles, warmup) for n, kw in rows.items()}
     runs: dict[str, list] = {n: [] for n in rows}
     failed: dict[str, BaseException] = {}
@@ -177,9 +174,8 @@ def compare(results, a: str, b: str) -> dict[str, Any] | None:
 
 
 def profile(run: Callable[..., Any], trace_dir, *, wait: int, active: int, device, threads: int | None = 1, **kw):
-    """``run(**kw)`` under ``torch.profiler``: ``wait`` steps, one warm-up, ``active`` recorded into ``trace_dir``,
-    with ``threads`` intra-op threads (1: as a DataLoader worker runs its transforms; on the H100 the main process's
-    16 threads made a one-batch profile misread the workers' costs)."""
+    """``run(**kw)`` under ``torch.profiler`` (``wait`` steps, one warm-up, ``active`` recorded into ``trace_dir``) with
+    ``threads`` intra-op threads (1, as a worker runs its transforms)."""
     from torch.profiler import profile as torch_profile, schedule, tensorboard_trace_handler
     profiling.quiet_profiler_warning()
     with torch_profile(activities=profiling.activities(device), schedule=schedule(wait=wait, warmup=1, active=active,
@@ -200,9 +196,8 @@ def stage_ms(prof, n_samples: int) -> dict[str, float]:
 
 def idle_shares(results, run, variants, *, num_workers: int, windows: int, cycles: int, device, budget=None,
                 config: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-    """The share of the loop's time in the DataLoader's ``__next__``, pooled over ``windows`` profiled windows per
-    variant, in turns, each past the first worker cycle and ``cycles`` cycles long (on a GPU also HTA's idle share).
-    A row ``idle share <variant>`` each; returns ``{variant: figures}`` of those measured."""
+    """Per variant, the loop's share of time in the DataLoader's ``__next__`` over ``windows`` profiled windows in turns
+    (on a GPU also HTA's idle share); a row ``idle share <variant>`` each."""
     from ...traces import dataloader_wait_share, load_trace
     got: dict[str, list] = {v: [] for v in variants}
     failed: dict[str, BaseException] = {}
@@ -210,8 +205,7 @@ def idle_shares(results, run, variants, *, num_workers: int, windows: int, cycle
         tdir = profiling.fresh_trace_dir(f"{results.notebook}/{v}_nw{num_workers}")
         try:
             if v not in failed:
-                guard = budget.limit() if budget is not None else contextlib.nullcontext()
-                with guard:
+                with budget.limit() if budget is not None else contextlib.nullcontext():
                     profile(run, tdir, wait=num_workers, active=cycle_steps(num_workers, cycles), device=device,
                             variant=v, num_workers=num_workers)
                 got[v].append({**dataloader_wait_share(load_trace(profiling.trace_files(tdir)[0])), "dir": str(tdir),
@@ -232,8 +226,7 @@ def idle_shares(results, run, variants, *, num_workers: int, windows: int, cycle
 
 
 def gpu_idle_share(trace_dir) -> float | None:
-    """Holistic Trace Analysis' GPU idle share (0..1) of a trace, read quietly; None for a CPU-only trace (or when
-    HTA cannot read it: the CPU-side share stands)."""
+    """HTA's GPU idle share (0..1) of a trace; None for a CPU trace or when HTA cannot read it."""
     from ...traces import open_trace
     try:
         b = open_trace(trace_dir, max_steps=None).gpu_breakdown()

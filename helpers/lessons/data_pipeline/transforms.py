@@ -1,5 +1,5 @@
-"""What notebook 02's DataLoader workers run, at top level so that ``spawn``-started workers import it: the dataset,
-the transforms, the collates, the GPU decode, and the checks made before a worker starts."""
+"""What notebook 02's DataLoader workers run (top level, for ``spawn``): dataset, transforms, collates, GPU decode and
+the checks before a worker starts."""
 from __future__ import annotations
 
 import contextlib
@@ -53,8 +53,7 @@ def load_image(path: Path | str):
 
 
 class ImageDataset(Dataset):
-    """``length`` samples cycling over ``paths`` (the article: 10,000 paths to one JPEG), random labels; ``bytes``:
-    the file's bytes with ``transform(None)``; ``die_at=n``: a worker exits at its n-th sample."""
+    """``length`` samples cycling over ``paths``, random labels (``bytes``: raw; ``die_at``: a worker exits)."""
 
     def __init__(self, paths, length: int, transform=None, seed: int = 0, bytes: bool = False, die_at=None):
         if not paths or length < 1:
@@ -199,8 +198,7 @@ class DecodeMismatch(RuntimeError):
 
 def shm_needed_mb(num_workers: int, batch_size: int, crop: int, *, prefetch_factor=None, bytes_per_value: int = 4,
                   pinned: bool = True) -> float:
-    """MiB of /dev/shm the batches in flight take: workers x prefetch x batch x 3 x crop² x bytes, and two batches
-    more when they are not pinned (the loop's batch, and the previous one while ``next()`` waits)."""
+    """MiB of /dev/shm the batches in flight take (workers x prefetch, two more when not pinned)."""
     if num_workers <= 0:
         return 0.0
     batches = num_workers * (prefetch_factor or 2) + (0 if pinned else 2)
@@ -235,8 +233,7 @@ def check_settings(variant, num_workers, batch_size, *, crop: int, device, cores
 
 @contextlib.contextmanager
 def worker_errors():
-    """A worker's error as one readable line (its number and the original last line), raised without the frames
-    that hold the DataLoader's iterator: its workers stop at once instead of each waiting out a 5 s timeout."""
+    """A worker's error as one readable line, raised without the iterator's frames (workers stop at once)."""
     try:
         yield
     except Exception as exc:  # noqa: BLE001 - re-raised, readable

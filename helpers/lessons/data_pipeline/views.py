@@ -1,5 +1,4 @@
-"""Notebook 02's tables and charts, read from its results rows: DataFrames from the ``*_table`` functions, the
-``plot_*`` functions draw, save the figure next to results.json and show it."""
+"""Notebook 02's tables (``*_table``) and charts (``plot_*``: drawn, saved beside results.json, shown)."""
 from __future__ import annotations
 
 import math
@@ -33,11 +32,9 @@ def one_run(results, name: str) -> tuple[list[float], list[float]]:
 
 
 def sweep_table(results, rows, t_batch_row: str, ceiling_ms: float, batch_size: int):
-    """``{num_workers: row}`` -> measured samples/s beside ``batch x min(N / T_batch, 1 / T_step)``, the prediction's
-    range over T_batch's rounds (``predicted_low`` / ``_high``) and ``beats_prediction``: a point beats its prediction
-    only above ``predicted_high`` AND beyond this run's noise (the step its prediction implies in each of T_batch's
-    rounds against its round means: verdict "faster"). Either alone called points faster than their bound in runs
-    here (the fastest round alone about one run in ten; the interval alone one run in four)."""
+    """Measured samples/s per ``num_workers`` beside ``batch x min(N / T_batch, 1 / T_step)`` and its range over
+    T_batch's rounds; ``beats_prediction`` needs both above ``predicted_high`` and a verdict "faster" (either alone
+    misfired in runs here)."""
     ns, rounds = list(rows), results.metric(t_batch_row, "round_means_ms", [])
 
     def pred(n, t):
@@ -60,8 +57,7 @@ def sweep_table(results, rows, t_batch_row: str, ceiling_ms: float, batch_size: 
 
 
 def measured(df, col: str = "samples_per_s"):
-    """The rows of ``df`` that were measured (``col`` a number), renumbered: a skipped row is listed once, in the
-    box of what did not run (``skipped``), never as a row of NaN."""
+    """The rows of ``df`` with ``col`` measured, renumbered (skipped rows are listed apart)."""
     return df[df[col].notna()].reset_index(drop=True)
 
 
@@ -78,10 +74,9 @@ def best(results, variants) -> str | None:
 
 
 def mask_ops(trace, label: str = "RandomMask", top: int = 5):
-    """What is inside the mask stage of a single-process profile: the operators directly under each ``label`` span,
-    ms per sample and share of the stage, and the time in no operator (Python, numpy: the dilation itself)."""
+    """The operators directly under each ``label`` span: ms per sample, share of the stage, and the time in no
+    operator."""
     import bisect
-
     from ...traces import load_trace
     from ...traces.events import complete
     evs = sorted(complete(trace if isinstance(trace, dict) else load_trace(trace)), key=lambda e: (e["ts"], -e["dur"]))
@@ -199,8 +194,7 @@ ARTICLE = [
 
 
 def _ref_figure(ref, pair, sweep_pair) -> tuple[str | None, float | None]:
-    """The reference's figure for an effect it did not compare (a run cut short), from its rows' means or its
-    single-process profiles, as text and as a ratio a/b; ``(None, None)`` when it has neither."""
+    """The reference's figure for an effect it did not compare, as text and ratio a/b; ``(None, None)``."""
     mean = {n: ref.metric(n, "step_ms_mean") for n in ("ceiling", "baseline nw=4", *(sweep_pair or ()))} if ref else {}
     if ref and pair == ("ceiling (rounds)", "baseline") and mean["ceiling"] and (b := mean["baseline nw=4"]):
         return f"{b:.1f} ms/step against a {mean['ceiling']:.1f} ms ceiling ({b / mean['ceiling']:.1f}x)", mean["ceiling"] / b
@@ -217,9 +211,7 @@ def _ref_figure(ref, pair, sweep_pair) -> tuple[str | None, float | None]:
 
 
 def article_rows(results, ref, sweep_pair: tuple[str, str] | None, ref_sweep_pair: tuple[str, str] | None = None):
-    """The rows of ``reference.article_table``: each of the article's effects (``ARTICLE``), the reference's
-    comparison of the same pair (or its figure as text, for a run cut short) and this run's. ``sweep_pair``: this
-    run's sweep rows for 4 -> 8 workers (None without the cores for both), ``ref_sweep_pair`` the reference's."""
+    """Per ``ARTICLE`` effect: the reference's comparison of the pair (or its figure) and this run's."""
     rows = []
     for effect, figure, ratio, pair, why in ARTICLE:
         a_b, ref_ab = pair or sweep_pair, pair or ref_sweep_pair

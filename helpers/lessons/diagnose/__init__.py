@@ -1,11 +1,9 @@
-"""Notebook 05 (``05_diagnose``) teaches the doctor on planted bottlenecks; the plants and the profile are written
-in its cells. Here: ``experiment`` (the panel's validator, a profiled case as a results row, each plant against its
-fix in interleaved rounds, the claim beside the saving, reference traces, bad inputs) and ``views`` (tables, chart)."""
-from .experiment import (
-    FIXED, LIMITS, PLANTED, advice_named_for_device, as_slowdown, baseline_readings, case_name, causes_metrics,
-    fix_name, gpu_idle_vs_hta, measure_fixes, record_diagnosis, reference_traces, run_case, saved_vs_claimed,
-    sync_found, time_steps, validate_panel, validate_size, write_bad_inputs,
-)
+"""Notebook ``05_diagnose`` teaches the doctor on planted bottlenecks (written in its cells). Here: ``experiment``
+(validation, profiled cases, plants against fixes, claims against savings) and ``views``."""
+from .experiment import (FIXED, LIMITS, PLANTED, advice_named_for_device, as_slowdown, baseline_readings, case_name,
+                         causes_metrics, fix_name, gpu_idle_vs_hta, measure_fixes, record_diagnosis, reference_traces,
+                         run_case, saved_vs_claimed, sync_found, time_steps, validate_panel, validate_size,
+                         write_bad_inputs)
 from .views import planted_table, results_view, verdicts_chart, verdicts_table
 
 __all__ = ["FIXED", "LIMITS", "PLANTED", "advice_named_for_device", "as_slowdown", "baseline_readings", "case_name",

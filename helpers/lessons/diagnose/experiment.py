@@ -1,6 +1,5 @@
-"""Notebook 05's harness around the planted steps (the plants themselves are written in the notebook and passed in as
-``make_step(kind, size, item=True)``): the panel's validator, one profiled case as a results row, each plant timed
-against its fix in interleaved rounds, the doctor's claim beside the saving, the reference traces, the bad inputs."""
+"""Notebook 05's harness around the planted steps (``make_step(kind, size, item=True)``, written in the notebook):
+validation, profiled cases as rows, plants against fixes, claims beside savings."""
 from __future__ import annotations
 
 import contextlib
@@ -8,6 +7,9 @@ import gzip
 import numbers
 from pathlib import Path
 from typing import Any, Callable, Mapping
+
+import numpy as np
+import pandas as pd
 
 from ...measure.compare import resolved
 from ...measure.diagnose import diagnose_step
@@ -22,8 +24,7 @@ FIXED = "nothing planted"
 
 
 def validate_size(kind: str, size: Any) -> int | float:
-    """A plant's size: a positive, finite number within ``LIMITS``; a whole one where it counts ops or a matrix side.
-    Raises ``InvalidValue`` with a one-line message."""
+    """A plant's size: positive, within ``LIMITS``, whole where it counts ops or a side (``InvalidValue``)."""
     validate_positive(size, "the size")
     whole = kind in ("launch/overhead", "compute")
     if whole and size != int(size):
@@ -34,8 +35,7 @@ def validate_size(kind: str, size: Any) -> int | float:
 
 
 def validate_panel(values: Mapping[str, Any], on_gpu: bool) -> dict[str, Any]:
-    """The panel's values before anything runs: a known plant, a size ``validate_size`` accepts, and no host-sync
-    plant without a GPU (there is no device to wait for)."""
+    """The panel's values: a known plant, a valid size, no host-sync plant without a GPU."""
     kind = validate_choice(values["kind"], PLANTED, "planted bottleneck")
     size = validate_size(kind, values["size"])
     if kind == "host sync" and not on_gpu:
@@ -64,8 +64,7 @@ def causes_metrics(d) -> dict[str, Any]:
 
 
 def record_diagnosis(results, name: str, config: Mapping[str, Any], diagnosed: Callable[[], Any], budget=None):
-    """``diagnosed()`` as the row ``name`` (``causes_metrics``; a failure is a failed row with a one-line message;
-    with a ``budget`` (``notebook.budget.Budget``), skipped or stopped once spent). Returns it, None if it failed."""
+    """``diagnosed()`` as the row ``name`` (a failure or the budget: a failed row); it, or None."""
     out = {}
 
     def experiment():
@@ -78,10 +77,8 @@ def record_diagnosis(results, name: str, config: Mapping[str, Any], diagnosed: C
 
 def run_case(results, make_step: Callable, kind: Any, size: Any, item: bool = True, *, device, wait: int,
              warmup: int, active: int, budget=None):
-    """Plant one bottleneck (``make_step(kind, size, item=item)``), profile and diagnose it (``diagnose_step``) as
-    a results row; bad input is a failed row, never an exception (``budget``: as ``record_diagnosis``); or None."""
+    """Plant one bottleneck, profile and diagnose it as a results row (bad input: a failed row); or None."""
     import torch
-
     config = {"planted": kind, "size": size, "device": torch.device(device).type} | ({} if item else {"item": False})
 
     def diagnosed():
@@ -92,10 +89,8 @@ def run_case(results, make_step: Callable, kind: Any, size: Any, item: bool = Tr
 
 
 def time_steps(results, steps: Mapping[str, Callable], *, rounds: int, untimed: int, device, budget=None):
-    """``steps`` (name -> step) timed without the profiler in ``rounds`` interleaved rounds (each first called
-    ``untimed`` times), as rows ``timed: <name>``; past the ``budget``: failed rows and ``{}``. Returns the timings."""
+    """``steps`` timed unprofiled in interleaved rounds as rows ``timed: <name>`` ({} past the budget)."""
     from ...notebook.budget import OverBudget
-
     config = {"rounds": rounds, "profiled": False}
     try:
         with budget.limit() if budget is not None else contextlib.nullcontext():
@@ -112,8 +107,7 @@ def time_steps(results, steps: Mapping[str, Callable], *, rounds: int, untimed: 
 
 def measure_fixes(results, make_step: Callable, sizes: Mapping[str, Any], *, rounds: int, untimed: int, device,
                   budget=None):
-    """Time each plant (``sizes``: kind -> size) and its fix (``fix_name``) without the profiler (``time_steps``),
-    and compare each plant (a) with its fix (b): ``results.compare``. The comparisons by kind ({}: budget spent)."""
+    """Time each plant and its fix (``time_steps``) and compare them: ``{kind: comparison}`` ({}: budget spent)."""
     steps, pairs = {}, {}
     for kind, size in sizes.items():
         pairs[kind] = a, b = case_name(kind, size), fix_name(kind, size)
@@ -121,22 +115,19 @@ def measure_fixes(results, make_step: Callable, sizes: Mapping[str, Any], *, rou
         if b not in steps:
             steps[b] = make_step(kind, size, item=False) if kind == "host sync" else make_step("none", 1)
     timed = time_steps(results, steps, rounds=rounds, untimed=untimed, device=device, budget=budget)
-    if not timed:
-        return {}
-    return {kind: results.compare(a, b, timed[a].times_ms, timed[b].times_ms) for kind, (a, b) in pairs.items()}
+    return {kind: results.compare(a, b, timed[a].times_ms, timed[b].times_ms) for kind, (a, b) in pairs.items()} \
+        if timed else {}
 
 
 def as_slowdown(c: Mapping[str, Any]) -> dict[str, Any]:
-    """A plant-against-fix comparison (a = planted, b = fix) turned round, for ``compare.describe`` to read as what
-    the plant does: "planted input makes the step 43× slower than nothing planted"."""
+    """A plant-against-fix comparison turned round, to read as what the plant does ("... 43× slower")."""
     head, _, tail = str(c.get("verdict", "")).partition(",")
     return dict(c, a=c["b"], b=c["a"], ratio=1 / c["ratio"], low=1 / c["high"], high=1 / c["low"],
                 verdict={"faster": "slower", "slower": "faster"}.get(head, head) + ("," + tail if tail else ""))
 
 
 def baseline_readings(metric: Callable[[str, str], Any]) -> dict[str, float | None]:
-    """The step with nothing planted (``metric(row, key)``: ``Results.metric``, ``Reference.metric``), profiled (steps
-    back to back) and timed (mean, median of the rounds); ``profiled_over_timed`` below 1: the profiled was faster."""
+    """The unplanted step profiled and timed (mean, median); ``profiled_over_timed`` < 1: profiled was faster."""
     prof, mean = metric(case_name("none", 1), "step_ms_mean"), metric(f"timed: {FIXED}", "step_ms_mean")
     return {"profiled_ms": prof, "timed_mean_ms": mean, "timed_median_ms": metric(f"timed: {FIXED}", "step_ms_median"),
             "profiled_over_timed": prof / mean if prof and mean else None}
@@ -148,14 +139,8 @@ SAVED = ["planted", "claimed (ms)", "claimed share", "verdict", "saved (ms)", "s
 
 def saved_vs_claimed(planted: Mapping[str, Any], fixes: Mapping[str, Mapping[str, Any]], agree: float = 0.10,
                      timed_step: bool = False):
-    """Per plant: the doctor's claim (the planted cause's ms and share of the profiled step) and, only where the
-    comparison is resolved, the saving without the profiler (ms; share 1 - fixed/planted with the comparison's
-    interval). ``agrees``: the claimed share lies within ``agree`` of the saved share's interval. ``timed_step``:
-    the claim's share is of the timed (unprofiled) planted step instead, for a step of several causes, where the
-    profiler lengthens the rest of the step (its many small ops) and not the planted input wait or large products."""
-    import numpy as np
-    import pandas as pd
-
+    """Per plant: the doctor's claim (ms, share of the profiled step, or of the timed step with ``timed_step``) and,
+    where resolved, the unprofiled saving with its interval; ``agrees``: the claim within ``agree`` of that interval."""
     rows = []
     for kind, c in fixes.items():
         d = planted.get(kind)
@@ -186,10 +171,8 @@ def sync_found(d) -> bool:
 
 
 def gpu_idle_vs_hta(d, trace) -> dict[str, float]:
-    """GPU idle % inside the steps by the doctor (100 - compute and communication shares) beside Holistic Trace
-    Analysis' temporal breakdown of the whole trace."""
+    """GPU idle % inside the steps by the doctor beside HTA's temporal breakdown."""
     from ...traces.views import open_trace, quiet
-
     with quiet():
         hta = open_trace(Path(trace)).gpu_breakdown()
     busy = (d.ms("compute") or 0.0) + (d.ms("communication") or 0.0)
@@ -197,16 +180,14 @@ def gpu_idle_vs_hta(d, trace) -> dict[str, float]:
 
 
 def reference_traces(root: Path | str) -> list[Path]:
-    """The reference traces of this notebook, ``<root>/<gpu>/05_diagnose/*.json.gz`` and a packed run's
-    ``traces/**`` files, sorted; none when the folder is missing."""
+    """The reference traces of this notebook under ``root``, sorted; none when missing."""
     root = Path(root)
     packed = (p for p in root.glob("*/05_diagnose/traces/**/*") if p.name.endswith((".pt.trace.json", ".json.gz")))
     return sorted({*root.glob("*/05_diagnose/*.json.gz"), *packed})
 
 
 def write_bad_inputs(folder: Path | str, trace_dir: Path | str | None = None) -> dict[str, Path]:
-    """The appendix's bad inputs in ``folder``: a JSON file that is not a trace, a truncated ``.gz`` (half of the
-    trace in ``trace_dir``, gzipped) and an empty folder."""
+    """The appendix's bad inputs in ``folder``: a non-trace JSON, a truncated ``.gz``, an empty folder."""
     folder = Path(folder)
     (folder / "empty").mkdir(parents=True, exist_ok=True)
     notes, cut = folder / "notes.json", folder / "cut.json.gz"

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import pandas as pd
+
 from ...traces.diagnosis import CAUSES
 
 COLORS = {"input": "#dd8452", "host sync": "#c44e52", "launch/overhead": "#8172b3", "compute": "#4c72b0",
@@ -12,8 +14,6 @@ METRICS = ["step_ms_mean", "top_cause", *[f"{c}_ms" for c in CAUSES], "causes_ms
 
 def verdicts_table(planted: Mapping[str, Any]):
     """A row per planted case that ran (index: the plant): top cause, mean step, ms per cause (None: not judged), sum"""
-    import pandas as pd
-
     rows = [{"planted": kind, "top cause": d.top, "step (ms)": d.step_ms, **{c["cause"]: c["ms"] for c in d.causes},
              "causes sum (ms)": sum(c["ms"] or 0 for c in d.causes)} for kind, d in planted.items() if d is not None]
     return pd.DataFrame(rows, columns=None if rows else ["planted", "top cause", "step (ms)", "causes sum (ms)"]
@@ -23,8 +23,6 @@ def verdicts_table(planted: Mapping[str, Any]):
 def verdicts_chart(verdicts, xlabel: str):
     """Each planted step as one bar split into causes (one not judged: no bar, no legend entry); the figure."""
     import matplotlib.pyplot as plt
-    import pandas as pd
-
     fig, ax = plt.subplots(figsize=(7, 0.6 + 0.6 * max(len(verdicts), 1)))
     left = pd.Series(0.0, index=verdicts.index)
     for cause in CAUSES:
@@ -39,11 +37,9 @@ def verdicts_chart(verdicts, xlabel: str):
 
 
 def results_view(results):
-    """The results table with its informative columns only: name, mean step, top cause, ms per cause, status (no
-    configs, no errors, no column that no row fills)."""
+    """The results table's informative columns: name, mean step, top cause, ms per cause, status."""
     t = results.table(METRICS)
     return t[[c for c in ["experiment", *METRICS, "status"] if c in t.columns]].dropna(axis="columns", how="all")
-
 
 
 KINDS = ("input", "launch/overhead", "compute", "host sync")
@@ -52,7 +48,6 @@ KINDS = ("input", "launch/overhead", "compute", "host sync")
 def _found(metric, name: str, kind: str) -> tuple[str | None, bool]:
     """A plant's row read back: its text and whether the doctor found the plant (top cause; host sync: a finding)."""
     from ...traces.diagnosis import MIN_FINDING_SHARE
-
     top, step, ms = metric(name, "top_cause"), metric(name, "step_ms_mean"), metric(name, f"{kind}_ms")
     if top is None or not step or ms is None:
         return None, False
@@ -74,15 +69,10 @@ def _records(records, mixed: bool) -> tuple[str | None, bool]:
 
 
 def planted_table(metric, ref, sizes_here: dict, sizes_full: dict, *, saved=None, mixed=None, why_here=None):
-    """What was planted against what the doctor found, in ``reference.article_table``'s columns (the "article" is the
-    plant): the H100 reference's full-scale rows (``sizes_full``) beside this run's (``metric``, ``sizes_here``).
-    ``saved``, ``mixed``: this run's ``saved_vs_claimed`` records (the reference's: its notes); ``why_here``: {kind:
-    why this run has no such row}."""
-    import pandas as pd
-
+    """What was planted against what the doctor found (``reference.article_table``'s columns): the reference's
+    full-scale rows beside this run's; ``why_here``: {kind: why this run has no such row}."""
     from ...notebook import reference as rf
     from .experiment import case_name
-
     ref_metric = ref.metric if ref is not None else (lambda *_: None)
     notes, why_here, rows = ((ref.doc.get("notes") or {}) if ref is not None else {}), why_here or {}, []
     cells = [(f"planted {k}", "a host-sync finding beside the product it waits for" if k == "host sync" else

@@ -1,5 +1,4 @@
-"""Notebook 06's runs: one launch of the ranks as results rows (``run_job``), and the panel's run (``try_config``)
-with its validator."""
+"""Notebook 06's runs: one launch of the ranks as results rows (``run_job``) and the panel's run."""
 from __future__ import annotations
 
 import json
@@ -16,10 +15,9 @@ PIDS_NOTE = "rank_pids"   # every rank's pid: a test checks that none is left ru
 
 def run_job(name: str, script: Path | str, plan: dict, world: int, out: Path | str, results, *,
             timeout_s: float = 240.0) -> dict[str, Any]:
-    """Run ``script`` on ``world`` ranks into ``out`` (emptied first) and wait; one results row per rank.
-    Returns ``{"ok", "rows", "port", "port_note", "times"}``: ``times`` is rank 0's step times per variant (ms; it
-    waits for the others in every all-reduce, so its step is the job's). A port taken between the check and rank 0's
-    rendezvous starts the job once more on a fresh port."""
+    """Run ``script`` on ``world`` ranks into ``out`` (emptied), one row per rank: ``{ok, rows, port, port_note,
+    times}`` (``times``: rank 0's step times per variant, ms). A port taken before rendezvous: one retry on a fresh
+    port."""
     out = Path(out)
     port, note = launch.pick_port()
     for attempt in (1, 2):
@@ -40,8 +38,7 @@ def run_job(name: str, script: Path | str, plan: dict, world: int, out: Path | s
 
 
 def validate_config(values: dict[str, Any], cores: int | None = None, gpus: int = 0) -> dict[str, Any]:
-    """The panel's values, checked: ranks (``launch.check_ranks``), bucket size in MB (> 0), accumulation steps (a
-    whole number 1..64), no_sync (True/False), straggler delay in ms (0..2000)."""
+    """The panel's values checked: ranks, bucket MB > 0, accumulation 1..64, no_sync a bool, straggler 0..2000 ms."""
     v = dict(values)
     v["ranks"] = launch.check_ranks(v.get("ranks"), cores=cores, gpus=gpus)
     v["bucket_cap_mb"] = float(validate_positive(v.get("bucket_cap_mb"), "bucket size (MB)"))
@@ -58,8 +55,7 @@ def validate_config(values: dict[str, Any], cores: int | None = None, gpus: int 
 
 def try_config(results, script: Path | str, base: dict, out: Path | str, *, ranks: int, bucket_cap_mb: float,
                accum: int, no_sync: bool, straggler_ms: float, timeout_s: float = 240.0):
-    """The panel's run: the ranks with the reader's values, a few timed rounds, no profiles; one ``panel`` row (rank
-    0's mean DDP, straggler and chosen accumulation step, ms) or a failed row. Returns the panel rows."""
+    """The panel's run (a few timed rounds, no profiles): one ``panel`` row or a failed row; returns the panel rows."""
     plan = dict(base, bucket_cap_mb=bucket_cap_mb, accum=accum, straggler_ms=straggler_ms, rounds=4, warmup=1,
                 profile=False)
     job = run_job(f"panel {ranks} ranks", script, plan, ranks, out, results, timeout_s=timeout_s)

@@ -1,7 +1,7 @@
-"""Starting the ranks from a notebook as ``torchrun`` would, and never hanging the kernel: ranks checked against the
-machine, a free rendezvous port, a timeout, a dead rank's failed row naming it, no process left behind."""
+"""Starting the ranks from a notebook as ``torchrun`` would, never hanging the kernel or leaving a process."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -19,13 +19,11 @@ DEFAULT_PORT = 29500   # torchrun's default MASTER_PORT
 
 def gpu_count() -> int:
     import torch
-
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def check_ranks(ranks: Any, threads: int = 1, cores: int | None = None, gpus: int = 0) -> int:
-    """The number of ranks, or ``InvalidValue`` with the reason: not a whole number >= 2, more NCCL ranks than GPUs,
-    or more gloo ranks x threads than CPU cores (every all-reduce would wait for a descheduled rank)."""
+    """The number of ranks, or ``InvalidValue``: not whole and >= 2, or more than the GPUs (or cores)."""
     cores = cores or os.cpu_count() or 1
     if isinstance(ranks, bool) or not isinstance(ranks, int):
         raise InvalidValue(f"ranks must be a whole number, not {ranks!r}.")
@@ -40,12 +38,10 @@ def check_ranks(ranks: Any, threads: int = 1, cores: int | None = None, gpus: in
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
+    with socket.socket() as s, contextlib.suppress(OSError):
+        s.bind((host, port))
+        return True
+    return False
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -69,8 +65,7 @@ def rank_env(rank: int, world: int, port: int) -> dict[str, str]:
 
 
 def start(script: Path | str, out: Path | str, world: int, plan: dict, port: int) -> list[subprocess.Popen]:
-    """``python script OUT OUT/plan.json`` once per rank, each in a session of its own (killed with all it started);
-    its output to ``OUT/rank<r>.log``."""
+    """``python script OUT OUT/plan.json`` per rank in its own session, output to ``OUT/rank<r>.log``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "plan.json").write_text(json.dumps(plan))
@@ -86,22 +81,17 @@ def start(script: Path | str, out: Path | str, world: int, plan: dict, port: int
 def stop(procs: list[subprocess.Popen]) -> None:
     for p in procs:
         if p.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(p.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
     for p in procs:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
 
 
 def log_text(out: Path, rank: int) -> str:
-    try:
+    with contextlib.suppress(OSError):
         return (out / f"rank{rank}.log").read_text(errors="replace")
-    except OSError:
-        return ""
+    return ""
 
 
 def port_taken(out: Path | str, world: int) -> bool:
@@ -110,8 +100,7 @@ def port_taken(out: Path | str, world: int) -> bool:
 
 
 def wait(procs: list[subprocess.Popen], out: Path | str, timeout_s: float) -> list[dict[str, Any]]:
-    """Wait at most ``timeout_s``; one row per rank (``rank, pid, status, error, returncode``). The first rank to
-    fail, or the timeout, stops every rank: a job cannot go on without one of them."""
+    """Wait at most ``timeout_s``; a row per rank. The first failure, or the timeout, stops every rank."""
     out, t0, first = Path(out), time.monotonic(), None
     try:
         while any(p.poll() is None for p in procs) and time.monotonic() - t0 <= timeout_s:

@@ -1,6 +1,4 @@
-"""Notebook 06's readings of the ranks' traces, as tables and figures: all-reduces per step, the doctor's split of
-communication (exposed, overlapped), DDP's overhead over the single process, the bucket sweep, the straggler's
-waits, HTA's overlap, each rank's timeline."""
+"""Notebook 06's readings of the ranks' traces, as tables and figures."""
 from __future__ import annotations
 
 import contextlib
@@ -9,6 +7,8 @@ import logging
 import warnings
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from ...traces import events as ev
 from ...traces import load
@@ -19,8 +19,7 @@ ALL_REDUCE = ("gloo:all_reduce", "nccl:all_reduce")
 
 
 def all_reduces(folder: Path | str) -> dict[int, float]:
-    """``{rank: all-reduces per profiled step}``: ProcessGroup's host labels (one per call) inside the
-    ``ProfilerStep`` windows of each rank's trace (a GPU trace's device-side copy of a label is not counted)."""
+    """``{rank: all-reduces per profiled step}`` from host labels inside the ``ProfilerStep`` windows."""
     out = {}
     for i, (rank, _, f) in enumerate(find_workers(folder)[0]):
         doc = load.load_trace(f)
@@ -32,8 +31,7 @@ def all_reduces(folder: Path | str) -> dict[int, float]:
 
 
 def comm_split(folder: Path | str) -> dict[str, Any]:
-    """The doctor on a folder of ranks (``diagnose_job``): ``step_ms``, ``exposed_ms`` and ``overlapped_ms`` of its
-    communication cause, ``other_ms`` (the step less exposed communication), ``overlap_share``, and the ``job``."""
+    """``diagnose_job`` on a folder of ranks: step, exposed and overlapped communication, their share, the job."""
     job = diagnose_job(folder, views=False)
     comm = next((c for c in job["diagnosis"] if c["cause"] == "communication"), {})
     ex, ov = comm.get("exposed_ms", 0.0), comm.get("overlapped_ms", 0.0)
@@ -42,11 +40,7 @@ def comm_split(folder: Path | str) -> dict[str, Any]:
 
 
 def overhead_table(single: dict[str, Any], ddp: dict[str, Any], world: int):
-    """ms per step: the single process, its share per rank (the ideal DDP step), DDP's step, what DDP adds beyond
-    the ideal (compute and the rest; exposed communication: they sum to the DDP step) and, beside them, the
-    overlapped communication (no wall time of its own)."""
-    import pandas as pd
-
+    """ms per step: single process, ideal, DDP, what DDP adds, and the overlapped communication."""
     ideal = single["step_ms"] / world
     ms = {"single process": single["step_ms"], f"ideal: single / {world}": ideal, "DDP": ddp["step_ms"],
           "DDP adds: compute, rest": ddp["other_ms"] - ideal, "DDP adds: exposed comm": ddp["exposed_ms"],
@@ -55,10 +49,7 @@ def overhead_table(single: dict[str, Any], ddp: dict[str, Any], world: int):
 
 
 def bucket_table(traces: Path | str, caps: list[float]):
-    """One row per ``bucket_cap_mb`` (the profile in ``traces/bucket <cap>``): all-reduces per step on rank 0, the
-    step, exposed and overlapped communication (ms), the overlapped share."""
-    import pandas as pd
-
+    """Per ``bucket_cap_mb``: rank 0's all-reduces per step, step, exposed and overlapped ms, share."""
     rows = []
     for cap in caps:
         s = comm_split(Path(traces) / f"bucket {cap:g}")
@@ -69,10 +60,7 @@ def bucket_table(traces: Path | str, caps: list[float]):
 
 
 def waits_table(before: dict[str, Any], after: dict[str, Any]):
-    """Two ``diagnose_job`` reports side by side per rank (without, with a straggler): step ms, top cause, ms per
-    step waiting in collectives for later ranks."""
-    import pandas as pd
-
+    """Two ``diagnose_job`` reports per rank (without, with a straggler): step, top cause, waits ms."""
     rows = [{"rank": r["rank"], "job": label, "step ms": r["step_ms"], "top cause": r["top_cause"],
              "waits ms": r["waits_ms"]}
             for label, job in (("no straggler", before), ("straggler", after))
@@ -81,9 +69,7 @@ def waits_table(before: dict[str, Any], after: dict[str, Any]):
 
 
 def hta_overlap(folder: Path | str):
-    """Holistic Trace Analysis' ``get_comm_comp_overlap`` (per rank, % of communication kernel time overlapping
-    compute kernels), or None where HTA is missing or cannot read the traces. On gloo's CPU traces (no kernels)
-    its column is NaN."""
+    """HTA's ``get_comm_comp_overlap`` per rank, or None where HTA is missing or fails."""
     try:
         from hta.trace_analysis import TraceAnalysis
     except ImportError:
@@ -99,22 +85,17 @@ def hta_overlap(folder: Path | str):
 
 
 def timelines(folder: Path | str, steps: int = 1) -> list[tuple[int, Any]]:
-    """``[(rank, figure)]``: each rank's first ``steps`` profiled steps as a timeline (``Trace.timeline``). The
-    figures are closed to pyplot: show them with ``display(fig)``."""
+    """``[(rank, figure)]`` of each rank's first ``steps`` profiled steps (closed: ``display(fig)``)."""
     from ...traces.views import open_trace
-
     workers = [(rank if rank is not None else i, f) for i, (rank, _, f) in enumerate(find_workers(folder)[0])]
     return [(r, open_trace(f).timeline(steps=steps, title=f"rank {r}")) for r, f in workers]
 
 
 
 def speedup(entry: dict[str, Any], ranks: int, slow: float = 1.25) -> dict[str, Any]:
-    """DDP against the single process (a comparison entry: a = single, b = DDP, ratio of means a/b) read two ways:
-    ``mean_ratio``; ``super_linear``: it exceeds ``ranks`` (more than the ranks can give: the means are pulled up
-    by slow steps); from the entry's ``samples`` (None without them): ``median_ratio`` and ``slow_steps`` (the
-    single process's steps over ``slow`` × its median) of ``n``."""
+    """DDP against the single process: ``mean_ratio``, ``super_linear`` (> ``ranks``), and from ``samples``
+    ``median_ratio`` and ``slow_steps`` (over ``slow`` × median) of ``n``."""
     import statistics
-
     s = entry.get("samples") or {}
     a, b = s.get("a") or [], s.get("b") or []
     med = statistics.median(a) / statistics.median(b) if a and b else None
@@ -123,24 +104,17 @@ def speedup(entry: dict[str, Any], ranks: int, slow: float = 1.25) -> dict[str, 
 
 
 def grad_mb(plan: dict[str, Any]) -> float:
-    """The MLP's gradient bytes in MB as DDP's ``bucket_cap_mb`` counts them (MiB; fp32): every weight and bias of
-    ``layers`` Linear layers of ``hidden`` from ``features``, and the classifier."""
+    """The MLP's fp32 gradient MiB as ``bucket_cap_mb`` counts them."""
     d, n = plan["features"], 0
     for _ in range(plan["layers"]):
         n, d = n + d * plan["hidden"] + plan["hidden"], plan["hidden"]
     return 4 * (n + d * plan["classes"] + plan["classes"]) / 2 ** 20
 
 
-
 def effects_table(here: dict[str, Any], ref, ranks: int, accum: int):
-    """06's effects in ``reference.article_table``'s columns (the "article": what data-parallel training should do),
-    the H100 reference beside this run. ``here``: the ``"ddp"``, ``"no_sync"``, ``"straggler"`` comparisons, the notes'
-    ``"all_reduces"`` and ``"bucket_sweep"`` records, ``"named"`` and ``"straggler_rank"``, ``"median"`` (DDP's
-    median ratio), ``"why"`` ({effect: text}); the reference's from its results.json (its names before issue 30)."""
-    import pandas as pd
-
+    """06's effects in ``reference.article_table``'s columns, the H100 reference beside this run (``here``: its
+    comparisons, notes' records and ``why``)."""
     from ...notebook import reference as rf
-
     notes = (ref.doc.get("notes") or {}) if ref is not None else {}
     theirs = {} if ref is None else {
         "ddp": ref.comparison("single process", f"DDP {ranks} ranks"),

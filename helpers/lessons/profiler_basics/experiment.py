@@ -15,13 +15,9 @@ NOTEBOOK = "01_profiler_basics"
 
 
 def overhead_rounds(step: Callable[[], Any], rounds: int, steps: int, device) -> dict[str, list[float]]:
-    """The profiler's cost on ``step``: ``rounds`` rounds, each timing ``steps`` steps unprofiled and ``steps`` under
-    a fresh ``torch.profiler.profile``, which first alternating (``timing.rotation``). Each block first runs one
-    untimed step. The clock: on a GPU wall time with a synchronisation after each step; on a CPU the process's CPU
-    time, to which other processes' work does not add. The garbage collector is paused (``timing.gc_paused``).
-    Returns ``{"unprofiled": [ms, ...], "profiled": [...]}``."""
+    """The profiler's cost on ``step``: ``rounds`` rotating rounds of ``steps`` steps unprofiled and profiled, GC
+    paused; on a GPU wall time (synchronised), on a CPU process time. ``{"unprofiled": [ms], "profiled": [ms]}``."""
     import torch
-
     if steps < 1:
         raise ValueError("steps must be at least 1")
     env.quiet_profiler_warning()
@@ -41,18 +37,15 @@ def overhead_rounds(step: Callable[[], Any], rounds: int, steps: int, device) ->
 
     with timing.gc_paused():
         for _, name in timing.rotation(list(out), rounds):
-            if name == "profiled":
-                with torch.profiler.profile(activities=profiling.activities(device)):
-                    out[name] += block()
-            else:
+            with torch.profiler.profile(activities=profiling.activities(device)) if name == "profiled" else \
+                    contextlib.nullcontext():
                 out[name] += block()
     return out
 
 
 def timer_rounds(fn: Callable[[], Any], timers: Mapping[str, Callable[[Callable], float]], rounds: int,
                  device) -> dict[str, list[float]]:
-    """Each timer (``timer(fn) -> ms``) reads ``fn`` once per round, which first alternating (``timing.rotation``);
-    the device is idle before every reading (synchronised, untimed). Returns ``{name: [ms, ...]}``."""
+    """Each timer reads ``fn`` once per rotating round, the device idle before each: ``{name: [ms]}``."""
     out: dict[str, list[float]] = {name: [] for name in timers}
     for _, name in timing.rotation(list(timers), rounds):
         dev.synchronize(device)
@@ -67,22 +60,19 @@ def is_label(name: str) -> bool:
 
 
 def top_op(ev, on_gpu: bool) -> tuple[str, float]:
-    """From ``profiling.events_frame``: the operator (not a label) with the most self time (device time on a GPU)
-    and its share of all operators' (on a GPU: of the kernels' rows, which sum to the GPU's busy time)."""
+    """The operator (not a label) with the most self time (device on a GPU) and its share of all operators'."""
     col = "self_device_ms" if on_gpu else "self_cpu_ms"
     ops = ev[~ev["name"].map(is_label)].sort_values(col, ascending=False, kind="stable")
     return str(ops.iloc[0]["name"]), float(ops.iloc[0][col] / ops.loc[ops["on_device"] == on_gpu, col].sum())
 
 
 def busy_within_span(busy_ms: float, span_ms: float, rtol: float = 0.001) -> bool:
-    """Whether the kernels' total time (GPU busy, the footer's Self CUDA time total) fits in the recorded steps' GPU
-    span, as a busy time must: more means kernels of steps before the window were counted (no sync before it)."""
+    """Whether kernels' total time fits the recorded steps' GPU span (more: earlier steps' kernels counted)."""
     return busy_ms <= (1 + rtol) * span_ms
 
 
 def kernel_times(doc) -> dict[str, int]:
-    """A loaded trace's kernel events: how many, and how many have no duration (``dur`` 0 or missing: a trace
-    whose kernels lost their times, as ``export_chrome_trace`` wrote one on an H100, every kernel at ts=0, dur=0)."""
+    """A trace's kernel count and how many have no duration (as ``export_chrome_trace`` wrote on an H100)."""
     kernels = [e for e in doc.get("traceEvents", []) if isinstance(e, dict) and e.get("cat") == "kernel"]
     return {"kernels": len(kernels), "zero_duration": sum(1 for e in kernels if not e.get("dur"))}
 
@@ -93,8 +83,7 @@ def kernels_intact(counts: Mapping[str, int]) -> bool:
 
 
 def validate_panel(values: Mapping[str, Any], device) -> dict[str, Any]:
-    """The panel's values, checked before anything runs: a batch size of 1..4096, a precision this device runs
-    (fp16 autocast only on a GPU), deterministic a real bool. Raises ``InvalidValue`` with the reader's message."""
+    """The panel's values: batch size 1..4096, a precision this device runs, a bool (``InvalidValue``)."""
     return {"batch_size": validate_batch_size(values["batch_size"]),
             "precision": validate_precision(values["precision"], device),
             "deterministic": validate_bool(values["deterministic"], "deterministic")}
@@ -103,11 +92,8 @@ def validate_panel(values: Mapping[str, Any], device) -> dict[str, Any]:
 def run_profiled_step(results, device, make_step: Callable[[int, str], Callable[[], Any]], batch_size: int,
                       precision: str = "fp32", deterministic: bool = False, *, steps: int,
                       warmup: int, budget=None) -> dict[str, Any]:
-    """Time and profile the step ``make_step(batch_size, precision)`` builds: its step statistics, peak memory and
-    top operator with its share, recorded in ``results`` and logged for TensorBoard. Bad input (``validate_panel``)
-    or a failure is a failed row with a one-line message; returns the row. With a ``budget``
-    (``notebook.budget.Budget``) the run is skipped or stopped by it (a failed row saying so); the values are
-    checked first all the same, so bad input is refused whatever the budget."""
+    """Time and profile ``make_step(batch_size, precision)``'s step as a results row (bad input or failure: a failed
+    row; ``budget`` skips or stops it after the values' checks); returns the row."""
     det = " det" if deterministic is True else ("" if deterministic is False else f" det={deterministic!r}")
     name = f"step bs={batch_size} {precision}{det}"
     cfg = {"batch_size": batch_size, "precision": precision, "deterministic": deterministic}

@@ -6,8 +6,7 @@ from torch import nn
 
 
 class SmallCNN(nn.Module):
-    """Conv + batch-norm blocks and a linear head: ``width`` channels after the stem, ``blocks`` (conv 3x3, BN, ReLU,
-    max-pool) blocks, then global average pooling and a linear layer to ``num_classes``."""
+    """Conv-BN-ReLU-max-pool blocks (``width`` doubling) and a linear head."""
 
     def __init__(self, in_channels: int = 3, width: int = 32, blocks: int = 3, num_classes: int = 10):
         super().__init__()

@@ -1,9 +1,12 @@
-"""Notebook 01's tables and charts: ``key_averages()`` tables that do not wrap (``show_table``), the three orders
-(``orders_table``), the phase chart, the timers' chart and the results table (``results_view``)."""
+"""Notebook 01's tables and charts: non-wrapping ``key_averages()`` tables, the three orders, the phase and timers'
+charts, the results table."""
 from __future__ import annotations
 
 import math
 from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
 
 from ...measure import profiling, timing, training
 from ...notebook import reference
@@ -29,14 +32,8 @@ def _key(attr: str) -> str:
 
 
 def averages_frame(avgs, sort_by: str, row_limit: int = 10, columns: str = "time", on_gpu: bool = False):
-    """The rows ``avgs.table(sort_by=..., row_limit=...)`` prints, as a DataFrame with the columns of its subject:
-    ``"time"`` (calls, self share, self / total / per-call time; on a GPU also the CPU's self and total), ``"memory"``
-    (calls, self time, memory with and without children, MB) or ``"shapes"`` (input shapes, calls, self and total
-    time). Times in ms; shares are fractions of the column's total (the kernels' rows on a GPU), as the ``%``
-    columns. Names as ``traces.kernels.short_name`` gives them (a kernel's ~250-character signature cut to its
-    name)."""
-    import pandas as pd
-
+    """The rows ``avgs.table(sort_by, row_limit)`` prints as a DataFrame with the columns of ``columns`` (``time``,
+    ``memory``, ``shapes``); ms, shares of the column's total, short kernel names."""
     t = "device" if on_gpu else "cpu"
     everything = sum(getattr(e, f"self_{t}_time_total") for e in avgs if not on_gpu or (
         not trace_events.is_host(e) and not getattr(e, "is_user_annotation", False))) or 1.0
@@ -60,8 +57,7 @@ def averages_frame(avgs, sort_by: str, row_limit: int = 10, columns: str = "time
 
 
 def show_table(avgs, sort_by: str, row_limit: int = 10, columns: str = "time", on_gpu: bool = False) -> None:
-    """Print ``avgs.table(sort_by=..., row_limit=..., max_name_column_width=NAME_WIDTH)`` where it fits ``WIDTH``;
-    where it does not (a GPU's device columns, memory, input shapes), its width and the same rows as a DataFrame."""
+    """Print ``avgs.table(...)`` where it fits ``WIDTH``; else its width and the rows as a DataFrame."""
     text = avgs.table(sort_by=sort_by, row_limit=row_limit, max_name_column_width=NAME_WIDTH)
     if fits(text):
         print("\n".join(line.rstrip() for line in text.splitlines()))
@@ -72,9 +68,7 @@ def show_table(avgs, sort_by: str, row_limit: int = 10, columns: str = "time", o
 
 
 def call_levels(prof) -> dict[str, int]:
-    """Each host row's level in the call tree of its thread (0: top level, such as ``ProfilerStep*`` or, on the
-    autograd engine's thread, ``autograd::engine::evaluate_function: ...``; 1: what it called ...), the smallest
-    over its calls."""
+    """Each host row's smallest level in its thread's call tree (0: top level)."""
     out: dict[str, int] = {}
     for e in (e for e in prof.events() if trace_events.is_host(e) and not profiling.is_device_annotation(e)):
         depth, parent = 0, e.cpu_parent
@@ -85,11 +79,7 @@ def call_levels(prof) -> dict[str, int]:
 
 
 def orders_table(prof, keys: Mapping[str, str], active: int, top: int = 3):
-    """The host rows of ``key_averages()`` in the three orders of ``keys`` (``"self"``, ``"total"``, ``"per call"``:
-    a ``sort_by`` key each): each order's ``top`` rows, their level in the call tree (``call_levels``), calls per
-    recorded step and the three times (ms)."""
-    import pandas as pd
-
+    """The host rows in the three orders of ``keys``: top rows, call level, calls per step, times (ms)."""
     rows = [e for e in profiling.host_averages(prof) if trace_events.is_host(e)]
     levels = call_levels(prof)
     val = {o: (lambda e, k=k: getattr(e, _key(k)) / 1e3) for o, k in keys.items()}
@@ -100,8 +90,7 @@ def orders_table(prof, keys: Mapping[str, str], active: int, top: int = 3):
 
 
 def phase_calls(prof, on_gpu: bool) -> dict[str, list[float]]:
-    """Each phase's ms per call, one value per recorded step: CPU time; on a GPU the span of the device work
-    launched while the label was open, on any thread (as ``profiling.phase_times``; NaN when it launched none)."""
+    """Each phase's ms per recorded step: CPU time, or on a GPU the span of the device work it launched."""
     ranges: dict[str, list[tuple[float, float]]] = {p: [] for p in training.PHASES}
     for e in prof.events():
         if e.name in ranges and not profiling.is_device_annotation(e):
@@ -118,11 +107,8 @@ def phase_calls(prof, on_gpu: bool) -> dict[str, list[float]]:
 
 def phase_chart(pt, on_gpu: bool, active: int, title: str, calls: Mapping[str, list[float]] | None = None,
                 cpu_calls: Mapping[str, list[float]] | None = None):
-    """Where one step goes, per phase (``pt``: ``profiling.phase_times``): GPU time (runs) beside CPU time (queues)
-    on a GPU, CPU time on a CPU; with ``calls`` (``phase_calls``; ``cpu_calls`` for a GPU's CPU bars) whiskers from
-    the fastest to the slowest recorded step."""
+    """Per phase: GPU beside CPU time on a GPU, CPU time on a CPU; whiskers from ``calls`` / ``cpu_calls``."""
     import matplotlib.pyplot as plt
-    import numpy as np
 
     def bars(col, data):
         v = [pt.loc[p, col] / active for p in training.PHASES]
@@ -144,30 +130,24 @@ def phase_chart(pt, on_gpu: bool, active: int, title: str, calls: Mapping[str, l
         ax.barh(y, v, xerr=e, color=["#4c72b0", "#dd8452", "#55a868"], **kw)
     ax.set_yticks(y, training.PHASES)
     ax.invert_yaxis()
-    ax.set_xlabel(f"{'GPU' if on_gpu else 'CPU'} ms per step" + (" (whiskers: fastest to slowest)" if calls else ""))
-    ax.set_title(title)
+    ax.set(xlabel=f"{'GPU' if on_gpu else 'CPU'} ms per step" + (" (whiskers: fastest to slowest)" if calls else ""),
+           title=title)
     return fig
 
 
 def timer_chart(timers: Mapping[str, list[float]], title: str):
     """The timers' readings: median bars, interquartile whiskers, log scale (a naive reading can be 1000x short)."""
     import matplotlib.pyplot as plt
-
     q = {n: [timing.percentile(t, p) for p in (25, 50, 75)] for n, t in timers.items()}
     fig, ax = plt.subplots(figsize=(6, 2.2))
     ax.barh(list(q), [m for _, m, _ in q.values()], xerr=[[m - a for a, m, _ in q.values()],
             [b - m for _, m, b in q.values()]], capsize=3, color=["#dd8452", "#4c72b0"])
-    ax.set_xscale("log")
-    ax.set_xlabel("ms per call (median, interquartile whiskers)")
-    ax.set_title(title)
+    ax.set(xscale="log", xlabel="ms per call (median, interquartile whiskers)", title=title)
     return fig
 
 
 def results_view(results, ref=None):
-    """The step rows (not ``OWN_SECTION``'s) with only the columns that carry information: ``(table, caption)``;
-    configuration the same in every row goes to the caption (and samples/s, then batch size / mean). With a
-    reference run (``notebook.reference``) its step mean sits beside this run's. Kernel names are short
-    (``traces.kernels.short_name``)."""
+    """The step rows' informative columns, what every row shares as a caption: ``(table, caption)``."""
     df = results.table()
     df = df[~df["experiment"].isin(OWN_SECTION)].reset_index(drop=True)
     for col, default in DEFAULTS.items():

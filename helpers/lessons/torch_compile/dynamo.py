@@ -1,6 +1,5 @@
-"""Dynamo and Inductor bookkeeping for notebook 04: compile time from Dynamo's timers, graph and cache counters, a
-fresh on-disk Inductor cache, the fp32 (TF32) settings, ``explain`` on the article's models (small torchvision
-configurations at smoke scale), and the cold and warm starts of a compiled step in fresh processes."""
+"""Dynamo and Inductor bookkeeping for notebook 04: compile time, graph and cache counters, a fresh Inductor cache, TF32
+settings, ``explain`` on the article's models, cold and warm starts in fresh processes."""
 from __future__ import annotations
 
 import json
@@ -26,7 +25,6 @@ def dynamo_times() -> dict[str, float]:
     """Dynamo's cumulative compile-time metrics (seconds per timer) so far in this process ({} if the API moved)."""
     try:
         from torch._dynamo.utils import compile_times
-
         headers, values = compile_times(repr="csv", aggregate=True)
         return {h: float(v) for h, v in zip(headers, values)}
     except Exception:  # noqa: BLE001
@@ -40,10 +38,8 @@ def compile_seconds(before: dict[str, float], after: dict[str, float]) -> float 
 
 
 def graph_counters() -> dict[str, int]:
-    """Since Dynamo's counters were cleared: graphs compiled, graph breaks, FX-graph cache hits and misses, and the
-    graphs ``reduce-overhead`` ran without CUDA graphs (``cudagraph_skips``: such a cell is plain default code)."""
+    """Since Dynamo's counters were cleared: graphs, breaks, FX cache hits and misses, cudagraph skips."""
     from torch._dynamo.utils import counters
-
     ind = counters["inductor"]
     return {"graphs": int(counters["stats"].get("unique_graphs", 0)),
             "graph_breaks": int(sum(counters["graph_break"].values())),
@@ -53,8 +49,8 @@ def graph_counters() -> dict[str, int]:
 
 
 def use_inductor_cache(path: str | os.PathLike, clear: bool = True) -> Path:
-    """Point Inductor at ``path`` (``TORCHINDUCTOR_CACHE_DIR``), emptied first with ``clear``; forget Dynamo's
-    compiled frames and Inductor's in-process code caches, so the next compile starts cold (or warm from ``path``)."""
+    """Point Inductor at ``path`` (emptied with ``clear``) and forget in-process compiled code, so the next compile
+    starts cold (or warm from ``path``)."""
     p = Path(path)
     if clear and p.exists():
         shutil.rmtree(p)
@@ -63,7 +59,6 @@ def use_inductor_cache(path: str | os.PathLike, clear: bool = True) -> Path:
     os.environ.pop("TRITON_CACHE_DIR", None)  # Inductor sets it at its first Triton kernel: re-derived from p
     torch._dynamo.reset()
     from torch._inductor import codecache
-
     for name in ("PyCodeCache", "CppCodeCache", "CppPythonBindingsCodeCache", "CppWrapperCodeCache"):
         getattr(getattr(codecache, name, None), "cache_clear", lambda: None)()
     return p
@@ -77,11 +72,9 @@ def tf32_settings() -> dict[str, Any]:
 
 
 def article_model(name: str, num_classes: int = 10) -> torch.nn.Module:
-    """The article's models, randomly initialised (Swin-T, Swin-B, ConvNeXt-L), or a small configuration of the same
-    torchvision classes (``swin_mini``, ``convnext_mini``: shifted windows, stochastic depth, fewer blocks)."""
+    """The article's models (random weights), or ``swin_mini`` / ``convnext_mini`` of the same classes."""
     import torchvision
     from torchvision.models import convnext, swin_transformer
-
     if name == "swin_mini":
         return swin_transformer.SwinTransformer([4, 4], 32, [2, 2], [2, 4], [4, 4], stochastic_depth_prob=0.2,
                                                 num_classes=num_classes)
@@ -94,8 +87,7 @@ def article_model(name: str, num_classes: int = 10) -> torch.nn.Module:
 
 
 def explain_model(name: str, image_size: int, device=None, batch_size: int = 2) -> dict[str, Any]:
-    """``torch._dynamo.explain`` of one article model's forward (training mode, random input): graphs, breaks, ops,
-    and each break's reason with its source line."""
+    """``torch._dynamo.explain`` of a model's forward: graphs, breaks, ops, each break's reason and line."""
     t0 = time.perf_counter()
     model = article_model(name).to(device).train()
     torch._dynamo.reset()
@@ -109,10 +101,8 @@ def explain_model(name: str, image_size: int, device=None, batch_size: int = 2) 
 
 # -- cold and warm starts in fresh processes ---------------------------------------------------------------------
 def start_child(spec: dict[str, Any]) -> dict[str, Any]:
-    """One fresh process's work (``python -m helpers.lessons.torch_compile SPEC``): a small MLP's training step
-    compiled, its first steps timed apart; Dynamo's compile time and the FX-graph cache counters."""
+    """One fresh process's work: a small MLP's compiled step, first steps timed; compile time, cache counters."""
     from torch._dynamo.utils import counters
-
     device = torch.device(spec.get("device", "cpu"))
     torch.manual_seed(0)
     d, h, b = 3 * spec["image_size"] ** 2, spec["hidden"], spec["batch_size"]
@@ -136,8 +126,7 @@ def start_child(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def start_run(cache_dir: str | os.PathLike, timeout: float = 600, **spec: Any) -> dict[str, Any]:
-    """``start_child`` in a new Python process whose Inductor cache is ``cache_dir`` (nothing shared with this one),
-    plus ``process_s``: the whole process, interpreter start and ``import torch`` included."""
+    """``start_child`` in a new process with its own Inductor cache, plus ``process_s`` (whole process)."""
     root = project_root()
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache_dir),
            "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}

@@ -1,6 +1,5 @@
-"""Notebook 04's runs: one training cell timed (its first steps apart, then steady steps), the matrix under the
-notebook's time budget with each group's eager and compiled steps re-timed in interleaved rounds and compared, the
-derived figures (parity, break-even) stored in the rows, and the profiled eager/compiled pair."""
+"""Notebook 04's runs: a cell timed (first steps apart, then steady), the matrix under the time budget with interleaved
+eager/compiled rounds and comparisons, derived figures, the profiled pair."""
 from __future__ import annotations
 
 import gc
@@ -31,14 +30,11 @@ def _above(peak: float | None, base: float | None) -> float | None:
 
 def run_cell(step: Callable[[], torch.Tensor], *, steps: int, compile_steps: int = 2, device=None,
              compiled: bool = True) -> dict[str, Any]:
-    """Time one cell's training ``step`` (built by the notebook: model, optional ``torch.compile``, optimizer,
-    autocast; returns the loss): ``compile_steps`` first steps each timed apart (the first compiles), then ``steps``
-    steady ones (``time_steps``: CUDA events on a GPU). Peak memory is counted above what was allocated when the cell
-    started (earlier cells kept for interleaving are not this cell's), the first steps' peak apart from the steady
-    steps'. ``step.scaler`` (a GradScaler, fp16) adds the steps it skipped."""
+    """Time a cell's ``step`` (returns the loss): ``compile_steps`` first steps apart, then ``steps`` steady ones. Peak
+    memory is counted above the allocation at the start, first steps apart from steady; ``step.scaler`` (fp16) adds
+    its skipped steps."""
     from torch._dynamo.utils import counters
     from torch._inductor import config as inductor_config
-
     counters.clear()
     base = _alloc_mb(device)
     losses: list[torch.Tensor] = []
@@ -76,8 +72,8 @@ def run_cell(step: Callable[[], torch.Tensor], *, steps: int, compile_steps: int
 
 def break_even_whole_run(eager_first_ms: Sequence[float], eager_ms: float,
                          compiled_first_ms: Sequence[float], compiled_ms: float) -> int | str:
-    """Smallest run length (steps) at which the compiled run's wall time (its measured first steps, then steady
-    steps) is no longer than eager's; ``"never"`` when the compiled steady step is not faster."""
+    """Smallest run length (steps) at which the compiled run's wall time is no longer than eager's; ``"never"`` when its
+    steady step is not faster."""
     n0 = len(compiled_first_ms)
     if n0 != len(eager_first_ms) or n0 < 1:
         raise ValueError("both runs need the same number (at least one) of first steps")
@@ -88,9 +84,8 @@ def break_even_whole_run(eager_first_ms: Sequence[float], eager_ms: float,
 
 
 def derive(eager: Mapping[str, Any], m: dict[str, Any], c: Mapping[str, Any], rtol: float) -> None:
-    """Into a compiled row's metrics ``m``: its comparison with eager (``speedup`` = ratio, interval, verdict), loss
-    parity against eager's curve within ``rtol``, and the break-even from whole-run time, only where ``c`` resolves a
-    difference ("not resolved" otherwise)."""
+    """Into a compiled row's ``m``: ``speedup`` with interval and verdict, loss parity within ``rtol``, and the
+    break-even (only where ``c`` resolves a difference)."""
     p = compare(eager["losses"], m["losses"], rtol=rtol)
     m.update(speedup=c["ratio"], speedup_low=c["low"], speedup_high=c["high"], verdict=c["verdict"],
              loss_match=bool(p["close"]), max_rel_loss_diff=p["max_rel_diff"])
@@ -102,12 +97,9 @@ def derive(eager: Mapping[str, Any], m: dict[str, Any], c: Mapping[str, Any], rt
 
 def interleave(results, kept: Mapping[str, Callable[[], Any]], rounds: int, pairs: Sequence[tuple[str, str]],
                device=None) -> tuple[int, list[dict[str, Any]]]:
-    """Re-time the ``kept`` steps in alternation (``rounds`` rounds, ``timing.interleaved_times``) and compare each
-    ``(a, b)`` of ``pairs`` (``results.compare``: ratio a/b, 95% interval, verdict). The mean of the steps, or the
-    median where graphs were compiled during the rounds (one-off recompiles in the samples; the metric says which).
-    Returns the graphs compiled during the rounds and the comparisons."""
+    """Re-time ``kept`` in ``rounds`` interleaved rounds and compare each of ``pairs`` (by the median where graphs were
+    compiled during the rounds); returns those graphs and the comparisons."""
     from torch._dynamo.utils import counters
-
     g0 = counters["stats"].get("unique_graphs", 0)
     times = interleaved_times(dict(kept), rounds, device)
     recompiled = counters["stats"].get("unique_graphs", 0) - g0
@@ -122,14 +114,9 @@ def run_matrix(results, cells: Sequence[Sequence[str]], make_step: Callable[...,
                steps: int, *, rounds: int, rtol: Mapping[str, float], budget=None, later_s: float | None = None,
                together: bool = False, pairs: Sequence[tuple[str, str]] = (), device=None,
                extra_config: Mapping[str, Any] | None = None, compile_steps: int = 2) -> dict[str, Any]:
-    """Run ``cells`` (``(model, precision, mode)``, the most important first) as rows of ``results``, each
-    ``run_cell(make_step(model, precision, mode, batch_size))``. Cells are grouped by (model, precision), or all in
-    one group with ``together``; a group's successful steps are kept, re-timed in ``rounds`` interleaved rounds
-    (``interleave``), each compiled cell compared with its eager cell (and each of ``pairs``), the derived figures
-    stored (``derive``), and the group freed (``release``) before the next: one group's models alive at a time. The
-    time guard: ``later_s`` seconds of ``budget`` are kept for the lessons after the matrix, so no cell starts once
-    only those are left, and a cell running into them is stopped; either way a failed row with the reason. Returns
-    ``{"names", "recompiles", "comparisons"}``."""
+    """Run ``cells`` (``(model, precision, mode)``, most important first) as rows, grouped by (model, precision) (or
+    together): each group re-timed interleaved, compiled compared with eager (and ``pairs``), derived, freed.
+    ``later_s`` of ``budget`` is kept for the lessons after. Returns ``{names, recompiles, comparisons}``."""
     groups: dict[Any, list] = {}
     for c in cells:
         groups.setdefault(0 if together else tuple(c[:2]), []).append(tuple(c))
@@ -158,11 +145,9 @@ def run_matrix(results, cells: Sequence[Sequence[str]], make_step: Callable[...,
                 kept.pop(name, None)
             print(f"{name:<34} {row['status']:<6} {time.perf_counter() - t0:6.1f} s"
                   + (f"  {row['error']}" if row["error"] else ""))
-        eager = {(results.get(n)["config"]["model"], results.get(n)["config"]["precision"]): n for n in kept
-                 if results.get(n)["config"]["mode"] == "eager"}
-        vs_eager = [(eager[tuple(results.get(n)["config"][k] for k in ("model", "precision"))], n) for n in kept
-                    if results.get(n)["config"]["mode"] != "eager"
-                    and tuple(results.get(n)["config"][k] for k in ("model", "precision")) in eager]
+        key = lambda n: tuple(results.get(n)["config"][k] for k in ("model", "precision"))  # noqa: E731
+        eager = {key(n): n for n in kept if results.get(n)["config"]["mode"] == "eager"}
+        vs_eager = [(eager[key(n)], n) for n in kept if results.get(n)["config"]["mode"] != "eager" and key(n) in eager]
         if rounds and len(kept) >= 2:
             recompiled, found = interleave(results, kept, rounds, vs_eager + list(pairs), device)
         else:  # no rounds: the cells' own steady steps (sequential), said so in the metric
@@ -192,9 +177,8 @@ def release(device=None) -> None:
 
 def whole_run(eager: Mapping[str, Any], compiled: Mapping[str, Any], c: Mapping[str, Any],
               run_s: float) -> dict[str, Any] | None:
-    """A whole run as long as ``run_s`` s of eager training: its ``steps``, and eager's wall time over compiled's
-    (measured first steps, then steady steps at the comparison's eager step time and that over the ratio, the
-    interval's ends giving ``low`` / ``high``); None where the comparison does not resolve a difference."""
+    """A whole run as long as ``run_s`` s of eager training: ``steps`` and eager's wall time over compiled's with
+    interval and verdict; None where ``c`` is not resolved."""
     if not resolved(c):
         return None
     k, ef, cf = len(eager["first_steps_ms"]), sum(eager["first_steps_ms"]), sum(compiled["first_steps_ms"])
@@ -209,9 +193,7 @@ def whole_run(eager: Mapping[str, Any], compiled: Mapping[str, Any], c: Mapping[
 
 def profile_pair(results, make_step: Callable[..., Callable], model: str, precision: str, batch_size: int, *,
                  budget=None, device=None, active: int = 3) -> dict[str, dict[str, Any]]:
-    """Profile ``active`` steady steps of one cell, eager and compiled (its compile before the profiler starts), as
-    rows ``profiled <model> <precision> <mode>``, read back with ``traces.open_trace``: steps recorded, operator
-    calls per step and (GPU) kernel calls per step. Returns the successful modes' metrics by mode."""
+    """Profile ``active`` steady steps of a cell, eager and compiled, as rows: op and kernel calls per step."""
     from ...measure.profiling import fresh_trace_dir, profile_steps
     from ...traces.views import open_trace
 

@@ -1,9 +1,10 @@
-"""Notebook 04's tables and charts from its ``Results`` rows (or a reference run's): the matrix, rows of one kind,
-the cold and warm starts, the article's whole runs beside whole runs of the same length (article-table rows and the
-chart), the memory change, and the share of a step its arithmetic could explain."""
+"""Notebook 04's tables and charts from its ``Results`` rows (or a reference run's)."""
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
 
 # the source article's figures (V100 16 GB, PyTorch 2.0 nightly, AMP = fp16 autocast with a GradScaler): each
 # (model, precision)'s whole training run, eager and compiled, in seconds
@@ -24,11 +25,7 @@ def _interval(m: Mapping[str, Any]) -> str | None:
 
 
 def matrix_table(results, names: Sequence[str]):
-    """One row per cell of ``names``: the step time the comparisons used (interleaved mean when measured), the
-    comparison with eager (ratio, interval, verdict), parity, compile and first steps, break-even, the steady
-    steps' peak memory (GPU), graphs and breaks; the columns that hold a value somewhere."""
-    import pandas as pd
-
+    """One row per cell of ``names``: step time, comparison with eager, parity, compile, memory, graphs."""
     rows = []
     for n in names:
         r = results.get(n)
@@ -42,8 +39,6 @@ def matrix_table(results, names: Sequence[str]):
 
 def rows_table(results, prefix: str, keys: Sequence[str]):
     """The rows whose name starts with ``prefix`` (``"explain "``, ``"profiled "``): their ``keys`` metrics."""
-    import pandas as pd
-
     return pd.DataFrame([{"row": e["name"][len(prefix):], "status": e["status"],
                           **{k: e["metrics"].get(k) for k in keys}} for e in results.experiments
                          if e["name"].startswith(prefix)])
@@ -51,8 +46,6 @@ def rows_table(results, prefix: str, keys: Sequence[str]):
 
 def starts_table(m: Mapping[str, Any]):
     """The fresh-process starts' metrics (``dynamo.cold_warm_start``) as a table, cold beside warm."""
-    import pandas as pd
-
     keys = sorted({k.rsplit("_", 1)[0] for k in m})
     return pd.DataFrame({"metric": keys, **{w: [m.get(f"{k}_{w}") for k in keys] for w in ("cold", "warm")}})
 
@@ -63,10 +56,8 @@ def _row_of(src, name: str):
 
 
 def whole_run_rows(results, ref, batch_size: int, ref_batch_size: int, analogue=None) -> list[dict[str, Any]]:
-    """One row per article cell (``ARTICLE``) for ``reference.article_table``: compiled vs eager over a whole run as
-    long as the article's eager run, the article's ratio beside the reference run's (its full-scale row names, batch
-    ``ref_batch_size``) and this run's (``experiment.whole_run``; this run's ``analogue`` (model, precision) stands
-    in for the first where this run has no such cell). Each row keeps ``model`` and ``analogue`` (used or None)."""
+    """Per ``ARTICLE`` cell, for ``reference.article_table``: compiled vs eager over a whole run as long as the
+    article's, reference and this run (``analogue`` stands in for the first where missing)."""
     from .experiment import cell_name, whole_run
 
     def entry(src, model, precision, bs, run_s):
@@ -90,10 +81,7 @@ def whole_run_rows(results, ref, batch_size: int, ref_batch_size: int, analogue=
 
 
 def chart_data(rows: Sequence[Mapping[str, Any]]):
-    """The bars of ``speedup_chart``, like for like: for each row with an article ratio, the article's whole run, the
-    reference's and this run's whole runs of the article's length (where measured), with their intervals."""
-    import pandas as pd
-
+    """``speedup_chart``'s bars: per row the article's ratio, the reference's and this run's with intervals."""
     bars = []
     for r in (r for r in rows if r.get("article_ratio") is not None):
         bars.append({"model": r["model"], "source": "article", "ratio": r["article_ratio"], "low": None, "high": None})
@@ -107,11 +95,8 @@ def chart_data(rows: Sequence[Mapping[str, Any]]):
 
 
 def speedup_chart(rows: Sequence[Mapping[str, Any]]):
-    """Horizontal bars of ``chart_data``: the article's whole runs in grey, the reference's in green, this run's in
-    blue, each interval as an error bar."""
+    """Horizontal bars of ``chart_data`` (article grey, reference green, this run blue), intervals as error bars."""
     import matplotlib.pyplot as plt
-    import numpy as np
-
     d = chart_data(rows)
     x = d.ratio.astype(float).to_numpy()
     lo, hi = d.low.fillna(d.ratio).astype(float), d.high.fillna(d.ratio).astype(float)
@@ -127,8 +112,7 @@ def speedup_chart(rows: Sequence[Mapping[str, Any]]):
 
 
 def memory_entry(src, eager: str, compiled: str) -> dict[str, Any] | None:
-    """Compiled against eager peak allocated memory of the steady steps (GPU), as an article-table entry: ``ratio``
-    compiled / eager, ``pct`` the change, and the two peaks in the label; None without both peaks."""
+    """Compiled against eager steady peak allocated memory as an article-table entry; None without both."""
     rows = [_row_of(src, n) if src is not None else None for n in (eager, compiled)]
     e, c = (r["metrics"].get("steady_peak_mem_mb") if r else None for r in rows)
     if not e or c is None:
@@ -138,9 +122,8 @@ def memory_entry(src, eager: str, compiled: str) -> dict[str, Any] | None:
 
 
 def compute_share(model: str, batch_size: int, step_ms: float, device_name: str) -> dict[str, Any] | None:
-    """How much of a training step's measured time its arithmetic could explain: ``step_tflop`` (``GMACS`` x2 FLOP,
-    x3 for forward and backward, x batch), ``compute_ms`` at the device's fp16 tensor-core peak (``PEAK_TFLOPS``) and
-    ``share`` of ``step_ms``; None for a model or device without a figure."""
+    """The share of ``step_ms`` the step's arithmetic explains at the device's fp16 peak: ``step_tflop``,
+    ``peak_tflops``, ``compute_ms``, ``share``; None without figures."""
     peak, gmacs = next((v for k, v in PEAK_TFLOPS.items() if k in (device_name or "")), None), GMACS.get(model)
     if peak is None or gmacs is None or not step_ms:
         return None
