@@ -1,6 +1,7 @@
 """``python -m helpers.doctor PATH`` and ``python -m helpers.doctor compare BEFORE AFTER`` (also installed as the
 ``perf-doctor`` command): one trace diagnosed by the trace toolkit (``helpers.traces.doctor``), or two traces' steps
-compared with the notebooks' comparison (``helpers.measure.trace_compare``).
+compared with the notebooks' comparison (``helpers.measure.trace_compare``). ``--version``; the exit statuses are
+in ``--help`` (``doctor.EXIT_CODES``); Ctrl-C: one line, status 130.
 
 ``compare BEFORE AFTER [--json] [--fail-if-slower PCT]``: the ratio of mean steps with its 95% interval, the measured
 noise floor and a verdict (faster, slower, "…, small", no difference; cannot tell under 2 steps a side), and each
@@ -12,7 +13,6 @@ other input shapes), the verdict says so with its reasons and the status is 3, g
 anyway. Bad input: one line, status 2."""
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -21,7 +21,7 @@ from .measure.compare import direction
 from .measure.trace_compare import compare, compare_text
 from .traces import doctor
 from .traces.quality import finite
-from .traces.report import DoctorError
+from .traces.report import SCHEMA_VERSION, DoctorError
 
 EXIT_SLOWER = 1          # --fail-if-slower: slower by PCT% or more, or cannot tell
 EXIT_NOT_COMPARABLE = 3  # the two sides cannot be compared (or too few steps to tell): the reasons on stderr
@@ -29,7 +29,7 @@ EXIT_BAD_INPUT = doctor.EXIT_BAD_INPUT
 
 
 def compare_main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m helpers.doctor compare",
+    ap = doctor.Parser(prog=f"{doctor.prog()} compare", epilog=doctor.EXIT_CODES + ".",
                                  description="Did AFTER get faster than BEFORE, beyond the step-to-step noise?")
     ap.add_argument("before", help="a trace or a trace folder (before the change)")
     ap.add_argument("after", help="a trace or a trace folder (after the change)")
@@ -46,7 +46,8 @@ def compare_main(argv: list[str]) -> int:
     except DoctorError as exc:
         print(f"doctor: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    doctor.emit(json.dumps(finite(cmp), indent=1, allow_nan=False) if args.json else compare_text(cmp))
+    doctor.emit(json.dumps(finite({"schema_version": SCHEMA_VERSION, **cmp}), indent=1, allow_nan=False)
+                if args.json else compare_text(cmp))
     able = cmp["comparability"]
     if able["verdict"] != "comparable" and not args.force:
         print(f"doctor: {able['verdict']}: " + "; ".join(able["reasons"]) + " (--force compares anyway)",
@@ -67,10 +68,15 @@ def compare_main(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command (``perf-doctor``): a report, or ``compare``; Ctrl-C is one line on stderr and status 130."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["compare"] and not Path("compare").exists():
-        return compare_main(argv[1:])
-    return doctor.main(argv)
+    try:
+        if argv[:1] == ["compare"] and not Path("compare").exists():
+            return compare_main(argv[1:])
+        return doctor.main(argv)
+    except KeyboardInterrupt:
+        print("doctor: interrupted (Ctrl-C): no report", file=sys.stderr)
+        return doctor.EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
-"""The doctor on a large trace, timed: ``python -m helpers.tools.doctor_bench [--mb 200] [--source TRACE]``.
+"""The doctor on a large trace, timed: ``python -m helpers.tools.doctor_bench [--mb 200] [--ranks N] [--source T]``.
 
 Run by hand (not by ``make test``: it takes a minute and its figures depend on the machine). It writes a trace of
 about ``--mb`` MB to a temporary folder by tiling the steps of ``--source`` (default: the A100 training trace
 ``../shared/gpu-traces/hta_control.json.gz`` where it is, else a synthetic GPU trace of this module's own) with
 shifted timestamps, renumbered steps and fresh correlation ids, then runs ``python -m helpers.doctor TRACE --json``
 in a fresh process and reports its wall time and peak memory (the child's maximum resident set) against the
-budget: ``BUDGET_S`` seconds and ``BUDGET_MB`` MB.
+budget: ``BUDGET_S`` seconds and ``BUDGET_MB`` MB. ``--ranks N`` writes a folder of N such traces instead, one per
+rank (``worker<r>...``, with the rank in its ``distributedInfo``), which the doctor reads one rank after another;
+its budget is ``RANKS_BUDGET_S`` and ``RANKS_BUDGET_MB``.
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_SOURCE = ROOT.parent / "shared" / "gpu-traces" / "hta_control.json.gz"
-BUDGET_S, BUDGET_MB = 60.0, 2048.0
+BUDGET_S, BUDGET_MB = 90.0, 1536.0               # issue 32: a 1 GB trace in 90 s and 1.5 GB on 2 cores
+RANKS_BUDGET_S, RANKS_BUDGET_MB = 180.0, 2048.0  # ... and 16 ranks of 100 MB in 3 min and 2 GB
 
 
 def synthetic_steps(n: int = 6) -> dict:
@@ -65,8 +68,9 @@ def _shift(e: dict, dt: float, dc: int, k: int) -> dict:
     return e
 
 
-def tile(source: dict, path: Path, target_mb: float) -> tuple[int, int]:
-    """Write ``source``'s steps repeated until the file holds ``target_mb`` MB: ``(events, steps)`` written."""
+def tile(source: dict, path: Path, target_mb: float, rank: int | None = None) -> tuple[int, int]:
+    """Write ``source``'s steps repeated until the file holds ``target_mb`` MB: ``(events, steps)`` written.
+    ``rank``: the ``distributedInfo`` rank the header names."""
     from helpers.traces import events as ev
 
     steps = ev.step_ranges(source)
@@ -79,6 +83,8 @@ def tile(source: dict, path: Path, target_mb: float) -> tuple[int, int]:
     dc = 1 + max([int((e.get("args") or {}).get(k, 0) or 0) for e in timed for k in ("correlation", "External id")]
                  + [int(e.get("id", 0)) for e in timed if isinstance(e.get("id"), int)] + [0])
     head = {k: v for k, v in source.items() if k != "traceEvents"}
+    if rank is not None:
+        head["distributedInfo"] = {**(head.get("distributedInfo") or {}), "rank": rank}
     written, copies, target = 0, 0, target_mb * 1e6
     with open(path, "w") as f:
         f.write(json.dumps(head)[:-1] + (', ' if head else '') + '"traceEvents": [')
@@ -99,10 +105,24 @@ def tile(source: dict, path: Path, target_mb: float) -> tuple[int, int]:
     return written, copies * len(steps)
 
 
+def with_rank(first: Path, path: Path, rank: int) -> None:
+    """A copy of rank 0's trace ``first`` whose header names ``rank`` (the events are the same bytes)."""
+    with open(first, "rb") as f:
+        head = f.read(1 << 16)
+        at = head.index(b'"traceEvents": [')
+        doc = json.loads(head[:at].rstrip(b", ") + b"}") if head[:at].strip() != b"{" else {}
+        doc["distributedInfo"] = {**(doc.get("distributedInfo") or {}), "rank": rank}
+        with open(path, "wb") as out:
+            out.write(json.dumps(doc)[:-1].encode() + b', ' + head[at:])
+            while block := f.read(1 << 24):
+                out.write(block)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m helpers.tools.doctor_bench", description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=float, default=200.0, help="size of the trace to write (MB, default 200)")
     ap.add_argument("--source", type=Path, help="a trace whose steps are tiled (default: hta_control where it is)")
+    ap.add_argument("--ranks", type=int, default=0, help="write a folder of this many rank traces of --mb MB each")
     ap.add_argument("--keep", action="store_true", help="keep the written trace")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
@@ -111,28 +131,37 @@ def main(argv: list[str] | None = None) -> int:
     src = args.source or (DEFAULT_SOURCE if DEFAULT_SOURCE.exists() else None)
     source = load_trace(src) if src else synthetic_steps()
     folder = Path(tempfile.mkdtemp(prefix="doctor_bench_"))
-    path = folder / "big.pt.trace.json"
+    ranks = max(args.ranks, 0)
+    path = folder / ("worker0.1700000000000.pt.trace.json" if ranks else "big.pt.trace.json")
     t0 = time.perf_counter()
-    n, steps = tile(source, path, args.mb)
-    print(f"wrote {path} ({path.stat().st_size / 1e6:.0f} MB, {n:,} events, {steps} steps, tiled from "
-          f"{src or 'a synthetic trace'}) in {time.perf_counter() - t0:.0f} s")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PERF_TRACE_MAX_MB": str(max(512, 2 * args.mb))}
+    n, steps = tile(source, path, args.mb, rank=0 if ranks else None)
+    for r in range(1, ranks):
+        with_rank(path, folder / f"worker{r}.1700000000000.pt.trace.json", r)
+    what = f"{ranks} rank traces of" if ranks else "a trace of"
+    print(f"wrote {what} {path.stat().st_size / 1e6:.0f} MB ({n:,} events, {steps} steps each, tiled from "
+          f"{src or 'a synthetic trace'}) in {folder} in {time.perf_counter() - t0:.0f} s")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))   # the doctor's own reading limit: the default is tested
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "helpers.doctor", str(path), "--json"], capture_output=True, text=True,
-                       env=env, cwd=ROOT)
+    p = subprocess.run([sys.executable, "-m", "helpers.doctor", str(folder if ranks else path), "--json"],
+                       capture_output=True, text=True, env=env, cwd=ROOT)
     wall = time.perf_counter() - t0
-    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    peak_mb, cpu_s = use.ru_maxrss / 1024.0, use.ru_utime + use.ru_stime   # CPU time: what a loaded machine hides
     if not args.keep:
-        path.unlink()
+        for f in folder.iterdir():
+            f.unlink()
         folder.rmdir()
     if p.returncode != 0:
         print(f"the doctor failed (exit {p.returncode}): {p.stderr.strip()[-500:]}")
         return 1
     rep = json.loads(p.stdout)
-    ok = wall <= BUDGET_S and peak_mb <= BUDGET_MB
-    print(f"python -m helpers.doctor: {wall:.1f} s, peak {peak_mb:.0f} MB (budget {BUDGET_S:.0f} s, {BUDGET_MB:.0f} "
-          f"MB: {'within' if ok else 'OVER'}); {rep['steps']} steps analysed, {rep['step_ms']:.2f} ms per step, "
-          f"top cause {rep['top_cause']}; {os.cpu_count()} CPU cores")
+    nranks = len(rep.get("ranks") or [])
+    budget_s, budget_mb = (RANKS_BUDGET_S, RANKS_BUDGET_MB) if ranks else (BUDGET_S, BUDGET_MB)
+    ok = wall <= budget_s and peak_mb <= budget_mb
+    print(f"python -m helpers.doctor: {wall:.1f} s ({cpu_s:.1f} s of CPU), peak {peak_mb:.0f} MB (budget "
+          f"{budget_s:.0f} s, {budget_mb:.0f} MB: {'within' if ok else 'OVER'}); {rep['steps']} steps analysed"
+          f"{f' per rank, {nranks} ranks' if ranks else ''}"
+          f", {rep['step_ms']:.2f} ms per step, top cause {rep['top_cause']}; {os.cpu_count()} CPU cores")
     return 0 if ok else 1
 
 

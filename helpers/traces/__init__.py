@@ -8,6 +8,8 @@ returns numbers or DataFrames; ``Trace.timeline`` and ``show`` draw.
                  ``TraceError``
 - ``load``       ``load_trace`` (bounded reading: ``max_trace_bytes``), ``trim`` (a long trace cut to its first
                  steps)
+- ``stream``     ``read_trimmed``: the first steps of a trace of any size, streamed in bounded memory (the doctor's
+                 reader; ``progress_to`` shows a long read's progress on stderr)
 - ``events``     the one category table (old and new Kineto schemas; CUDA, ROCm, MTIA, XPU): host or device,
                  steps, phases, DataLoader waits, launches paired with their device work
 - ``intervals``  interval arithmetic (merge, clip, intersect, subtract, length)
@@ -22,6 +24,7 @@ returns numbers or DataFrames; ``Trace.timeline`` and ``show`` draw.
 - ``show``       the views in a notebook (plain tables and lines; ``helpers.notebook.display`` renders them)
 - ``diagnosis``  ``diagnose``: the average step split into causes (input, host sync, launch/overhead, compute,
                  memory, communication), each microsecond to one cause
+- ``memory``     ``memory_report``: a profile_memory=True trace's peak allocated per device and top allocating operators
 - ``gaps``       ``idle_causes``: the GPU's idle time in the steps by what the host was doing (waiting for data,
                  host sync and its operator, allocator, communication, launch queue, overhead, nothing recorded)
 - ``split``      the interval work behind it: a trace's steps split into each cause's time ranges (GPU and CPU)

@@ -78,7 +78,8 @@ SEE = {
                        "replayed with one launch) and fusion; larger batches per step",
     "compute": "04_torch_compile: the model × precision × mode matrix (bf16 autocast, compile)",
     "memory": "04_torch_compile: peak GPU memory per cell; 01_profiler_basics: Memory and input shapes",
-    "communication": "overlap the collectives with the backward (DDP launches a bucket's all-reduce as soon as its "
+    "communication": "06_distributed: Diagnose (bucket_cap_mb) and Fix (no_sync): overlap the collectives with "
+                     "the backward (DDP launches a bucket's all-reduce as soon as its "
                      "gradients are ready: bucket_cap_mb sets the bucket size, smaller buckets start sooner, larger "
                      "ones cost fewer calls); accumulate gradients over several steps under model.no_sync() so only "
                      "the last one communicates; if one rank is the straggler, the others wait for it: fix its own "
@@ -151,6 +152,8 @@ class Diagnosis:
     host_ms: float | None = None       # the mean CPU span of a step (its ProfilerStep)
     device_ms: float | None = None     # the mean span of the device work a step launched (None: none recorded)
     damaged: bool = False              # every ProfilerStep had an impossible time: no cause is diagnosed
+    # GPU traces: (the step windows split, {cause: its intervals in µs}), for gaps.idle_causes to refine, not redo
+    split: Any = field(default=None, repr=False, compare=False)
 
     @property
     def bound(self) -> str | None:
@@ -314,6 +317,7 @@ def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | N
     causes.sort(key=lambda c: -1.0 if c["ms"] is None else c["ms"], reverse=True)
     return Diagnosis(steps=n, step_ms=round(step_ms, 3), on_gpu=on_gpu, causes=causes, cannot_judge=cannot,
                      notes=notes, source=source, per_step=per_step,
+                     split=(steps, {p.cause: p.ivs for p in parts}) if on_gpu else None,
                      step_times=[round((b - a) / 1000.0, 4) for a, b in steps],
                      host_ms=round(sum(host) / len(host) / 1000.0, 3) if host else None,
                      device_ms=(round(sum(d or 0.0 for d in dev) / len(dev) / 1000.0, 3)

@@ -152,6 +152,13 @@ def memoized():
             _memo = None
 
 
+def forget() -> None:
+    """Inside ``memoized()``, drop what it holds: a job's ranks are read one after another, and each rank's events
+    must be freed before the next is read."""
+    if _memo is not None:
+        _memo.clear()
+
+
 def memoizing(fn):
     """``fn`` run inside ``memoized()`` (the doctor's entry points: a report, a job, a diagnosis, the views)."""
     @functools.wraps(fn)

@@ -37,7 +37,9 @@ def _issuer(e: Mapping[str, Any], ops: dict) -> str:
     """The operators around a host event on its thread: "outermost > innermost" ("aten::item >
     aten::_local_scalar_dense"), one name when they are the same, "no operator" when none encloses it."""
     a, b = ev.span(e)
-    around = [o for o in ops.get((e.get("pid"), e.get("tid")), []) if o[0] <= a and o[1] >= b]
+    seq, starts, longest = ops.get((e.get("pid"), e.get("tid")), ([], [], 0.0))
+    lo, hi = bisect.bisect_left(starts, a - longest), bisect.bisect_right(starts, a)  # only ops that can enclose it
+    around = [o for o in seq[lo:hi] if o[1] >= b]
     if not around:
         return "no operator"
     outer = min(around, key=lambda o: (o[0], -o[1]))[2]
@@ -68,11 +70,14 @@ def _launch_queue(events: list) -> list[tuple[float, float]]:
 
 
 @ev.memoizing
-def idle_causes(trace: Mapping[str, Any] | str, *, loop_syncs: bool | None = None) -> dict[str, Any] | None:
+def idle_causes(trace: Mapping[str, Any] | str, *, loop_syncs: bool | None = None,
+                split: tuple | None = None) -> dict[str, Any] | None:
     """The GPU's idle time inside the steps by cause, in ms per step (the module docstring's rules), or None on a
     CPU-only trace or one with no step window. ``{"idle_ms", "step_ms", "steps", "causes": [{"cause", "ms",
     "share"}] (share of the idle time; all of ``IDLE_CAUSES``, in that order), "sync_by": [{"op", "ms", "calls"}]}``.
-    The causes' ms add up to ``idle_ms`` (up to rounding)."""
+    The causes' ms add up to ``idle_ms`` (up to rounding). ``split``: the diagnosis' own ``(steps, {cause:
+    intervals})`` (``Diagnosis.split``) of this trace, refined here instead of splitting the steps again (the
+    report passes it: the split takes seconds on a large trace)."""
     if not isinstance(trace, Mapping):
         trace = load_trace(trace)
     if loop_syncs is None:
@@ -80,7 +85,9 @@ def idle_causes(trace: Mapping[str, Any] | str, *, loop_syncs: bool | None = Non
     events = ev.complete(trace)
     if not any(ev.is_device_work(e) for e in events):
         return None
-    if ev.step_events(events):
+    if split is not None:
+        steps, parts = split
+    elif ev.step_events(events):
         steps = [(a, b) for _, a, b in ev.step_windows(trace, events)]
     else:
         spans = [ev.span(e) for e in events]
@@ -90,8 +97,9 @@ def idle_causes(trace: Mapping[str, Any] | str, *, loop_syncs: bool | None = Non
         return None
     n = len(steps)
     per = lambda us: us / n / 1000.0  # noqa: E731
-    parts = {p.cause: p.ivs for p in split_gpu(trace, events, steps, per, loop_syncs=loop_syncs, peak=None, cap=None,
-                                                alloc_retries=None, near_capacity=1.0, min_share=1.0)}
+    if split is None:
+        parts = {p.cause: p.ivs for p in split_gpu(trace, events, steps, per, loop_syncs=loop_syncs, peak=None,
+                                                    cap=None, alloc_retries=None, near_capacity=1.0, min_share=1.0)}
     rest = parts["launch/overhead"]
     comm = iv.merge(ev.span(e) for e in events if ev.is_host(e) and ev.is_collective(e))
     comm_iv = iv.intersect(rest, comm)
@@ -113,16 +121,20 @@ def idle_causes(trace: Mapping[str, Any] | str, *, loop_syncs: bool | None = Non
     for e in events:
         if ev.kind(e) == "op":
             ops.setdefault((e.get("pid"), e.get("tid")), []).append((*ev.span(e), str(e.get("name", ""))))
+    for k, seq in ops.items():   # per thread: by start, the starts, the longest op (_issuer's window)
+        seq.sort()
+        ops[k] = (seq, [o[0] for o in seq], max(o[1] - o[0] for o in seq))
     pairs: dict = {}
     syncs = sorted(((min(float(e["ts"]), float(pairs[id(e)]["ts"])) if id(e) in pairs else float(e["ts"]), e)
                     for e, _ in sync_events(trace, pairs)), key=lambda p: p[0]) if got["host sync"] else []
     starts = [t for t, _ in syncs]
     by: dict[str, list] = {}
+    issuers: dict[int, str] = {}
     for a, b in got["host sync"]:
         i = bisect.bisect_right(starts, a) - 1
         if i < 0:
             continue
-        name = _issuer(syncs[i][1], ops)
+        name = issuers.get(i) or issuers.setdefault(i, _issuer(syncs[i][1], ops))
         slot = by.setdefault(name, [0.0, set()])
         slot[0] += b - a
         slot[1].add(i)

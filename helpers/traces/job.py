@@ -32,6 +32,7 @@ from . import events as ev
 from .files import TraceError, find_workers
 from .report import DoctorError, trace_report
 
+RANK_VIEWS_MAX = 8         # above this many ranks, each rank's library views (HTA, TensorBoard's Overview) are left out
 STRAGGLER_SHARE = 0.05     # its cost to the others, as a share of the mean step (the doctor's finding threshold)
 STRAGGLER_LAST = 0.5       # the share of the matched collectives it reaches last
 HOST_COLLECTIVE = ("gloo:", "nccl:", "mpi:", "ucc:", "xccl:", "hccl:")
@@ -103,38 +104,82 @@ def _job_causes(reps: list[dict[str, Any]], step_ms: float) -> list[dict[str, An
     return sorted(out, key=lambda c: -c["ms"])
 
 
-@ev.memoizing
-def diagnose_job(path: Path | str, *, views: bool = True) -> dict[str, Any]:
-    """The job report of a folder of ranks (the module docstring). A folder with one worker, or a file, gives that
-    trace's own report (``ranks`` and ``straggler`` null). ``DoctorError`` for bad input."""
+def straggler_cause(row: dict[str, Any], others: list[dict[str, Any]]) -> tuple[str | None, float | None]:
+    """What makes the straggler late: of its causes (communication aside: it waits least), the one with the most ms
+    per step above the other ranks' median of that cause; ``(cause, extra ms)``. Its own top cause when no cause
+    exceeds the others' (its lateness is then outside what the trace attributes)."""
+    extra = {}
+    for c, ms in row["causes"].items():
+        theirs = [o["causes"].get(c) for o in others if o["causes"].get(c) is not None]
+        if c != "communication" and ms is not None and theirs:
+            extra[c] = ms - statistics.median(theirs)
+    if not extra or max(extra.values()) <= 0:
+        return row["top_cause"], None
+    cause = max(extra, key=extra.get)
+    return cause, round(extra[cause], 3)
+
+
+def _one_rank(job: tuple) -> tuple:
+    """One rank read and diagnosed (here or in a worker process): ``(rank, worker, file, report, collectives)``, or
+    the error's line in place of the report. Its events are freed before the next rank is read."""
+    rank, worker, f, views, idle = job
     try:
-        workers, notes = find_workers(path)
+        rep = trace_report(f, views=views, idle=idle)
+    except DoctorError as exc:  # a rank that cannot be read is a failed row; the others go on
+        return rank, worker, f, str(exc), None
+    comms = collectives(rep.pop("_trace").doc, rep["_diagnosis"].on_gpu)
+    ev.forget()   # what the memo computed from this rank's events, too
+    return rank, worker, f, rep, comms
+
+
+def _each_rank(jobs: list[tuple], workers: int):
+    """``_one_rank`` for every rank: in this process, or ``workers`` processes (forked, each rank's trace in one)."""
+    if workers <= 1 or len(jobs) < 3:
+        return map(_one_rank, jobs)
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    pool = cf.ProcessPoolExecutor(min(workers, len(jobs)), mp_context=mp.get_context("fork"))
+    try:
+        return list(pool.map(_one_rank, jobs))
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
+@ev.memoizing
+def diagnose_job(path: Path | str, *, views: bool = True, workers: int = 1) -> dict[str, Any]:
+    """The job report of a folder of ranks (the module docstring). A folder with one worker, or a file, gives that
+    trace's own report (``ranks`` and ``straggler`` null). ``DoctorError`` for bad input. ``workers``: ranks read in
+    that many processes at once (the command line: one per core, at most 4). Above ``RANK_VIEWS_MAX`` ranks the
+    library views of each rank are left out (said in the notes): the doctor's own figures stand."""
+    try:
+        found, notes = find_workers(path)
     except TraceError as exc:
         raise DoctorError(str(exc).splitlines()[0]) from None
-    if len(workers) < 2 or all(r is None for r, _, _ in workers):
+    if len(found) < 2 or all(r is None for r, _, _ in found):
         # one worker (its newest run), or workers that name no rank at all: separate runs, not a job's ranks
         rep = trace_report(path, views=views)
-        if len(workers) > 1:
-            rep["notes"].append(f"{path}: {len(workers)} workers, none naming its rank (distributedInfo, or rank/"
+        if len(found) > 1:
+            rep["notes"].append(f"{path}: {len(found)} workers, none naming its rank (distributedInfo, or rank/"
                                 f"worker and a number in its name): read as separate runs, the newest shown")
         return rep
-    unknown = [w for r, w, _ in workers if r is None]
-    ranks = [(r if r is not None else i, w, f) for i, (r, w, f) in enumerate(workers)]
+    unknown = [w for r, w, _ in found if r is None]
+    ranks = [(r if r is not None else i, w, f) for i, (r, w, f) in enumerate(found)]
     if unknown:
         notes.append(f"{path}: {len(unknown)} worker(s) name no rank (distributedInfo or name); numbered by name order")
+    rank_views = views and len(ranks) <= RANK_VIEWS_MAX
+    if views and not rank_views:
+        notes.append(f"{path}: {len(ranks)} ranks: each rank's HTA and TensorBoard views left out (above "
+                     f"{RANK_VIEWS_MAX} ranks); the doctor's own breakdown and idle causes are shown")
     reps, rows, comms, failed = [], [], {}, []
-    for rank, worker, f in ranks:
-        try:
-            rep = trace_report(f, views=views)
-        except DoctorError as exc:  # a rank that cannot be read is a failed row; the others go on
-            failed.append({"rank": rank, "worker": worker, "trace": str(f), "error": str(exc), "steps": None,
+    for rank, worker, f, rep, comm in _each_rank([(r, w, f, rank_views, views) for r, w, f in ranks], workers):
+        if isinstance(rep, str):
+            failed.append({"rank": rank, "worker": worker, "trace": str(f), "error": rep, "steps": None,
                            "step_ms": None, "top_cause": None, "causes": {}, "diagnosis": [], "gpu": None,
                            "gpu_doctor": None, "quality": [], "waits_ms": None, "last_in": None})
             continue
         reps.append(rep)
         rows.append(_rank_row(rank, worker, rep))
-        comms[rank] = collectives(rep["_trace"].doc, rep["_diagnosis"].on_gpu)
-        rep.pop("_trace")  # the events are no longer needed: one rank's trace in memory at a time
+        comms[rank] = comm
     if not rows:
         raise DoctorError(f"{path}: none of its {len(failed)} ranks' traces can be read ({failed[0]['error']})")
     w = waits(comms)
@@ -149,9 +194,10 @@ def diagnose_job(path: Path | str, *, views: bool = True) -> dict[str, Any]:
         late = max(w["cost"], key=lambda r: w["cost"][r])
         ms = w["cost"][late] / 1000.0 / steps
         if ms >= STRAGGLER_SHARE * step_ms and w["last"][late] >= STRAGGLER_LAST * w["matched"]:
-            top = next(r["top_cause"] for r in rows if r["rank"] == late)
+            row = next(r for r in rows if r["rank"] == late)
+            cause, extra = straggler_cause(row, [r for r in rows if r["rank"] != late])
             straggler = {"rank": late, "ms": round(ms, 3), "last_in": w["last"][late], "of": w["matched"],
-                         "top_cause": top}
+                         "top_cause": row["top_cause"], "cause": cause, "extra_ms": extra}
     causes = _job_causes(reps, step_ms)
     entries = [{"check": e["check"], "message": f"rank {row['rank']}: {e['message']}", "rank": row["rank"]}
                for row in rows for e in row["quality"]]
@@ -161,12 +207,35 @@ def diagnose_job(path: Path | str, *, views: bool = True) -> dict[str, Any]:
     overview = ({k: round(statistics.fmean((o.get(k) or 0.0) for o in overviews), 3) for k in dict.fromkeys(k for o in overviews for k in o)}
                 if overviews else None)
     top = causes[0]["cause"] if causes else None
-    return {"trace": str(path), "steps": steps, "step_ms": round(step_ms, 3), "quality": entries,
+    idle = job_idle([r.get("idle_causes") for r in reps])
+    return {"idle_causes": idle, "trace": str(path), "steps": steps, "step_ms": round(step_ms, 3), "quality": entries,
             "overview": overview, "gpu": None, "gpu_doctor": None, "diagnosis": causes, "top_cause": top,
             "cannot_judge": sorted({c for r in reps for c in r["cannot_judge"]}), "notes": notes,
             "ranks": sorted(rows + failed, key=lambda r: r["rank"]), "straggler": straggler, "verdict": verdict(rows, causes, straggler, step_ms),
             "_diagnoses": [r["_diagnosis"] for r in reps],
             "_signatures": [r["_signature"] for r in reps], "_on_gpu": any(r["_on_gpu"] for r in reps)}
+
+
+def job_idle(per_rank: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The job's GPU idle by cause (``gaps.idle_causes`` of each rank): each cause's mean ms per step over the ranks
+    that have one, the same keys as one trace's plus ``ranks`` (how many); None when no rank has idle causes."""
+    got = [x for x in per_rank if x]
+    if not got:
+        return None
+    idle = statistics.fmean(x["idle_ms"] for x in got)
+    causes = []
+    for c in got[0]["causes"]:
+        ms = statistics.fmean(next((y["ms"] for y in x["causes"] if y["cause"] == c["cause"]), 0.0) for x in got)
+        causes.append({"cause": c["cause"], "ms": round(ms, 3), "share": round(ms / idle, 4) if idle else 0.0})
+    by: dict[str, list] = defaultdict(lambda: [0.0, 0])
+    for x in got:
+        for r in x["sync_by"]:
+            by[r["op"]][0] += r["ms"] / len(got)
+            by[r["op"]][1] += r["calls"]
+    return {"idle_ms": round(idle, 3), "step_ms": round(statistics.fmean(x["step_ms"] for x in got), 3),
+            "steps": got[0]["steps"], "ranks": len(got), "causes": causes,
+            "sync_by": sorted(({"op": k, "ms": round(v[0], 3), "calls": v[1]} for k, v in by.items()),
+                              key=lambda r: -r["ms"])}
 
 
 def verdict(rows: list[dict[str, Any]], causes: list[dict[str, Any]], straggler: dict | None, step_ms: float) -> str:
@@ -177,34 +246,53 @@ def verdict(rows: list[dict[str, Any]], causes: list[dict[str, Any]], straggler:
             f"({causes[0]['ms']:.2f} ms, {causes[0]['share']:.0%})." if causes else f"{len(rows)} ranks.")
     if straggler:
         text += (f" Straggler: rank {straggler['rank']}, last to {straggler['last_in']} of {straggler['of']} "
-                 f"collectives; the others wait {straggler['ms']:.2f} ms per step for it. Fix its own top cause "
-                 f"first ({straggler['top_cause']}).")
+                 f"collectives; the others wait {straggler['ms']:.2f} ms per step for it. "
+                 + (f"Its cause: {straggler['cause']}, {straggler['extra_ms']:.2f} ms per step more than the other "
+                    f"ranks' median: fix that first." if straggler.get("extra_ms") is not None else
+                    f"Fix its own top cause first ({straggler['top_cause']})."))
     else:
         text += " No straggler stands out."
     return text
 
 
+SHORT = {"launch/overhead": "launch", "communication": "comm", "host sync": "sync"}
+
+
 def job_text(job: dict[str, Any]) -> str:
-    """The text report of a job: one row per rank, the job's causes, the straggler, the verdict."""
+    """The text report of a job, answer first (the verdict, the straggler and its cause, what to do), then one row
+    per rank, the job's causes and its GPU idle by cause. Every line within ``report.WIDTH`` columns."""
     import pandas as pd
 
-    from .report import quality_lines
+    from . import gaps
+    from .report import fit, quality_lines, see_text
 
-    out = [f"job: {job['trace']} ({len(job['ranks'])} ranks)", ""]
+    out = [f"job: {job['trace']} ({len(job['ranks'])} ranks)", f"Verdict: {job['verdict']}"]
+    s = job["straggler"]
+    out.append(f"Straggler: rank {s['rank']}: the others wait {s['ms']:.2f} ms per step for it in collectives (it is "
+               f"the last to {s['last_in']} of {s['of']}); its cause: {s.get('cause') or s['top_cause']}"
+               + (f" (+{s['extra_ms']:.2f} ms per step over the other ranks' median)" if s.get("extra_ms") else "")
+               if s else "Straggler: none stands out")
+    judged = [c for c in job["diagnosis"] if c["ms"] is not None]
+    if judged:
+        out.append(f"What to do ({judged[0]['cause']}): {see_text(judged[0]['see'])}")
+    out.append("")
     out += quality_lines(job["quality"])
     cols = [c["cause"] for c in job["diagnosis"]]
-    table = pd.DataFrame([{"rank": r["rank"], "steps": r["steps"], "step ms": r["step_ms"], "top cause": r["top_cause"],
-                           **{c: r["causes"].get(c) for c in cols}, "waits ms": r["waits_ms"],
-                           "last in": r["last_in"]} for r in job["ranks"] if "error" not in r]).set_index("rank")
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
-        out += ["Ranks (ms per step; waits: time in collectives waiting for later ranks):",
-                table.round(2).to_string(), ""]
+    table = pd.DataFrame([{"rank": r["rank"], "steps": r["steps"], "step ms": r["step_ms"],
+                           "top cause": SHORT.get(r["top_cause"], r["top_cause"]),
+                           **{SHORT.get(c, c): r["causes"].get(c) for c in cols}, "waits": r["waits_ms"],
+                           "last in": r["last_in"]} for r in job["ranks"] if "error" not in r])
+    out += ["Ranks (ms per step; waits: in collectives, waiting for later ranks; "
+            + ", ".join(f"{v}: {k}" for k, v in SHORT.items() if k in cols) + "):",
+            *table.round(2).to_string(index=False, formatters={"rank": lambda r: f"{r:<4}"}).splitlines(), ""]
     out.append(f"Job diagnosis (mean over the ranks; * = a finding, >= {dg.MIN_FINDING_SHARE:.0%} of the step):")
-    out += [f" {'*' if c['finding'] else ' '}- {c['cause']}: {c['ms']:.2f} ms ({c['share']:.0%}), {c['evidence']}. "
-            f"See {c['see']}." for c in job["diagnosis"]]
-    s = job["straggler"]
-    out += ["", f"Straggler: rank {s['rank']}: the others wait {s['ms']:.2f} ms per step for it in collectives "
-                f"(it is the last to {s['last_in']} of {s['of']})" if s else "Straggler: none stands out",
-            "", f"Verdict: {job['verdict']}"]
+    for c in job["diagnosis"]:
+        out.append(f" {'*' if c['finding'] else ' '}- {c['cause']}: {c['ms']:.2f} ms ({c['share']:.0%}), "
+                   f"{c['evidence']}.")
+        out.append(f"     what to do: {see_text(c['see'])}")
+    out.append("")
+    idle = job.get("idle_causes")
+    if idle:
+        out += [f"(mean over {idle['ranks']} rank(s))"] + gaps.idle_lines(idle)
     out += [f"  note: {n}" for n in job["notes"]]
-    return "\n".join(out)
+    return "\n".join(fit(out))

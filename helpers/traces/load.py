@@ -8,6 +8,7 @@ import gc
 import gzip
 import json
 import os
+import re
 import zlib
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -41,23 +42,29 @@ def no_gc():
 
 
 # Reading is bounded: a trace that decompresses to more than this is refused with one line (a gzip bomb, or a
-# trace too large to diagnose in memory: ~5 bytes of Python objects per byte of JSON). PERF_TRACE_MAX_MB sets it.
+# trace too large to hold whole in memory: ~5 bytes of Python objects per byte of JSON). The doctor's reader
+# (``read_trimmed``) streams and keeps only the first steps, so its own limit, ``STREAM_MAX_MB``, is higher and
+# bounds time, not memory. PERF_TRACE_MAX_MB sets both.
 MAX_TRACE_MB = 512
 CHUNK = 1 << 24
 
 
-def max_trace_bytes() -> int:
-    """The reading limit in bytes: ``$PERF_TRACE_MAX_MB`` (MiB) or ``MAX_TRACE_MB``."""
+def max_trace_bytes(streamed: bool = False) -> int:
+    """The reading limit in bytes: ``$PERF_TRACE_MAX_MB`` (MiB), else ``MAX_TRACE_MB`` for a whole read
+    (``load_trace``) and ``STREAM_MAX_MB`` for the streamed one (``read_trimmed``)."""
+    default = STREAM_MAX_MB if streamed else MAX_TRACE_MB
     try:
-        mb = float(os.environ.get("PERF_TRACE_MAX_MB", MAX_TRACE_MB))
+        mb = float(os.environ.get("PERF_TRACE_MAX_MB", default))
     except ValueError:
-        mb = MAX_TRACE_MB
+        mb = default
     return int(max(mb, 1) * 2**20)
 
 
-def _too_big(p: Path, limit: int, zipped: bool) -> TraceError:
+def too_big(p: Path, limit: int, zipped: bool, streamed: bool = False) -> TraceError:
+    guards = ("bounds the time to read it; memory stays bounded, as only the first steps are kept" if streamed
+              else "guards this machine's memory: a whole read holds ~5 bytes of objects per byte")
     return TraceError(f"{p}: {'decompresses to' if zipped else 'is'} more than {limit / 2**20:.0f} MiB, the "
-                      f"doctor's reading limit (PERF_TRACE_MAX_MB raises it); profile fewer steps "
+                      f"doctor's reading limit, which {guards} (PERF_TRACE_MAX_MB raises it); profile fewer steps "
                       f"(schedule(active=...)) or give a shorter trace")
 
 
@@ -70,7 +77,7 @@ def read_bytes(p: Path, limit: int | None = None) -> bytearray:
         with open(p, "rb") as f:
             zipped = f.read(2) == b"\x1f\x8b"
         if not zipped and p.stat().st_size > limit:
-            raise _too_big(p, limit, False)
+            raise too_big(p, limit, False)
         out = bytearray()
         with (gzip.open(p, "rb") if zipped else open(p, "rb")) as f:
             while chunk := f.read(CHUNK):
@@ -82,7 +89,7 @@ def read_bytes(p: Path, limit: int | None = None) -> bytearray:
                                          "wrote")
                 out += chunk
                 if len(out) > limit:
-                    raise _too_big(p, limit, zipped)
+                    raise too_big(p, limit, zipped)
         return out
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise TraceError(f"{p}: the .gz file is truncated or damaged ({exc}); copy or export the trace again") from None
@@ -102,7 +109,16 @@ def load_trace(path: Path | str) -> dict:
     raw = read_bytes(p)
     try:
         with no_gc():
-            doc = json.loads(raw, strict=False)
+            try:
+                doc = json.loads(raw, strict=False)
+            except json.JSONDecodeError:   # Kineto's unescaped quotes in event names: repaired where they can be
+                text, n = repair_quotes(raw.decode("utf-8-sig"))
+                if not n:
+                    raise
+                try:
+                    doc = json.loads(text, strict=False)
+                except json.JSONDecodeError:
+                    raise TraceError(f"{p}: {QUOTE_BUG}") from None
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise TraceError(f"{p}: not a complete JSON profiler trace ({str(exc).splitlines()[0][:80]}); give the file "
                          "that prof.export_chrome_trace or tensorboard_trace_handler wrote") from None
@@ -167,3 +183,27 @@ def trim(trace: Mapping[str, Any], max_steps: int | None = MAX_STEPS,
     note = (f"the trace holds {len(steps)} ProfilerSteps ({len(events):,} events); the first {k} "
             f"({len(kept):,} events) are analysed; open_trace(path, max_steps=None) for all of them")
     return {**{key: v for key, v in trace.items() if key != "traceEvents"}, "traceEvents": kept}, note
+
+
+# The streamed reader (``stream.read_trimmed``) keeps only the first steps: its limit bounds time, not memory.
+STREAM_MAX_MB = 4096
+# Kineto before its July 2026 fix wrote event names with unescaped quotes (with_stack=True under torch.compile):
+# "name": "foo "bar" baz", "ph": ... The name ends at the last quote followed by the next key or the object's end.
+_BAD_NAME = re.compile(r'("name"\s*:\s*")(.*?)("(?=\s*(?:,\s*"[^"\\\n]{1,40}"\s*:|\})))', re.DOTALL)
+_BARE_QUOTE = re.compile(r'(?<!\\)((?:\\\\)*)"')
+QUOTE_BUG = ("an event name holds unescaped quotes (a Kineto bug before its July 2026 fix, with_stack=True under "
+             "torch.compile) that could not be repaired; profile again with a newer PyTorch or without with_stack")
+
+
+def repair_quotes(text: str) -> tuple[str, int]:
+    """``text`` with the unescaped quotes inside event names escaped (``QUOTE_BUG``), and how many names changed."""
+    n = 0
+
+    def fix(m: re.Match) -> str:
+        nonlocal n
+        inner = _BARE_QUOTE.sub(lambda q: q.group(1) + '\\"', m.group(2))
+        if inner == m.group(2):
+            return m.group(0)
+        n += 1
+        return m.group(1) + inner + m.group(3)
+    return _BAD_NAME.sub(fix, text), n

@@ -16,15 +16,20 @@ The dict (its ``--json``; every number finite or null)::
      "top_cause": str, "cannot_judge": [...], "notes": [...], "ranks": null, "straggler": null,
      "idle_causes": {"idle_ms", "step_ms", "steps", "causes": [{"cause", "ms", "share"}],   # gaps.idle_causes:
                      "sync_by": [{"op", "ms", "calls"}]} | null,  # the GPU's idle ms per step by cause; null CPU-only
-     "throughput": [{"name", "calls", "gflop", "device_ms", "tflops", "dtype", "peak_tflops", "peak_pct"}]}
+     "throughput": [{"name", "calls", "gflop", "device_ms", "tflops", "dtype", "peak_tflops", "peak_pct"}],
+     "memory": {"devices": [{"device", "peak_mb", "absolute"}], "top_ops": [{"op", "mb_per_step", ...}], ...} | null}
+                                            # memory.memory_report: a trace recorded with profile_memory=True
                                                         # kernels.op_throughput: matmul/conv ops with recorded shapes
 """
 from __future__ import annotations
 
 import math
+import re
+import textwrap
 from pathlib import Path
 from typing import Any
 
+from .memory import memory_lines, memory_report
 from . import diagnosis as dg
 from . import events as ev
 from . import gaps, gputime, quality
@@ -33,6 +38,57 @@ from .files import TraceError
 from .views import Trace, open_trace, quiet
 
 HTA = "Holistic Trace Analysis"
+SCHEMA_VERSION = 3      # the --json contract: 2 (issue 32) added schema_version, verdict, bound, idle_causes, throughput;
+#                         3 (issue 34) memory
+WIDTH = 120             # every line of the text report fits a 120-column terminal
+NAME_WIDTH = 48         # the most a table's name column takes (kernels.short_name)
+
+
+def see_text(see: str) -> str:
+    """Advice as the report prints it: each notebook it names as "notebook 04_torch_compile" (the one teaching it)."""
+    return re.sub(r"(?<![Nn]otebook )\b(\d\d_[a-z]\w*)", r"notebook \1", see or "")
+
+
+def fit(lines: list[str], width: int = WIDTH) -> list[str]:
+    """Every line within ``width`` columns: a longer one wrapped at spaces, its continuation indented 4 more."""
+    out = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        pad = " " * (len(line) - len(line.lstrip()))
+        out += textwrap.wrap(line.strip(), width, initial_indent=pad, subsequent_indent=pad + "    ",
+                             break_on_hyphens=False) or [line[:width]]
+    return out
+
+
+def table(df, top: int, width: int = WIDTH) -> str:
+    """A view's first ``top`` rows as text within ``width`` columns: names shortened (``kernels.short_name``) to the
+    room the other columns leave, floats rounded (2 decimals, 3 under 1), columns with no value left out, no index.
+    (pandas' ``max_colwidth`` is ignored by ``to_string()``, so the table is laid out here.)"""
+    from .kernels import short_name
+
+    df = df.head(top)
+    cols = [c for c in df.columns if df[c].notna().any()]
+
+    def cell(x) -> str:
+        if isinstance(x, float):
+            return "" if not math.isfinite(x) else f"{x:.3f}" if abs(x) < 1 else f"{x:.2f}"
+        return str(x)
+
+    body = {c: [cell(x) for x in df[c]] for c in cols if c != "name"}
+    wide = {c: max([len(c)] + [len(x) for x in v]) for c, v in body.items()}
+    rest = sum(wide.values()) + len(wide)
+    room = max(16, min(NAME_WIDTH, width - rest)) if "name" in cols else 0
+    names = [short_name(str(n), room) for n in df["name"]] if "name" in cols else None
+
+    def row(name, cells) -> str:
+        head = [f"{name:<{room}}"] if names is not None else []
+        return " ".join(head + [f"{x:>{wide[c]}}" for c, x in zip(body, cells)]).rstrip()
+
+    lines = [row("name", list(body))]
+    lines += [row(names[i] if names else "", [body[c][i] for c in body]) for i in range(len(df))]
+    return "\n".join(lines)
 
 
 class DoctorError(ValueError):
@@ -101,9 +157,10 @@ def load(path: Path | str | Trace) -> Trace:
 
 
 @ev.memoizing
-def trace_report(path: Path | str | Trace, *, views: bool = True) -> dict[str, Any]:
+def trace_report(path: Path | str | Trace, *, views: bool = True, idle: bool | None = None) -> dict[str, Any]:
     """One trace's report (the dict in the module docstring); raises ``DoctorError`` on bad input. ``views=False``
-    skips the Overview, HTA, the idle causes and the throughput (the slow parts on a large trace; ``compare``). Keys starting with ``_`` hold the ``Diagnosis``
+    skips the Overview, HTA, the idle causes and the throughput (the slow parts on a large trace; ``compare``); ``idle``
+    (default: ``views``) computes the idle causes and the throughput all the same (a large job's ranks). Keys starting with ``_`` hold the ``Diagnosis``
     and the ``Trace`` for the text report; the JSON leaves them out."""
     t = load(path)
     try:
@@ -130,16 +187,21 @@ def trace_report(path: Path | str | Trace, *, views: bool = True) -> dict[str, A
     overview, why_add = add_up(overview, d.step_ms)
     notes += [why_add] if why_add else []
     try:
-        idle = gaps.idle_causes(t.doc) if d.on_gpu and views else None
-        tput = op_throughput(t.doc) if d.on_gpu and views else []
+        idle = views if idle is None else idle
+        idle, tput = (gaps.idle_causes(t.doc, split=d.split), op_throughput(t.doc)) if d.on_gpu and idle else (None, [])
     except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:  # an odd trace: the rest stands
         idle, tput = None, []
         notes.append(f"{t.label}: GPU idle causes and operator throughput not computed ({type(exc).__name__})")
+    try:
+        mem = memory_report(t.doc)
+    except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:
+        mem = None
+        notes.append(f"{t.label}: its memory events could not be read ({type(exc).__name__})")
     return {"trace": t.label, "steps": d.steps, "step_ms": d.step_ms, "bound": d.bound, "host_ms": d.host_ms,
             "device_ms": d.device_ms, "quality": entries, "overview": overview,
             "gpu": gpu, "gpu_doctor": own, "diagnosis": d.to_list(), "top_cause": d.top,
             "cannot_judge": d.cannot_judge, "notes": notes, "ranks": None, "straggler": None,
-            "idle_causes": idle, "throughput": tput, "_diagnosis": d, "_trace": t, "_on_gpu": d.on_gpu,
+            "idle_causes": idle, "throughput": tput, "memory": mem, "verdict": trace_verdict(d), "_diagnosis": d, "_trace": t, "_on_gpu": d.on_gpu,
             "_signature": signature(t.doc, d.steps)}
 
 
@@ -203,52 +265,108 @@ def quality_lines(entries: list[dict[str, Any]]) -> list[str]:
     return out + [""]
 
 
-def trace_text(rep: dict[str, Any], top: int = 10) -> str:
-    """The text report of one trace."""
-    import pandas as pd
+def trace_verdict(d: dg.Diagnosis) -> str:
+    """One sentence: the step period and what bounds it, the top cause and where its fix is taught."""
+    if d.damaged:
+        return (f"Damaged ProfilerSteps: the whole trace ({d.step_ms:.2f} ms) is one window; no cause is diagnosed "
+                f"(export the trace again).")
+    step = (f"No ProfilerStep: the whole trace ({d.step_ms:.2f} ms) is one window, not a training step."
+            if d.whole_trace else f"{d.step_ms:.2f} ms per step over {d.steps} step(s)"
+            + (f", {d.bound} (CPU step {d.host_ms:.2f} ms, device work {d.device_ms:.2f} ms)." if d.bound else "."))
+    top = next((c for c in d.causes if c["ms"] is not None and c["cause"] == d.top), None)
+    if top is None:
+        return step + " No cause could be judged."
+    where = re.search(r"\b\d\d_[a-z]\w*", top["see"] or "")   # the first notebook its advice names
+    where = f"notebook {where.group(0)}" if where else ""
+    return step + (f" Top cause: {top['cause']}, {top['ms']:.2f} ms per step ({top['share']:.0%})"
+                   + (f"; its fix is taught in {where}." if where else "."))
 
+
+def headline(rep: dict[str, Any]) -> list[str]:
+    """The report's first lines, the answer: the step and its bound, the top cause, what to do, the findings, the
+    GPU's busy and idle shares."""
+    d = rep["_diagnosis"]
     whole = any(q.get("check") == "no_profiler_step" for q in rep.get("quality") or [])
-    damaged = getattr(rep.get("_diagnosis"), "damaged", False)
-    bound = (f", {rep['bound']} (CPU step {rep['host_ms']:.2f} ms, device work it launched {rep['device_ms']:.2f} ms)"
-             if rep.get("bound") else "")
-    steps = (f"damaged ProfilerSteps: the whole trace ({rep['step_ms']:.2f} ms) is one window; no cause diagnosed"
-             if damaged else
-             f"no ProfilerStep marks: the whole trace ({rep['step_ms']:.2f} ms) is one window, not a training step"
-             if whole else f"{rep['steps']} step(s), {rep['step_ms']:.2f} ms per step on average{bound}")
-    out = [f"trace: {rep['trace']}", steps, ""]
+    if d.damaged:
+        out = [f"Step: damaged ProfilerSteps: the whole trace ({rep['step_ms']:.2f} ms) is one window; no cause "
+               f"diagnosed"]
+    elif whole or d.whole_trace:
+        out = [f"Step: no ProfilerStep marks: the whole trace ({rep['step_ms']:.2f} ms) is one window, not a training "
+               f"step"]
+    else:
+        out = [f"Step: {rep['step_ms']:.2f} ms (mean of {rep['steps']})"
+               + (f", {rep['bound']}: CPU step {rep['host_ms']:.2f} ms, device work it launched "
+                  f"{rep['device_ms']:.2f} ms" if rep.get("bound") else "")]
+    judged = [c for c in rep["diagnosis"] if c["ms"] is not None]
+    if judged and not d.damaged:
+        top = judged[0]
+        out.append(f"Top cause: {top['cause']}, {top['ms']:.2f} ms per step ({top['share']:.0%} of the step)")
+        out.append(f"What to do: {see_text(top['see'])}")
+        finds = [c for c in judged if c["finding"]]
+        if len(finds) > 1:
+            out.append(f"Findings (>= {dg.MIN_FINDING_SHARE:.0%} of the step): "
+                       + "; ".join(f"{c['cause']} {c['ms']:.2f} ms ({c['share']:.0%})" for c in finds))
+    elif not d.damaged:
+        out.append("Top cause: none could be judged")
+    if rep.get("gpu"):
+        g = rep["gpu"]
+        comm = (rep.get("gpu_doctor") or {}).get("communication_pct")
+        out.append(f"GPU ({g['source']}): idle {g['idle_pct']:.1f}%, compute {g['compute_pct']:.1f}%, "
+                   f"non-compute {g['non_compute_pct']:.1f}%" + (f" (communication {comm:.1f}%)" if comm else ""))
+    idle = rep.get("idle_causes")
+    if idle and idle["idle_ms"] > 0:
+        big = sorted((c for c in idle["causes"] if c["ms"] > 0), key=lambda c: -c["ms"])[:3]
+        out.append(f"GPU idle {idle['idle_ms']:.2f} ms per step, mostly: "
+                   + "; ".join(f"{c['cause']} {c['ms']:.2f} ms ({c['share']:.0%})" for c in big))
+    return fit(out)
+
+
+def diagnosis_lines(rep: dict[str, Any]) -> list[str]:
+    """Every cause with its evidence and where its fix is taught, within ``WIDTH``."""
+    d = rep["_diagnosis"]
+    out = [f"Diagnosis (* = a finding, >= {dg.MIN_FINDING_SHARE:.0%} of the step):"]
+    if d.damaged or d.whole_trace:
+        out.append("  " + d.summary().splitlines()[0])
+    for c in rep["diagnosis"]:
+        if c["ms"] is None:
+            out.append(f"  - {c['cause']}: cannot judge. {c['evidence']}")
+            continue
+        out.append(f" {'*' if c['finding'] else ' '}- {c['cause']}: {c['ms']:.2f} ms ({c['share']:.0%}). "
+                   f"{c['evidence']}")
+        out.append(f"     what to do: {see_text(c['see'])}")
+    return out
+
+
+def trace_text(rep: dict[str, Any], top: int = 10) -> str:
+    """The text report of one trace, answer first: the headline (step, bound, top cause, what to do: the first
+    screen), then the quality checks, the Overview, the GPU's idle by cause, the top operators and kernels, and every
+    cause with its evidence. Every line within ``WIDTH`` columns."""
+    out = [f"trace: {rep['trace']}"] + headline(rep) + [""]
     out += quality_lines(rep["quality"])
     if rep["overview"]:
         total = sum(v for v in rep["overview"].values() if v is not None)
         out.append(f"Overview (ms per step; torch-tb-profiler's categories, {total:.2f} ms in all):")
         out += [f"  {k:<16} {v:10.3f}" for k, v in rep["overview"].items() if v is not None]
         out.append("")
-    if rep["gpu"]:
-        g = rep["gpu"]
-        out.append(f"GPU ({g['source']} temporal breakdown): idle {g['idle_pct']}%, compute {g['compute_pct']}%, "
-                   f"non-compute {g['non_compute_pct']}%"
-                   + (f" (communication alone {rep['gpu_doctor']['communication_pct']}%)"
-                      if rep.get("gpu_doctor") and rep["gpu_doctor"].get("communication_pct") else ""))
-        out.append("")
     out += gaps.idle_lines(rep.get("idle_causes"))
-    with pd.option_context("display.width", 160, "display.max_colwidth", 60):
-        for name in ("operators", "kernels"):
-            with quiet():
-                df, why = view(rep["_trace"], name)
-            if df is None:
-                out.append(f"{name.capitalize()}: not shown ({why})")
-            elif len(df):
-                out.append(f"Top {name} ({min(top, len(df))} of {len(df)}):")
-                out.append(df.head(top).to_string())
-            else:
-                out.append(f"{name.capitalize()}: none in this trace")
-            if name == "operators" and rep.get("throughput"):
-                out.append("  achieved TFLOP/s (shapes recorded): " + "; ".join(
-                    f"{r['name']} {r['tflops']:.1f} {r['dtype'] or '?'}"
-                    + (f" = {r['peak_pct']:.0f}% of {r['peak_tflops']:g}" if r["peak_pct"] is not None else "")
-                    for r in [r for r in rep["throughput"] if r.get("outer", True)][:4]))
-                out += [f"  advice: {a}" for a in throughput_advice(rep["throughput"])]
-            out.append("")
-    out.append(f"Diagnosis (* = a finding, >= {dg.MIN_FINDING_SHARE:.0%} of the step):")
-    out.append(rep["_diagnosis"].summary().split("\n  note:")[0])
+    out += memory_lines(rep.get("memory"))
+    for name in ("operators", "kernels"):
+        with quiet():
+            df, why = view(rep["_trace"], name)
+        if df is None:
+            out.append(f"{name.capitalize()}: not shown ({why})")
+        elif len(df):
+            out.append(f"Top {name} ({min(top, len(df))} of {len(df)}):")
+            out += table(df, top).splitlines()
+        else:
+            out.append(f"{name.capitalize()}: none in this trace")
+        if name == "operators" and rep.get("throughput"):
+            out.append("  achieved TFLOP/s (shapes recorded): " + "; ".join(
+                f"{r['name']} {r['tflops']:.1f} {r['dtype'] or '?'}"
+                + (f" = {r['peak_pct']:.0f}% of {r['peak_tflops']:g}" if r["peak_pct"] is not None else "")
+                for r in [r for r in rep["throughput"] if r.get("outer", True)][:4]))
+            out += [f"  advice: {a}" for a in throughput_advice(rep["throughput"])]
+        out.append("")
+    out += diagnosis_lines(rep)
     out += [f"  note: {n}" for n in rep["notes"]]
-    return "\n".join(out)
+    return "\n".join(fit(out))

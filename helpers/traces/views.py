@@ -29,6 +29,7 @@ from . import events as ev
 from .kernels import tensor_core_label, uses_tensor_cores
 from .throughput import op_throughput
 from .load import MAX_EVENTS, MAX_STEPS, TraceError, find_trace, load_trace, no_gc, trim
+from .stream import read_trimmed
 from .timeline import draw_timeline
 
 # the Overview's categories, in torch-tb-profiler's order (its ProfileRole); each is ms per step
@@ -323,7 +324,7 @@ class Trace:
         if path is None or self.trimmed:
             fd, tmp = tempfile.mkstemp(suffix=".json")
             with os.fdopen(fd, "w") as f, no_gc():
-                json.dump(self.doc, f)
+                f.write(json.dumps(self.doc))   # json.dumps runs the C encoder; json.dump the Python one (5x slower)
             path = Path(tmp)
         try:
             with quiet("hta"), no_gc():
@@ -406,8 +407,13 @@ def open_trace(src: Any, max_steps: int | None = MAX_STEPS) -> Trace:
         path, notes, doc = None, [], src
     else:
         path, notes = find_trace(src)
-        doc = load_trace(path)
-    doc, note = trim(doc, max_steps=max_steps, max_events=None if max_steps is None else MAX_EVENTS)
+        if max_steps is None:
+            doc = load_trace(path)
+        else:  # the first steps only, streamed: memory follows the steps kept, not the file (load.read_trimmed)
+            doc, note, more = read_trimmed(path, max_steps=max_steps, max_events=MAX_EVENTS)
+            notes += more
+    if path is None or max_steps is None:
+        doc, note = trim(doc, max_steps=max_steps, max_events=None if max_steps is None else MAX_EVENTS)
     if note:
         notes.append(f"{path or 'the trace'}: {note}")
     return Trace(doc, path, notes, trimmed=bool(note))

@@ -132,12 +132,36 @@ def test_every_real_trace(where, name, capfd):
     from helpers.traces.doctor import main
     from tests.shared_data import shared_path
 
+    from helpers.traces import doctor as cmd
+
     path = shared_path(where, name)
-    capfd.readouterr()
-    code = main([str(path), "--json"])
-    out, err = capfd.readouterr()
+    seen = []
+    real = cmd.report
+    cmd.report = lambda *a, **kw: seen.append(real(*a, **kw)) or seen[-1]   # the report main printed, kept
+    try:
+        capfd.readouterr()
+        code = main([str(path), "--json"])
+        out, err = capfd.readouterr()
+    finally:
+        cmd.report = real
     assert code == 0, err
-    check_real(strict(out))
+    doc = strict(out)
+    check_real(doc)
+    assert doc["schema_version"] >= 2 and doc["verdict"]
+    check_text(cmd.text_report(seen[0]))
+
+
+def check_text(text):
+    """Issue 32 item 8: answer first at 120 columns: every line fits; the step, the top cause (a job: the verdict
+    and the straggler) and what to do, naming the notebook that teaches it, on the first screen (20 lines)."""
+    lines = text.splitlines()
+    assert max(len(x) for x in lines) <= 120, max(lines, key=len)
+    first = "\n".join(lines[:20])
+    if first.startswith("job:"):
+        assert "Verdict:" in first and "Straggler:" in first
+    else:
+        assert "Step:" in first and "Top cause:" in first
+    assert "What to do" in first and "notebook 0" in first, first
 
 
 def check_real(rep):

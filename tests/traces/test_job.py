@@ -136,3 +136,7 @@ def test_dlrm_eight_ranks_communication_and_straggler():
     s = rep["straggler"]
     assert s is not None and s["rank"] == 7 and s["ms"] > 1 and s["last_in"] >= s["of"] / 2
     assert "few_steps" in {q["check"] for q in rep["quality"]}  # one ProfilerStep per rank
+    idle = rep["idle_causes"]                       # the ranks' GPU idle by cause, in the job report too (issue 32)
+    assert idle["ranks"] == 8 and idle["idle_ms"] > 0
+    assert sum(c["ms"] for c in idle["causes"]) == pytest.approx(idle["idle_ms"], abs=0.02)
+    assert s["cause"] and s["cause"] != "communication"

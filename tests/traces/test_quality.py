@@ -272,4 +272,4 @@ def test_a_trace_without_profiler_step_is_one_window_in_the_text_report(tmp_path
     assert "no ProfilerStep marks: the whole trace (10.00 ms) is one window, not a training step" in out
     assert "step(s)" not in out.splitlines()[1]
     code, out, err = run(capsys, write(tmp_path / "steps.json", steps_trace()))
-    assert code == 0 and "4 step(s), 1.00 ms per step on average" in out, out
+    assert code == 0 and "Step: 1.00 ms (mean of 4)" in out.splitlines()[1], out
