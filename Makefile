@@ -29,8 +29,10 @@ TEST_WORKERS ?= 3
 # runs every notebook alone and every unit test after them, as before.
 OVERLAP_TESTS ?= tests/traces/test_doctor.py tests/traces/test_trace_reading.py tests/traces/test_show_views.py \
   tests/traces/test_diagnosis.py tests/traces/test_categories.py tests/traces/test_quality.py \
-  tests/traces/test_backward_trace.py tests/traces/test_events_memo.py tests/traces/test_intervals.py
-BESIDE_NOTEBOOKS ?= 03_backward_hooks 04_torch_compile 05_diagnose
+  tests/traces/test_backward_trace.py tests/traces/test_events_memo.py tests/traces/test_intervals.py \
+  tests/traces/test_streaming.py tests/traces/test_doctor_cli.py tests/traces/test_straggler.py \
+  tests/traces/test_gaps.py tests/traces/test_step_period.py tests/traces/test_kernels.py
+BESIDE_NOTEBOOKS ?= 03_backward_hooks 04_torch_compile 05_diagnose 07_memory
 ALL_NOTEBOOKS    := $(sort $(basename $(notdir $(wildcard notebooks/[0-9][0-9]_*.ipynb))))
 BESIDE_RUN       := $(if $(strip $(OVERLAP_TESTS)),$(filter $(BESIDE_NOTEBOOKS),$(ALL_NOTEBOOKS)))
 ALONE_RUN        := $(filter-out $(BESIDE_RUN),$(ALL_NOTEBOOKS))

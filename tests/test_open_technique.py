@@ -21,6 +21,10 @@ TECHNIQUE = {
     "04": [["torch.compile("], ["mode="], ["autocast("]],
     "05": [["diagnose(", "helpers.doctor"]],
     "06": [["DistributedDataParallel(", "DDP("], ["no_sync("], ["init_process_group("], ["bucket_cap_mb"]],
+    "07": [["MemTracker("], ["reset_mod_stats("], ["FakeTensorMode("], ["checkpoint("],
+           ["create_selective_checkpoint_contexts("], ["autocast("], ["zero_grad(set_to_none="],
+           ["max_memory_allocated("], ["_record_memory_history("], ["_dump_snapshot("], ["OutOfMemoryError"],
+           ["expandable_segments"]],
 }
 # helpers as a whole: issue 30's goal was 12,000 ("thinning, not moving": lesson code must not move out of
 # helpers/lessons into the other packages), met at its close (10,326; 11,886 before issue 32). Issues 31-33 then added

@@ -9,4 +9,5 @@ figures, frames and comparisons, and the notebooks' markdown explains them.
 - ``torch_compile``    (04) the matrix under its time budget; compile-time and cache bookkeeping (``dynamo``)
 - ``diagnose``         (05) each planted bottleneck profiled and diagnosed, and measured against its fix
 - ``distributed``      (06) the ranks' launcher (``launch``), the job's rows and comparisons, its traces' readings
+- ``memory``           (07) MemTracker's snapshots by category, the profiler's peak, the largest batch, snapshots
 """

@@ -202,3 +202,19 @@ DISTRIBUTED = {
                  straggler_rank=1, straggler_ms=50.0, wait=1, warmup_steps=1, active=3, n_batches=4, timeout_s=40,
                  budget_s=50, reserve_s=10),
 }
+
+MEMORY = {
+    # 07_memory. Smoke: a residual MLP (width 64, hidden 1024, 4 blocks, 8x8 inputs, batch 128) whose peak is in
+    # its activations rather than its parameters. Width 128, hidden 2048, 16x16, batch 256 first: peak 54.6 MB
+    # (activations 17.8, Adam's state 16.8, parameters 8.4), predicted to 0.0% of the profiler's reading, but the
+    # lever rounds took 187 s on this machine under a load of 17 (bf16 autocast steps ~13x the fp32 step on this
+    # CPU), so it was cut. rounds: interleaved rounds of the levers (one step of each per round). Swin-B
+    # (torchvision swin_b, fp16 -> bf16 autocast on fake CPU tensors, batch 64) under MemTracker took 150 s a step
+    # on this shared machine (peak 9,269 MB in all, against the H100's 10,519.4 MB max_memory_allocated: -11.9%):
+    # too slow for a 45 s smoke run, so `predict_swin` is on at full scale only. Full: one H100, budget_s 120
+    # (untested: no GPU run yet; to be replaced by its measurements).
+    "smoke": dict(width=64, hidden=1024, blocks=4, image_size=8, batch_size=128, micro_batches=2, rounds=10,
+                  cpu_threads=1, predict_swin=False, swin_batch=64, search_high=4096, budget_s=None, reserve_s=0),
+    "full": dict(width=1024, hidden=4096, blocks=8, image_size=64, batch_size=512, micro_batches=4, rounds=10,
+                 cpu_threads=None, predict_swin=True, swin_batch=64, search_high=65536, budget_s=120, reserve_s=15),
+}

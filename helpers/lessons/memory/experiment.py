@@ -1,0 +1,130 @@
+"""Numbers for notebook 07: MemTracker's snapshots by category, the profiler's peak, the largest batch, snapshots."""
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+MB = 2**20
+CATEGORIES = ("PARAM", "BUFFER", "GRAD", "OPT", "ACT", "TEMP", "INP", "OTH")
+
+
+class MemoryInputError(ValueError):
+    """A setting or a file this lesson cannot use; its message is one line for the reader."""
+
+
+def by_category(snap: dict) -> dict[str, float]:
+    """MemTracker's snapshot (device -> {category: bytes}) summed over devices, in MB, by category and in total."""
+    out = dict.fromkeys(CATEGORIES, 0.0)
+    total = 0.0
+    for per_dev in snap.values():
+        for k, v in per_dev.items():
+            name = str(k).rsplit(".", 1)[-1]
+            if name == "Total":
+                total += v / MB
+            elif name in out:
+                out[name] += v / MB
+    return {**{k: round(v, 2) for k, v in out.items()}, "total": round(total, 2)}
+
+
+def module_peaks(mt) -> list[dict[str, Any]]:
+    """Per module of a ``MemTracker`` that ran: the total MB live at its peak in forward and in backward."""
+    from torch.distributed._tools.mem_tracker import _ModState
+
+    rows = []
+    for stats in mt.memory_tracking.values():
+        fw, bw = (stats.snapshots.get(s, []) for s in (_ModState.PEAK_FW, _ModState.PEAK_BW))
+        rows.append({"module": stats.mod_fqn, "peak_fw_mb": by_category(fw[-1])["total"] if fw else None,
+                     "peak_bw_mb": by_category(bw[-1])["total"] if bw else None})
+    return rows
+
+
+def profiler_peak_mb(step: Callable[[], Any]) -> float:
+    """A step's peak of allocated memory above what was live when it started, MB, from the profiler's memory events
+    (``profile_memory=True``: every allocation and free of the CPU or CUDA allocator, in order): the running sum's
+    maximum. An independent reading of the allocator, for the prediction's check on a CPU."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=acts, profile_memory=True) as prof:
+        step()
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
+    running = peak = 0
+    for _, nbytes in events:  # allocations positive, frees negative
+        running += nbytes
+        peak = max(peak, running)
+    return round(peak / MB, 2)
+
+
+def error_pct(predicted: float, measured: float) -> float:
+    """(predicted - measured) / measured, in percent."""
+    if not measured:
+        raise MemoryInputError("no measured peak to compare the prediction with")
+    return round(100.0 * (predicted - measured) / measured, 1)
+
+
+def largest_batch(fits: Callable[[int], bool], low: int, high: int) -> int:
+    """The largest batch in [low, high] for which ``fits(batch)`` is True, by bisection (``fits`` runs a step and
+    returns False on ``torch.OutOfMemoryError``); 0 when even ``low`` does not fit. Assumes fitting is monotone."""
+    if low < 1 or high < low:
+        raise MemoryInputError(f"batch bounds must satisfy 1 <= low <= high, not {low}, {high}")
+    if not fits(low):
+        return 0
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid - 1)
+    return low
+
+
+def read_snapshot(path: str | Path) -> dict[str, Any]:
+    """A memory snapshot written by ``torch.cuda.memory._dump_snapshot`` (a pickle), checked: one-line
+    ``MemoryInputError`` for a missing, empty or damaged file."""
+    p = Path(path)
+    if not p.is_file():
+        raise MemoryInputError(f"no memory snapshot at {p}: record one with _record_memory_history and _dump_snapshot")
+    try:
+        snap = pickle.loads(p.read_bytes())
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure is a damaged file
+        raise MemoryInputError(f"{p.name} is not a memory snapshot (damaged or another format: "
+                               f"{type(exc).__name__})") from None
+    if not isinstance(snap, dict) or "segments" not in snap:
+        raise MemoryInputError(f"{p.name} is not a memory snapshot (no 'segments' in it)")
+    return snap
+
+
+def snapshot_summary(snap: dict[str, Any]) -> dict[str, float]:
+    """Reserved and allocated MB in a snapshot's segments, and their difference (what the allocator holds unused)."""
+    reserved = sum(s.get("total_size", 0) for s in snap["segments"]) / MB
+    allocated = sum(b.get("size", 0) for s in snap["segments"] for b in s.get("blocks", [])
+                    if b.get("state") == "active_allocated") / MB
+    return {"segments": len(snap["segments"]), "reserved_mb": round(reserved, 1), "allocated_mb": round(allocated, 1),
+            "unused_mb": round(reserved - allocated, 1)}
+
+
+def check_fits(predicted_mb: float, capacity_mb: float, what: str) -> None:
+    """Refuse, before any allocation, a setting whose predicted peak exceeds the memory there is."""
+    if predicted_mb > capacity_mb:
+        raise MemoryInputError(f"{what} needs about {predicted_mb:,.0f} MB by the prediction; this device has "
+                               f"{capacity_mb:,.0f} MB: choose a smaller batch, checkpointing or bf16")
+
+
+def live_mb(model: torch.nn.Module, opt: torch.optim.Optimizer | None = None) -> float:
+    """MB held between steps: parameters, buffers, gradients and the optimizer's state (each storage once)."""
+    seen: dict[int, int] = {}
+    tensors = [*model.parameters(), *model.buffers(), *(p.grad for p in model.parameters() if p.grad is not None)]
+    if opt is not None:
+        tensors += [v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
+    for t in tensors:
+        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    return round(sum(seen.values()) / MB, 2)
+
+
+def capacity_mb(device: torch.device) -> float:
+    """Memory a step may use: free GPU memory (``torch.cuda.mem_get_info``), or the machine's available memory."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0] / MB
+    import os
+
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / MB

@@ -1,0 +1,108 @@
+"""Harness of notebook 07 (helpers.lessons.memory): the category sums, the profiler's peak, the bisection, the
+snapshot reader's refusals, and the fake-tensor prediction against the profiler on a small real step."""
+import pickle
+
+import pytest
+import torch
+from torch import nn
+
+from helpers.lessons import memory as mem
+
+
+def _step(width=64, hidden=512, batch=64):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, width), nn.GELU(), nn.Linear(width, 4))
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3, foreach=False)
+
+    def step(mark=lambda p: None):
+        x, y = torch.randn(batch, width), torch.randint(0, 4, (batch,))
+        nn.functional.cross_entropy(net(x), y).backward()
+        mark("backward")
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    step.net, step.opt = net, opt
+    return step
+
+
+def _tracked_peak(step):
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    step()
+    mt = MemTracker()
+    mt.track_external(step.net, step.opt)
+    with mt:
+        step()
+    return mem.by_category(mt.get_tracker_snapshot("peak")), mt
+
+
+def test_by_category_sums_devices_and_names_categories():
+    snap = {torch.device("cpu"): {"_MemRefType.PARAM": 2 * mem.MB, "_MemRefType.ACT": mem.MB, "Total": 3 * mem.MB},
+            torch.device("meta"): {"_MemRefType.ACT": mem.MB, "Total": mem.MB}}
+    out = mem.by_category(snap)
+    assert out["PARAM"] == 2 and out["ACT"] == 2 and out["total"] == 4 and out["OPT"] == 0
+
+
+def test_profiler_peak_reads_a_known_allocation():
+    def step():
+        a = torch.empty(4 * mem.MB, dtype=torch.uint8)
+        b = torch.empty(2 * mem.MB, dtype=torch.uint8)
+        del a, b
+    assert mem.profiler_peak_mb(step) == pytest.approx(6.0, abs=0.1)
+
+
+def test_fake_prediction_matches_the_profiler_within_10pct():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        predicted, _ = _tracked_peak(_step())
+    real = _step()
+    real()
+    measured = mem.live_mb(real.net, real.opt) + mem.profiler_peak_mb(real)
+    assert predicted["total"] > mem.live_mb(real.net, real.opt)  # activations counted, not only the state
+    assert abs(mem.error_pct(predicted["total"], measured)) <= 10
+
+
+def test_module_peaks_and_live_mb():
+    step = _step()
+    peak, mt = _tracked_peak(step)
+    rows = mem.module_peaks(mt)
+    assert {r["module"] for r in rows} >= {"Sequential", "Sequential.0"}
+    assert all(r["peak_fw_mb"] is None or r["peak_fw_mb"] <= peak["total"] + 1e-6 for r in rows)
+    params = sum(p.numel() * 4 for p in step.net.parameters()) / mem.MB
+    assert mem.live_mb(step.net, step.opt) == pytest.approx(3 * params, rel=0.01)  # params + Adam's two states
+
+
+def test_largest_batch_bisects_and_refuses_bad_bounds():
+    calls = []
+    assert mem.largest_batch(lambda b: calls.append(b) or b <= 700, 1, 4096) == 700
+    assert len(calls) <= 14
+    assert mem.largest_batch(lambda b: False, 8, 64) == 0
+    with pytest.raises(mem.MemoryInputError):
+        mem.largest_batch(lambda b: True, 0, 8)
+
+
+def test_read_snapshot_refuses_missing_damaged_and_foreign_files_in_one_line(tmp_path):
+    bad = {"missing": tmp_path / "none.pickle", "damaged": tmp_path / "d.pickle", "foreign": tmp_path / "f.pickle"}
+    bad["damaged"].write_bytes(b"\x80\x04garbage")
+    bad["foreign"].write_bytes(pickle.dumps([1, 2, 3]))
+    for path in bad.values():
+        with pytest.raises(mem.MemoryInputError) as exc:
+            mem.read_snapshot(path)
+        assert "\n" not in str(exc.value) and path.name in str(exc.value)
+
+
+def test_snapshot_summary_counts_reserved_and_allocated(tmp_path):
+    snap = {"segments": [{"total_size": 4 * mem.MB, "blocks": [{"size": mem.MB, "state": "active_allocated"},
+                                                               {"size": 3 * mem.MB, "state": "inactive"}]}]}
+    (tmp_path / "s.pickle").write_bytes(pickle.dumps(snap))
+    out = mem.snapshot_summary(mem.read_snapshot(tmp_path / "s.pickle"))
+    assert out == {"segments": 1, "reserved_mb": 4.0, "allocated_mb": 1.0, "unused_mb": 3.0}
+
+
+def test_check_fits_refuses_before_allocating():
+    mem.check_fits(10.0, 100.0, "batch 8")
+    with pytest.raises(mem.MemoryInputError, match="batch 9000 needs about 1,000 MB"):
+        mem.check_fits(1000.0, 100.0, "batch 9000")
+    assert mem.capacity_mb(torch.device("cpu")) > 0
+    with pytest.raises(mem.MemoryInputError):
+        mem.error_pct(1.0, 0.0)
