@@ -2,6 +2,8 @@
 (``show``)."""
 from __future__ import annotations
 
+import re
+
 _UNITS = (("_ms", "ms"), ("_us", "µs"), ("_s", "s"), ("_mb", "MB"), ("_gb", "GB"), ("_pct", "%"))
 _STATS = ("median", "mean", "p25", "p75", "min", "max", "std", "sum")
 
@@ -188,6 +190,19 @@ class Text:
     __repr__ = __str__
 
 
+LINE_WIDTH = 100   # columns: a longer printed line wraps in JupyterLab's stream output wherever the width ends
+
+
+def wrapped(text, width: int = LINE_WIDTH, indent: str = "    ") -> str:
+    """``text`` for ``print``: each line longer than ``width`` wrapped at spaces (``textwrap``, never inside a word),
+    its continuation lines indented by ``indent``."""
+    import textwrap
+
+    return "\n".join(textwrap.fill(line, width, subsequent_indent=indent, break_long_words=False,
+                                   break_on_hyphens=False) if len(line) > width else line
+                     for line in str(text).splitlines())
+
+
 def say(text: str, small: bool = False) -> None:
     """Display ``text`` (``Text``): wrapped at spaces and path separators in a notebook, printed elsewhere."""
     from IPython.display import display
@@ -238,7 +253,10 @@ def cell(v, precision: int = 2) -> str:
         return f"{float(v):.{precision}f}"
     text = wrappable(v)
     if len(str(v)) > LONG_TEXT:
-        return f'<div style="max-width: {TEXT_EM}em; min-width: 10em; text-align: left">{text}</div>'
+        # overflow-wrap: a word wider than the box (a hash, a path without separators) breaks inside it instead of
+        # running over the next column
+        box = f"max-width: {TEXT_EM}em; min-width: 10em; text-align: left; overflow-wrap: anywhere"
+        return f'<div style="{box}">{text}</div>'
     return text
 
 
@@ -253,19 +271,30 @@ def is_name_column(col) -> bool:
     return isinstance(col, str) and (col in NAME_COLUMNS or col.endswith(("_kernel", "_op", "_kernel_name")))
 
 
+# TorchInductor names a compiled graph by a 52-character hash ("## Call CompiledFxGraph fzvz5b6…##"): one word that
+# cannot wrap and ran over the next column; its first 8 characters tell a step's graphs apart
+_GRAPH_HASH = re.compile(r"(CompiledFxGraph \w{8})\w{9,}…?")
+
+
 def short_names(df, width: int = NAME_WIDTH):
-    """``df`` with each name column's text as a table shows it: a name longer than ``width`` or a C++ signature
-    cut to its readable part (``helpers.traces.kernels.short_name``); other cells as they are."""
+    """``df`` with each name column's text as a table shows it: a compiled graph's hash cut to 8 characters
+    (``_GRAPH_HASH``), a name longer than ``width`` or a C++ signature cut to its readable part
+    (``helpers.traces.kernels.short_name``); other cells as they are."""
     from ..traces.kernels import looks_like_signature, short_name
 
-    cols = [c for c in df.columns if is_name_column(c) and df[c].map(
-        lambda v: isinstance(v, str) and (len(v) > width or looks_like_signature(v))).any()]
+    def one(v):
+        if not isinstance(v, str):
+            return v
+        v = _GRAPH_HASH.sub(r"\1…", v)
+        return short_name(v, width) if len(v) > width or looks_like_signature(v) else v
+
+    cols = [c for c in df.columns if is_name_column(c) and df[c].map(lambda v: isinstance(v, str) and (
+        len(v) > width or looks_like_signature(v) or bool(_GRAPH_HASH.search(v)))).any()]
     if not cols:
         return df
     out = df.copy()
     for c in cols:
-        out[c] = out[c].map(lambda v: short_name(v, width) if isinstance(v, str)
-                            and (len(v) > width or looks_like_signature(v)) else v)
+        out[c] = out[c].map(one)
     return out
 
 

@@ -231,7 +231,9 @@ def setup(prefer: str | None = None):
     the device experiments run on and whether it is a CUDA GPU (the one name every notebook uses for that)."""
     quiet_logs()
     device = get_device(prefer)
-    print(env_summary(device))
+    from .display import wrapped
+
+    print(wrapped(env_summary(device)))
     return device, is_cuda(device)
 
 

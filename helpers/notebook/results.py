@@ -5,6 +5,7 @@ The contract (docs/results.md): ``results/<notebook stem>/results.json`` holds
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -14,7 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .display import frame, readable
+from .display import frame, readable, wrapped
 
 RESULTS_ENV = "PERF_RESULTS_DIR"
 STATUSES = ("ok", "failed")
@@ -23,32 +24,26 @@ CHECK_ID = re.compile(r"[a-z][a-z0-9_]{0,59}")
 
 def results_root() -> Path:
     """``$PERF_RESULTS_DIR`` or ``results/`` at the project root (beside notebooks/)."""
-    env = os.environ.get(RESULTS_ENV)
-    if env:
+    if env := os.environ.get(RESULTS_ENV):
         return Path(env)
     from .env import project_root
-
     return project_root() / "results"
 
 
 def current_umask() -> int:
     """The process's umask (from /proc where it can, so the umask is never changed, even for an instant)."""
-    try:
+    with contextlib.suppress(OSError, ValueError, IndexError):
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("Umask:"):
                 return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file and ``os.replace``: an interrupted run leaves no half file.
-
-    The file gets the permissions a plain ``open(path, "w")`` would (0666 less the umask: 0644 under the usual 022),
-    not the temporary file's 0600."""
+    """Write via a temporary file and ``os.replace`` (no half file), with a plain ``open``'s permissions (0666 less the
+    umask), not the temporary file's 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -81,34 +76,24 @@ def _jsonable(x: Any) -> Any:
     if isinstance(x, float):
         return x if x == x and x not in (float("inf"), float("-inf")) else None
     if hasattr(x, "item"):
-        try:
+        with contextlib.suppress(Exception):
             return _jsonable(x.item())
-        except Exception:  # noqa: BLE001
-            pass
     return str(x)
 
 
 class Results:
-    """Experiments and checks of one notebook run.
-
-    ``record(name, config, fn)`` runs ``fn()`` (which returns a metrics dict); an
-    exception is caught, printed as one clear line and stored as a ``failed`` row,
-    and the run goes on. Call ``save()`` (done after every ``record``) to write
-    ``results/<notebook>/results.json`` atomically.
-    """
+    """Experiments and checks of one notebook run: ``record(name, config, fn)`` runs ``fn()`` (a metrics dict); a
+    failure is printed as one line and kept as a ``failed`` row. Saved atomically after every change."""
 
     def __init__(self, notebook: str, scale: str, env: Mapping[str, Any] | None = None,
                  root: Path | str | None = None, autosave: bool = True):
-        self.notebook = notebook
-        self.scale = scale
-        self.env = dict(env or {})
+        self.notebook, self.scale, self.env, self.autosave = notebook, scale, dict(env or {}), autosave
         self.experiments: list[dict[str, Any]] = []
+        self.comparisons: list[dict[str, Any]] = []
         self.checks: dict[str, bool] = {}
         self.claims: dict[str, str] = {}
-        self.comparisons: list[dict[str, Any]] = []
         self.notes: dict[str, Any] = {}
         self.dir = Path(root) if root is not None else results_root() / notebook
-        self.autosave = autosave
 
     # -- experiments ---------------------------------------------------------
     def add(self, name: str, config: Mapping[str, Any], metrics: Mapping[str, Any] | None = None,
@@ -132,7 +117,7 @@ class Results:
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a row
             err = describe_error(exc)
             if verbose:
-                print(f"[failed] {name}: {err}")
+                print(wrapped(f"[failed] {name}: {err}"))
             if os.environ.get("PERF_DEBUG"):
                 traceback.print_exc()
             if not isinstance(exc, ValueError):   # a refused setting allocated nothing: no collection (seconds
@@ -142,27 +127,21 @@ class Results:
         if verbose:
             mean = row["metrics"].get("step_ms_mean")   # the statistic the verdicts use (docs/results.md)
             extra = f" (mean step {mean:.2f} ms)" if isinstance(mean, (int, float)) else ""
-            print(f"[ok] {name}{extra}")
+            print(wrapped(f"[ok] {name}{extra}"))
         return row
 
     def get(self, name: str) -> dict[str, Any] | None:
         """The latest row with this name."""
-        for row in reversed(self.experiments):
-            if row["name"] == name:
-                return row
-        return None
+        return next((row for row in reversed(self.experiments) if row["name"] == name), None)
 
     def metric(self, name: str, key: str, default: Any = None) -> Any:
         row = self.get(name)
-        if row is None or row["status"] != "ok":
-            return default
-        return row["metrics"].get(key, default)
+        return default if row is None or row["status"] != "ok" else row["metrics"].get(key, default)
 
     # -- checks --------------------------------------------------------------
     def check(self, check_id: str, value: bool, claim: str | None = None) -> bool:
-        """Record a claim of the notebook, computed from this run's measurements, under a stable id
-        (``RESULTS.check("gather_gone_from_fixed_backward", ok, "GatherBackward gone from the fixed backward")``):
-        results.json's ``checks`` maps ids to booleans and ``claims`` ids to their sentences; tests refer to ids."""
+        """Record a claim computed from this run under a stable id: ``checks`` maps ids to booleans, ``claims`` ids to
+        their sentences; tests refer to ids."""
         if not isinstance(check_id, str) or not CHECK_ID.fullmatch(check_id):
             raise ValueError(f"a check id is lower_snake_case, at most 60 characters: {check_id!r}")
         self.checks[check_id] = bool(value)
@@ -172,11 +151,9 @@ class Results:
         return bool(value)
 
     def compare(self, a: str, b: str, a_ms, b_ms, *, metric: str = "step_ms_mean", **kw) -> dict[str, Any]:
-        """Compare two variants' timings (``measure.compare.compare_times``: ratio a/b with a 95% interval, a noise
-        floor measured on the samples and a verdict; ``role="timer"`` for a second reading of the same work) and keep the entry in results.json's ``comparisons`` (an earlier entry for the same ``a``, ``b`` and
-        ``metric`` is replaced). Returns the entry."""
+        """Compare two variants' timings (``measure.compare.compare_times``; ``role="timer"`` for a second reading of
+        the same work) and keep the entry in ``comparisons`` (replacing one for the same a, b, metric)."""
         from ..measure.compare import compare_times
-
         entry = compare_times(a_ms, b_ms, a=a, b=b, metric=metric, **kw)
         self.comparisons = [c for c in self.comparisons if (c["a"], c["b"], c["metric"]) != (a, b, metric)] + [entry]
         if self.autosave:
@@ -208,18 +185,9 @@ class Results:
     def table(self, metrics: list[str] | None = None):
         """The experiments as a DataFrame: name, config columns, metrics, status, error."""
         import pandas as pd
-
-        rows = []
-        for e in self.experiments:
-            r = {"experiment": e["name"]}
-            r.update(e["config"])
-            for k, v in e["metrics"].items():
-                if metrics is None or k in metrics:
-                    r[k] = v
-            r["status"] = e["status"]
-            r["error"] = e["error"] or ""
-            rows.append(r)
-        return pd.DataFrame(rows)
+        return pd.DataFrame([{"experiment": e["name"], **e["config"], **{k: v for k, v in e["metrics"].items()
+                                                                          if metrics is None or k in metrics},
+                              "status": e["status"], "error": e["error"] or ""} for e in self.experiments])
 
     def readable(self, metrics: list[str] | None = None):
         """``table(metrics)`` made for a person to read (see ``display.readable``)."""
@@ -228,14 +196,12 @@ class Results:
     def checks_table(self):
         """The checks as a DataFrame (``id``, ``claim``, ``holds``), shown with each claim whole, wrapped in its cell."""
         import pandas as pd
-
         return frame(pd.DataFrame([{"id": k, "claim": self.claims.get(k, k), "holds": v} for k, v in self.checks.items()],
                                   columns=["id", "claim", "holds"]))
 
     def comparisons_table(self):
         """The comparisons as a DataFrame: b against a, the metric, the ratio a/b, its interval, the verdict."""
         import pandas as pd
-
         cols = ["b", "a", "metric", "ratio", "low", "high", "floor", "verdict"]
         return frame(pd.DataFrame([{k: c.get(k) for k in cols} for c in self.comparisons], columns=cols))
 
@@ -248,13 +214,10 @@ class Results:
 
 def _free_memory() -> None:
     gc.collect()
-    try:
+    with contextlib.suppress(Exception):
         import torch
-
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-    except Exception:  # noqa: BLE001
-        pass
 
 
 def load(notebook: str, root: Path | str | None = None) -> dict[str, Any]:
@@ -267,15 +230,10 @@ def load(notebook: str, root: Path | str | None = None) -> dict[str, Any]:
 
 def validate(doc: Mapping[str, Any]) -> list[str]:
     """Problems with a results document against the contract (empty when it conforms)."""
-    problems = []
-    for key in ("notebook", "scale", "env", "experiments", "checks"):
-        if key not in doc:
-            problems.append(f"missing key {key!r}")
+    problems = [f"missing key {k!r}" for k in ("notebook", "scale", "env", "experiments", "checks") if k not in doc]
     if problems:
         return problems
-    for key in ("python", "torch", "device", "cpu_count"):
-        if key not in doc["env"]:
-            problems.append(f"env lacks {key!r}")
+    problems += [f"env lacks {key!r}" for key in ("python", "torch", "device", "cpu_count") if key not in doc["env"]]
     if doc["scale"] not in ("smoke", "full"):
         problems.append(f"scale {doc['scale']!r} is not smoke or full")
     if not doc["experiments"]:

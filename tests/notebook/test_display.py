@@ -113,3 +113,26 @@ def test_kernel_names_are_shown_short_and_kept_whole_in_the_data():
     assert "cudnn::" in t._repr_html_() and "float const*" not in t._repr_html_()
     rows = pd.DataFrame({"name": ["planted input (size 1)", "step bs=256 fp32"]})
     assert list(display.Table(rows).data["name"]) == list(rows["name"])
+
+
+def test_compiled_graph_names_are_cut_to_a_short_hash_and_long_words_wrap_in_their_cell():
+    """Issue 33: 04's operators table showed '## Call CompiledFxGraph fzvz5b6…##' (a 52-character hash, one word)
+    running over its `calls` column."""
+    import pandas as pd
+
+    name = "## Call CompiledFxGraph fzvz5b6hihniv2d7bq2qbk6ukbhn6yz2cwe4hgh5ryc7mlu2dzvr##"
+    df = pd.DataFrame({"name": [name, "aten::mm"], "calls": [3, 45]})
+    shown = display.short_names(df)
+    assert list(shown["name"]) == ["## Call CompiledFxGraph fzvz5b6h…##", "aten::mm"]
+    assert df["name"][0] == name                      # the data keeps the whole name
+    html = display.cell("x" * 60)                     # a long word in a boxed cell breaks inside its box
+    assert "overflow-wrap: anywhere" in html
+
+
+def test_printed_lines_wrap_at_spaces_at_100_columns():
+    line = "[failed] swin_b bf16 max-autotune: " + "RuntimeError: the compiled graph did not finish " * 3
+    out = display.wrapped(line)
+    assert all(len(ln) <= display.LINE_WIDTH for ln in out.splitlines()) and len(out.splitlines()) == 2
+    assert out.replace("\n    ", " ") == line.rstrip()   # broken only at spaces, no word cut
+    assert display.wrapped("short") == "short"
+    assert display.wrapped("x" * 150) == "x" * 150         # one word longer than the line is left whole

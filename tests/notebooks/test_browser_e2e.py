@@ -3,15 +3,20 @@
 ``test_saved_outputs_fit_the_view_in_a_real_browser`` opens the executed copies that ``make test``'s first phase
 writes (``$PERF_EXECUTED_NOTEBOOKS``, as tests/notebooks/test_executed_notebooks.py reads them; skipped without it)
 of every notebook, one after another in one JupyterLab and one Chromium, as a newcomer sees them (1400x900, the file
-browser open), lets the saved outputs render and fails when a cell shows an error or an output area scrolls
-sideways (``scrollWidth`` > ``clientWidth``: a table or a text wider than the view), naming the notebook, the cell,
-its widths and the start of its text; the first screen and each overflowing cell are kept as screenshots in
+browser open), trusted so that its saved widget panels are drawn from their widget state, lets the saved outputs
+render and fails when a cell shows an error, a picture the markdown above promises is not shown (06's straggler
+timelines once drew nothing), a panel label is cut with "…", the table a panel shows after a run is wider than the
+panel (04's: its run function's returned table over the run's own results.json, put in the drawn panel), a table
+cell's text runs over the next column, or an output area scrolls sideways (``scrollWidth`` > ``clientWidth``: a table or a text wider than the view), naming the
+notebook, the cell, its widths and the start of its text (each detector first proves itself on a planted case); the
+first screen and each overflowing cell are kept as screenshots in
 test-artifacts/browser_e2e/<notebook>/ (with ``PERF_SCREENSHOTS=1`` also every table and picture output).
 
 Starts JupyterLab on a free 127.0.0.1 port with a token (smoke scale, smaller: ``BROWSER_SIZES``, results
 and runs in a temporary folder), opens notebook 02, runs all cells from the Run menu, then uses the widget
 panel as a reader would (changes num_workers, clicks Run, sees a new row in the results table),
-checks that the inline TensorBoard frame loads and lists the notebook's runs, and that the
+checks that the inline TensorBoard frame loads and lists the notebook's runs and not another notebook's (a run
+of 01 seeded in the logdir; the frame's ``runFilter``), and that the
 profiler plugin's API lists runs and views. Screenshots go to test-artifacts/ (git-ignored).
 Every server it started (JupyterLab, its kernels, their TensorBoards) is stopped, also on failure.
 
@@ -33,6 +38,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -40,6 +46,7 @@ import pytest
 
 from helpers.tools import devsetup
 from helpers.notebook import tensorboard as tb
+from test_executed_notebooks import PROMISE   # tests/notebooks is on sys.path (pytest's rootdir-less import)
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -116,6 +123,7 @@ class Lab:
         env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}  # plots inline, as for a reader
         env.update(PERF_SCALE="smoke", PERF_RESULTS_DIR=str(tmp / "results"), PERF_RUNS_DIR=str(tmp / "runs"),
                    JUPYTER_CONFIG_DIR=str(tmp / "jupyter-config"), JUPYTER_RUNTIME_DIR=str(tmp / "jupyter-runtime"),
+                   JUPYTER_DATA_DIR=str(tmp / "jupyter-data"),   # its notebook signatures (``_trust``) too
                    PYTHONUNBUFFERED="1")
         if sizes:  # helpers.notebook.env.params: these sizes instead of the scale's own
             env["PERF_SIZES"] = json.dumps(sizes)
@@ -188,6 +196,16 @@ class Lab:
             p.kill()
         self.log.close()
         return leftovers
+
+
+def _seed_other_run(runs_dir: Path) -> str:
+    """A scalar run of another notebook (01) in ``runs_dir``; returns its name as TensorBoard lists it."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    name = "01_profiler_basics/seeded_by_the_browser_test"
+    with SummaryWriter(str(runs_dir / name)) as w:
+        w.add_scalar("step_ms", 1.0, 0)
+    return name
 
 
 def _tensorboards_serving(logdir: Path) -> list:
@@ -359,6 +377,19 @@ def _executed_copies(dest: Path) -> list[Path]:
     return copies
 
 
+def _trust(copies: list[Path], tmp: Path) -> None:
+    """Sign ``copies`` in the Lab's signature store (``$JUPYTER_DATA_DIR`` = tmp/jupyter-data): JupyterLab draws a
+    trusted notebook's saved widget panels from its widget state, as a reader who ran it sees them (untrusted, they
+    show as text: "VBox(children=...)")."""
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    (tmp / "jupyter-data").mkdir(exist_ok=True)
+    notary = NotebookNotary(data_dir=str(tmp / "jupyter-data"))
+    for nb in copies:
+        notary.sign(nbformat.read(str(nb), as_version=4))
+
+
 def _open_and_render(page, name: str, n_code: int, timeout_s: float = 120):
     """Open ``name`` as the only notebook in the main area and wait until its saved outputs have laid out."""
     page.evaluate("async (path) => { if (window.perfNotebook) window.perfNotebook.dispose();"
@@ -399,6 +430,158 @@ def _cut_labels(page) -> list[str]:
     return [f"label {c['text']!r}: {c['scroll']} px of text in {c['client']} px" for c in found]
 
 
+# per cell of the notebook in the page: how many pictures its output shows, loaded and drawn (an <img> with a size,
+# or an <svg> with content)
+_PICTURES_JS = """() => [...document.querySelectorAll('.jp-Notebook .jp-Cell')].map(cell =>
+  [...cell.querySelectorAll('.jp-OutputArea-output img')].filter(i => i.complete && i.naturalWidth > 0).length +
+  [...cell.querySelectorAll('.jp-OutputArea-output svg')].filter(s => s.getBoundingClientRect().width > 20).length)"""
+
+
+# table cells whose content runs past their right edge into the next column (04's "## Call CompiledFxGraph f…##", one
+# unbreakable word, overprinted the `calls` column)
+_OVERPRINTS_JS = """() => [...document.querySelectorAll('.jp-Notebook .jp-Cell')].flatMap((cell, i) =>
+  [...cell.querySelectorAll('.jp-OutputArea-output td, .jp-OutputArea-output th')]
+    .filter(td => td.offsetParent && td.scrollWidth > td.clientWidth + 1)
+    .map(td => ({cell: i, scroll: td.scrollWidth, client: td.clientWidth,
+                 text: (td.innerText || '').trim().slice(0, 80)})))"""
+
+
+def _overprints(page) -> list[str]:
+    """Table cells that overprint their neighbour; first proves the detector sees a planted one (a 600 px word)."""
+    found = page.evaluate(_OVERPRINTS_JS)
+    planted = page.evaluate(
+        "() => { const o = document.querySelector('.jp-Notebook .jp-OutputArea-output'); const t ="
+        " document.createElement('table'); t.id = 'perf-overprint-probe'; t.style.tableLayout = 'fixed';"
+        " t.style.width = '200px'; t.innerHTML = '<tr><td><div style=\"width: 600px\">probe</div></td><td>1</td></tr>';"
+        " o.appendChild(t); return 1; }")
+    seen = page.evaluate(_OVERPRINTS_JS)
+    page.evaluate("() => document.getElementById('perf-overprint-probe').remove()")
+    assert planted and len(seen) == len(found) + 1, "the overprint detector missed a planted 600 px cell"
+    return [f"cell {c['cell']}: a table cell's text runs {c['scroll']} px in its {c['client']} px "
+            f"(over the next column): {c['text']!r}" for c in found]
+
+
+def _results_doc(stem: str) -> dict | None:
+    """The run's results.json beside its executed copy: ``make test``'s (``<base>/../results/<stem>/``) or a
+    ``make run`` folder's (``<base>/<stem>/``); None when neither is there."""
+    base = Path(os.environ.get(EXECUTED_ENV, "."))
+    for path in (base / stem / "results.json", base.parent / "results" / stem / "results.json"):
+        if path.exists():
+            return json.loads(path.read_text())
+    return None
+
+
+def _panel_table_html(cells: list[dict], doc: dict) -> str | None:
+    """The table a panel shows after a run, as HTML, where the notebook's own cell defines the panel's run function
+    (04): the expression it returns for display, evaluated over the run's results (``doc``) with the newest row it
+    can show standing for the panel's own row (list names the function fills, e.g. ``PANEL_ROWS``). None where the
+    panel's run function lives in the helpers (its table is the lessons' tests' business) or nothing evaluates."""
+    import ast
+
+    from helpers.notebook.results import Results
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    to_python = TransformerManager().transform_cell   # magics (%tensorboard, %%writefile) as get_ipython() calls
+    trees = [ast.parse(to_python("".join(c["source"]))) for c in cells if c["cell_type"] == "code"]
+    calls = [n for t in trees for n in ast.walk(t) if isinstance(n, ast.Call) and n.args
+             and getattr(n.func, "attr", getattr(n.func, "id", None)) == "run_panel"
+             and isinstance(n.args[0], ast.Name)]
+    defs = {n.name: n for t in trees for n in ast.walk(t) if isinstance(n, ast.FunctionDef)}
+    fn = defs.get(calls[0].args[0].id) if calls else None
+    returns = [n.value for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None] if fn else []
+    if not returns:
+        return None
+    expr = ast.Expression(returns[-1])
+    names = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+    ns: dict = {}
+    for t in trees:   # the imports that bind a name the expression uses (``cl``)
+        for node in t.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and {(a.asname or a.name).split(".")[0]
+                                                                     for a in node.names} & names:
+                # the notebook's own import lines
+                exec(compile(ast.Module([node], []), "<notebook imports>", "exec"), ns)  # noqa: S102
+    source = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    holders = set(re.findall(r"^(\w+)\s*=\s*[\w.]*Results\(", source, re.M)) & names
+    results = Results(doc.get("notebook", "nb"), doc.get("scale", "smoke"), root=Path("/nonexistent"), autosave=False)
+    results.experiments = list(doc.get("experiments", []))
+    ns.update({h: results for h in holders})
+    rows = [n for n in names - set(ns) if n.isupper()]
+    code = compile(expr, "<panel's return>", "eval")
+    for row in [r for r in reversed(results.experiments) if r.get("status") == "ok"][:20]:
+        try:
+            out = eval(code, {**ns, **{r: [row["name"]] for r in rows}})  # noqa: S307 - the notebook's own expression
+        except Exception:  # noqa: BLE001 - a row this table does not show: try an older one
+            continue
+        return out._repr_html_() if hasattr(out, "_repr_html_") else None
+    return None
+
+
+_INJECT_PANEL_JS = """(html) => { const cell = [...document.querySelectorAll('.jp-Notebook .jp-Cell')].filter(c =>
+    c.querySelector('.widget-output') &&
+    [...c.querySelectorAll('button')].some(b => b.innerText.trim() === 'Run')).pop();
+  if (!cell) return -1; const d = document.createElement('div'); d.id = 'perf-panel-table'; d.innerHTML = html;
+  d.className = 'jp-OutputArea-output jp-RenderedHTMLCommon jp-RenderedHTML';   // as the Output widget shows it
+  d.setAttribute('data-mime-type', 'text/html');
+  [...cell.querySelectorAll('.widget-output')].pop().appendChild(d);
+  return [...document.querySelectorAll('.jp-Notebook .jp-Cell')].indexOf(cell); }"""
+
+
+def _panel_overflow_after_a_run(page, cells: list[dict], stem: str) -> list[str]:
+    """Whether the panel's output, holding the table it shows after a run (``_panel_table_html``), scrolls sideways
+    (04's 1296 px table in a 964 px area)."""
+    doc = _results_doc(stem)
+    html = _panel_table_html(cells, doc) if doc else None
+    if not html:
+        return []
+    try:   # the whole panel drawn (its Run button and output), not only its first labels: slow on a busy machine
+        page.wait_for_function("() => [...document.querySelectorAll('.jp-Notebook .jp-Cell')].some(c =>"
+                               " c.querySelector('.widget-output') && [...c.querySelectorAll('button')]"
+                               ".some(b => b.innerText.trim() === 'Run'))", timeout=60_000)
+    except Exception:  # noqa: BLE001 - said below as the finding
+        pass
+    where = page.evaluate(_INJECT_PANEL_JS, html)
+    if where < 0:
+        return ["the panel's run function is in the notebook but no panel with a Run button was drawn in 60 s"]
+    page.wait_for_timeout(300)
+    wide = [o for o in page.evaluate(_OVERFLOWS_JS) if o["cell"] == where]
+    page.evaluate("() => document.getElementById('perf-panel-table').remove()")
+    return [f"cell {o['cell']}: the panel's table after a run: {o['scroll']} px of content in {o['client']} px"
+            for o in wide]
+
+
+def _promised_pictures_missing(page, cells: list[dict]) -> list[str]:
+    """The code cells right under a markdown cell that promises a picture (``PROMISE``: "drawn", "the chart below",
+    ...) that show none in the page (06's straggler timelines: figures pyplot did not track drew nothing)."""
+    shown = page.evaluate(_PICTURES_JS)
+    assert len(shown) == len(cells), f"the page shows {len(shown)} cells, the notebook has {len(cells)}"
+    found = []
+    for i, c in enumerate(cells):
+        prev = cells[i - 1] if i else None
+        if c["cell_type"] != "code" or not prev or prev["cell_type"] != "markdown":
+            continue
+        m = PROMISE.search("".join(prev["source"]))
+        if m and not shown[i]:
+            found.append(f"cell {i}: the markdown above promises {m.group(0)!r}; no picture is shown")
+    return found
+
+
+def _wait_for_saved_widgets(page, nb: dict, timeout_s: float = 120) -> int:
+    """With saved widget state (nbclient stores it), wait until JupyterLab has drawn the panels from it; returns the
+    widget labels shown."""
+    state = nb.get("metadata", {}).get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    if not any(m.get("state", {}).get("description") for m in state.get("state", {}).values()):
+        return 0
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        n = page.locator(".jp-Notebook .widget-label").count()
+        if n:
+            time.sleep(1)   # the rest of the panel
+            return page.locator(".jp-Notebook .widget-label").count()
+        time.sleep(0.5)
+    raise AssertionError(f"the saved widget panels were not drawn within {timeout_s} s")
+
+
 def _overflows_and_planted(page) -> list[dict]:
     """The output areas that scroll sideways; first proves that the detector sees a planted 3000 px output."""
     overflows = page.evaluate(_OVERFLOWS_JS)
@@ -419,6 +602,7 @@ def test_saved_outputs_fit_the_view_in_a_real_browser(tmp_path):
     from playwright.sync_api import sync_playwright
 
     copies = _executed_copies(tmp_path / "executed")
+    _trust(copies, tmp_path)
     shas = {nb: _sha(nb) for nb in copies}
     t0 = time.time()
     lab = Lab(tmp_path, root=tmp_path / "executed", extra=("--LabApp.expose_app_in_browser=True",))
@@ -449,6 +633,12 @@ def test_saved_outputs_fit_the_view_in_a_real_browser(tmp_path):
                                               has_text="Traceback")
                         if errors.count():
                             problems.append(f"{nb.name}: a cell shows an error:\n{errors.first.inner_text()[-2000:]}")
+                        cells = json.loads(nb.read_text())["cells"]
+                        problems += [f"{nb.name} {m}" for m in _promised_pictures_missing(page, cells)]
+                        if _wait_for_saved_widgets(page, json.loads(nb.read_text())):
+                            problems += [f"{nb.name}: {c}" for c in _cut_labels(page)]
+                            problems += [f"{nb.name} {m}" for m in _panel_overflow_after_a_run(page, cells, nb.stem)]
+                        problems += [f"{nb.name} {m}" for m in _overprints(page)]
                         overflows = _overflows_and_planted(page)
                         page.locator(".jp-Notebook .jp-Cell").first.scroll_into_view_if_needed()
                         _shot(page, f"{nb.stem}/00_first_screen.png")
@@ -485,6 +675,7 @@ def test_jupyterlab_notebook_widgets_and_tensorboard_in_a_real_browser(tmp_path)
     before_files = set(os.listdir(NOTEBOOKS))
     t0 = time.time()
     lab = Lab(tmp_path, sizes=BROWSER_SIZES if nb.name == NOTEBOOK else None)
+    other = _seed_other_run(lab.runs_dir)   # another notebook's run in the logdir: the frame must not list it
     leftovers: list[str] = []
     try:
         lab.wait_ready()
@@ -553,8 +744,14 @@ def test_jupyterlab_notebook_widgets_and_tensorboard_in_a_real_browser(tmp_path)
                     stem = nb.stem
                     runs = [r for r in tb.scalar_runs(port) if r.startswith(stem + "/")]
                     assert runs, f"TensorBoard lists none of {stem}'s runs: {tb.scalar_runs(port)}"
+                    # runFilter (helpers.notebook.tensorboard.frame_path): the frame lists this notebook's runs only
+                    flt = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(src).query)).get("runFilter", "")
+                    assert flt and all(re.search(flt, r) for r in runs) and not re.search(flt, other), \
+                        f"the frame's runFilter {flt!r} does not pick {stem}'s runs alone (frame {src})"
+                    assert other in tb.scalar_runs(port), f"the seeded run {other} is not served"
                     frame = page.frame_locator("iframe[id^='tensorboard-frame-']").last
                     frame.get_by_text(runs[0], exact=False).first.wait_for(timeout=120_000)
+                    assert not frame.get_by_text(other, exact=False).count(), f"the frame lists {other}"
                     time.sleep(2)  # let the charts draw before the picture
                     _shot(frame_el, "04_tensorboard_inline.png")
 
