@@ -208,13 +208,14 @@ MEMORY = {
     # its activations rather than its parameters. Width 128, hidden 2048, 16x16, batch 256 first: peak 54.6 MB
     # (activations 17.8, Adam's state 16.8, parameters 8.4), predicted to 0.0% of the profiler's reading, but the
     # lever rounds took 187 s on this machine under a load of 17 (bf16 autocast steps ~13x the fp32 step on this
-    # CPU), so it was cut. rounds: interleaved rounds of the levers (one step of each per round). Swin-B
-    # (torchvision swin_b, fp16 -> bf16 autocast on fake CPU tensors, batch 64) under MemTracker took 150 s a step
-    # on this shared machine (peak 9,269 MB in all, against the H100's 10,519.4 MB max_memory_allocated: -11.9%):
-    # too slow for a 45 s smoke run, so `predict_swin` is on at full scale only. Full: one H100, budget_s 120
+    # CPU), so it was cut. rounds: interleaved rounds of the levers (one step of each per round). Swin-B (torchvision
+    # swin_b, fp16 -> bf16 autocast on fake CPU tensors, RAdam, batch 64, two steps) is predicted at every scale: under
+    # MemTracker it took 64 s on this machine, quiet (150 s a step under load), of which ~53 s MemTracker's per-module
+    # peaks (336 modules updated at every operator); lessons.memory.PeakOnlyTracker keeps the total only: 11.0 s, the
+    # same 9,271.1 MB (against the H100's 10,519.4 MB max_memory_allocated: -11.9%). Full: one H100, budget_s 120
     # (untested: no GPU run yet; to be replaced by its measurements).
     "smoke": dict(width=64, hidden=1024, blocks=4, image_size=8, batch_size=128, micro_batches=2, rounds=10,
-                  cpu_threads=1, predict_swin=False, swin_batch=64, search_high=4096, budget_s=None, reserve_s=0),
+                  cpu_threads=1, swin_batch=64, search_high=4096, budget_s=None, reserve_s=0),
     "full": dict(width=1024, hidden=4096, blocks=8, image_size=64, batch_size=512, micro_batches=4, rounds=10,
-                 cpu_threads=None, predict_swin=True, swin_batch=64, search_high=65536, budget_s=120, reserve_s=15),
+                 cpu_threads=None, swin_batch=64, search_high=65536, budget_s=120, reserve_s=15),
 }

@@ -10,7 +10,7 @@ from helpers.notebook import results
 
 NB = "07_memory"
 CHECKS = {"prediction_within_10pct", "every_saving_lever_saves_memory", "checkpointing_costs_time",
-          "activations_dominate_peak", "bad_inputs_refused_in_one_line"}
+          "activations_dominate_peak", "bad_inputs_refused_in_one_line", "swin_prediction_within_15pct"}
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +75,12 @@ def test_the_doctor_reads_the_step_peak_from_the_notebooks_memory_trace(doc):
     live = _row(doc, "baseline breakdown")["metrics"]["phases_mb"]["start"]["total"]
     assert cpu["peak_mb"] == pytest.approx(measured - live, rel=0.1)
     assert mem["top_ops"] and mem["top_ops"][0]["op"].startswith("aten::")
+
+
+def test_the_swin_prediction_is_set_against_the_h100(doc):
+    """Issue 34: the full-size Swin-B fp16 batch-64 step predicted on fake tensors at every scale, its error against
+    the H100 reference's measured peak printed and checked."""
+    m = _row(doc, "prediction swin_b")["metrics"]
+    assert m["h100_mb"] == pytest.approx(10519.4) and m["predicted_mb"] > 1000
+    assert m["error_pct"] == pytest.approx(100 * (m["predicted_mb"] - m["h100_mb"]) / m["h100_mb"], abs=0.1)
+    assert doc["checks"]["swin_prediction_within_15pct"] == (abs(m["error_pct"]) <= 15)
