@@ -25,8 +25,9 @@ TEST_WORKERS ?= 3
 # thread), and are left out of the unit phase after them. The other notebooks run alone first: 02's DataLoader workers
 # and 06's ranks use both cores, and in a trial with the trace tests beside 02 its 2-vs-0-workers gain read
 # 1.10 [1.00, 1.24] instead of the 1.8-2.2 it reads alone. 01 beside them took 54 s against 31 s alone, and with the
-# replay tests (tests/replay) too the trace tests outlasted the notebooks (222 against 209 s): both stay out. OVERLAP_TESTS=
-# runs every notebook alone and every unit test after them, as before.
+# replay tests (tests/replay) too the trace tests outlasted the notebooks (222 against 209 s): both stay out. 07 (one
+# intra-op thread too) joined them: 03, 04, 05 and 07 took 43, 132, 21 and 19 s beside the trace tests' 206 s (before
+# 07's Swin-B prediction, +17 s). OVERLAP_TESTS= runs every notebook alone and every unit test after them, as before.
 OVERLAP_TESTS ?= tests/traces/test_doctor.py tests/traces/test_trace_reading.py tests/traces/test_show_views.py \
   tests/traces/test_diagnosis.py tests/traces/test_categories.py tests/traces/test_quality.py \
   tests/traces/test_backward_trace.py tests/traces/test_events_memo.py tests/traces/test_intervals.py \
