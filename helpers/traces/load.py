@@ -11,7 +11,7 @@ import os
 import re
 import zlib
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from . import events as ev
 from .files import TraceError, find_trace
@@ -140,6 +140,24 @@ MAX_STEPS = 10          # open_trace keeps at most this many ProfilerSteps of a 
 MAX_EVENTS = 400_000    # ... and fewer when they hold more events than this (at least one step is kept)
 
 
+def steps_kept(starts: list[float], stamps: Iterable, max_steps: int | None, max_events: int | None) -> int:
+    """How many of the steps starting at ``starts`` a trim keeps: at most ``max_steps``, and fewer when the first
+    ones hold more than ``max_events`` of the events at ``stamps`` (their times; at least one step is kept)."""
+    k = len(starts) if max_steps is None else max(1, min(int(max_steps), len(starts)))
+    if max_events is None:
+        return k
+    per_step = [0] * len(starts)
+    for ts in stamps:
+        if isinstance(ts, (int, float)) and ts >= starts[0]:
+            per_step[bisect.bisect_right(starts, ts) - 1] += 1
+    run = 0
+    for i in range(k):
+        run += per_step[i]
+        if run > max_events and i > 0:
+            return i
+    return k
+
+
 def trim(trace: Mapping[str, Any], max_steps: int | None = MAX_STEPS,
          max_events: int | None = MAX_EVENTS) -> tuple[dict, str | None]:
     """Keep the first steps of a long trace: ``(trimmed dict, note)``; the note (None when nothing was cut) says
@@ -154,19 +172,7 @@ def trim(trace: Mapping[str, Any], max_steps: int | None = MAX_STEPS,
     if not steps or (max_steps is None and max_events is None):
         return dict(trace), None
     starts = [a for _, a, _ in steps]
-    k = len(steps) if max_steps is None else max(1, min(int(max_steps), len(steps)))
-    if max_events is not None:  # fewer steps when they are heavy
-        per_step = [0] * len(steps)
-        for e in events:
-            ts = e.get("ts")
-            if isinstance(ts, (int, float)) and ts >= starts[0]:
-                per_step[min(len(steps), bisect.bisect_right(starts, ts)) - 1] += 1
-        total = 0
-        for i in range(k):
-            total += per_step[i]
-            if total > max_events and i > 0:
-                k = i
-                break
+    k = steps_kept(starts, (e.get("ts") for e in events), max_steps, max_events)
     if k == len(steps):
         return dict(trace), None
     lo, hi = starts[0], starts[k]

@@ -2,7 +2,6 @@
 (``progress_to``). Split from ``load``, whose whole-trace reader and ``trim`` it reproduces in bounded memory."""
 from __future__ import annotations
 
-import bisect
 import codecs
 import contextlib
 import gzip
@@ -19,7 +18,7 @@ from typing import Any, Iterator
 from . import events as ev
 from .files import TraceError, find_trace
 from .load import (CHUNK, MAX_EVENTS, MAX_STEPS, QUOTE_BUG, too_big, load_trace, max_trace_bytes, no_gc,
-                   repair_quotes, trim)
+                   repair_quotes, steps_kept, trim)
 
 # --- the lean reader: the first steps of a trace, streamed -----------------------------------------------------
 # A whole-trace read holds the file's bytes and ~5 bytes of Python objects per byte of JSON; the doctor keeps only the
@@ -364,20 +363,7 @@ def read_trimmed(path: Path | str, max_steps: int | None = MAX_STEPS, max_events
     del named
     k = len(steps)
     if steps and (max_steps is not None or max_events is not None):
-        starts = [a for _, a, _ in steps]
-        k = len(steps) if max_steps is None else max(1, min(int(max_steps), len(steps)))
-        if max_events is not None:   # as trim: fewer steps when they are heavy
-            per_step = [0] * len(steps)
-            first, n = starts[0], len(steps)
-            for ts in stamps:
-                if ts >= first:
-                    per_step[min(n, bisect.bisect_right(starts, ts)) - 1] += 1
-            run = 0
-            for i in range(k):
-                run += per_step[i]
-                if run > max_events and i > 0:
-                    k = i
-                    break
+        k = steps_kept([a for _, a, _ in steps], stamps, max_steps, max_events)   # as trim keeps
     del stamps
     cut = steps and k < len(steps)
     lo, hi = (steps[0][1], steps[k][1]) if cut else (-math.inf, math.inf)
