@@ -155,7 +155,7 @@ def results_chart(times: Mapping[tuple[bool, str], Any], modules, title: str):
     backward."""
     import matplotlib.pyplot as plt
     cells = list(times)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.4))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10.5, 3.4))
     mid = [times[c].mean for c in cells]
     err = [[max(0.0, m - times[c].p25) for m, c in zip(mid, cells)], [max(0.0, times[c].p75 - m)
                                                                         for m, c in zip(mid, cells)]]
