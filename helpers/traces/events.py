@@ -159,6 +159,28 @@ def forget() -> None:
         _memo.clear()
 
 
+def ops_by_thread(evs: Iterable) -> dict:
+    """The operators of each thread, for ``around``: ``{(pid, str(tid)): (spans by start, their starts, the longest
+    span)}``; a span is ``(start, end, name)``. The thread id as a string: old traces write it as one on operators
+    and as a number on other events."""
+    ops: dict = {}
+    for e in evs:
+        if kind(e) == "op":
+            ops.setdefault((e.get("pid"), str(e.get("tid"))), []).append((*span(e), str(e.get("name", ""))))
+    for k, seq in ops.items():
+        seq.sort()
+        ops[k] = (seq, [o[0] for o in seq], max(o[1] - o[0] for o in seq))
+    return ops
+
+
+def around(ops: dict, e: Mapping[str, Any], a: float, b: float) -> list:
+    """The operators of ``ops_by_thread`` on ``e``'s thread that enclose ``[a, b]``, outermost first (only those
+    starting within the longest operator's length before ``a`` are looked at)."""
+    seq, starts, longest = ops.get((e.get("pid"), str(e.get("tid"))), ([], [], 0.0))
+    lo, hi = bisect.bisect_left(starts, a - longest), bisect.bisect_right(starts, a)
+    return sorted((o for o in seq[lo:hi] if o[1] >= b), key=lambda o: (o[0], -o[1]))
+
+
 def memoizing(fn):
     """``fn`` run inside ``memoized()`` (the doctor's entry points: a report, a job, a diagnosis, the views)."""
     @functools.wraps(fn)

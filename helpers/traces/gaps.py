@@ -36,14 +36,10 @@ IDLE_CAUSES = ("waiting for data", "host sync", "allocator", "communication wait
 def _issuer(e: Mapping[str, Any], ops: dict) -> str:
     """The operators around a host event on its thread: "outermost > innermost" ("aten::item >
     aten::_local_scalar_dense"), one name when they are the same, "no operator" when none encloses it."""
-    a, b = ev.span(e)
-    seq, starts, longest = ops.get((e.get("pid"), e.get("tid")), ([], [], 0.0))
-    lo, hi = bisect.bisect_left(starts, a - longest), bisect.bisect_right(starts, a)  # only ops that can enclose it
-    around = [o for o in seq[lo:hi] if o[1] >= b]
-    if not around:
+    found = ev.around(ops, e, *ev.span(e))
+    if not found:
         return "no operator"
-    outer = min(around, key=lambda o: (o[0], -o[1]))[2]
-    inner = max(around, key=lambda o: (o[0], -o[1]))[2]
+    outer, inner = found[0][2], found[-1][2]
     return outer if outer == inner else f"{outer} > {inner}"
 
 
@@ -117,13 +113,7 @@ def idle_causes(trace: Mapping[str, Any] | str, *, loop_syncs: bool | None = Non
                "share": round(iv.length(got[c]) / idle_us, 4) if idle_us else 0.0} for c in IDLE_CAUSES]
 
     # which operators issued the syncs: each piece of sync idle goes to the last sync that started before it
-    ops: dict = {}
-    for e in events:
-        if ev.kind(e) == "op":
-            ops.setdefault((e.get("pid"), e.get("tid")), []).append((*ev.span(e), str(e.get("name", ""))))
-    for k, seq in ops.items():   # per thread: by start, the starts, the longest op (_issuer's window)
-        seq.sort()
-        ops[k] = (seq, [o[0] for o in seq], max(o[1] - o[0] for o in seq))
+    ops = ev.ops_by_thread(events)
     pairs: dict = {}
     syncs = sorted(((min(float(e["ts"]), float(pairs[id(e)]["ts"])) if id(e) in pairs else float(e["ts"]), e)
                     for e, _ in sync_events(trace, pairs)), key=lambda p: p[0]) if got["host sync"] else []

@@ -57,23 +57,15 @@ def memory_report(trace: Mapping[str, Any], top: int = 10) -> dict[str, Any] | N
     mem = [e for e in mem if inside(float(e["ts"]))]
     if not mem:
         return None
-    ops: dict = {}
-    for e in ev.complete(trace):
-        if ev.kind(e) == "op":
-            a, b = ev.span(e)
-            ops.setdefault((e.get("pid"), str(e.get("tid"))), []).append((a, b, str(e.get("name", ""))))
-    index = {k: (sorted(v), max(b - a for a, b, _ in v)) for k, v in ops.items()}
+    ops = ev.ops_by_thread(ev.complete(trace))
     by: dict[str, list] = {}
     for e in mem:
         size = e["args"].get("Bytes")
         if not isinstance(size, (int, float)) or size <= 0:
             continue
         t = float(e["ts"])
-        seq, longest = index.get((e.get("pid"), str(e.get("tid"))), ([], 0.0))
-        lo = bisect.bisect_left(seq, (t - longest,))
-        hi = bisect.bisect_right(seq, (t, float("inf")))
-        around = [o for o in seq[lo:hi] if o[1] >= t]
-        name = max(around, key=lambda o: (o[0], -o[1]))[2] if around else "no operator"
+        found = ev.around(ops, e, t, t)
+        name = found[-1][2] if found else "no operator"   # the innermost
         slot = by.setdefault(name, [0.0, 0])
         slot[0] += size
         slot[1] += 1
