@@ -566,8 +566,9 @@ def _promised_pictures_missing(page, cells: list[dict]) -> list[str]:
     return found
 
 
-def _wait_for_saved_widgets(page, nb: dict, timeout_s: float = 120) -> int:
-    """With saved widget state (nbclient stores it), wait until JupyterLab has drawn the panels from it; returns the
+def _wait_for_saved_widgets(page, nb: dict, timeout_s: float = 240) -> int:
+    """With saved widget state (nbclient stores it), wait until JupyterLab has drawn the panels from it (240 s: in one
+    make test, 07's panel, under the unit phase's load, was not drawn in 120 s; alone it takes seconds); returns the
     widget labels shown."""
     state = nb.get("metadata", {}).get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
     if not any(m.get("state", {}).get("description") for m in state.get("state", {}).values()):
