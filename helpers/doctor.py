@@ -1,16 +1,12 @@
-"""``python -m helpers.doctor PATH`` and ``python -m helpers.doctor compare BEFORE AFTER`` (also installed as the
-``perf-doctor`` command): one trace diagnosed by the trace toolkit (``helpers.traces.doctor``), or two traces' steps
-compared with the notebooks' comparison (``helpers.measure.trace_compare``). ``--version``; the exit statuses are
-in ``--help`` (``doctor.EXIT_CODES``); Ctrl-C: one line, status 130.
+"""``python -m helpers.doctor PATH`` and ``python -m helpers.doctor compare BEFORE AFTER`` (also ``perf-doctor``):
+one trace diagnosed (``helpers.traces.doctor``), or two traces' steps compared (``helpers.measure.trace_compare``).
+``--version``; the exit statuses are in ``--help`` (``doctor.EXIT_CODES``); Ctrl-C: one line, status 130.
 
-``compare BEFORE AFTER [--json] [--fail-if-slower PCT]``: the ratio of mean steps with its 95% interval, the measured
-noise floor and a verdict (faster, slower, "…, small", no difference; cannot tell under 2 steps a side), and each
-cause's change in ms. ``--fail-if-slower PCT`` exits with status 1 when AFTER is slower beyond the noise ("slower"
-or "slower, small") by PCT percent of BEFORE's step or more, and also when the doctor cannot tell (a gate that
-cannot see does not pass); "no difference" passes. When the two sides are not comparable (an empty capture, other
-devices, other operators or kernels: different models) or the comparison is inconclusive (under 3 steps a side,
-other input shapes), the verdict says so with its reasons and the status is 3, gate or not; ``--force`` compares
-anyway. Bad input: one line, status 2."""
+``compare BEFORE AFTER [--json] [--fail-if-slower PCT]``: the ratio of mean steps with its 95% interval, the noise
+floor, a verdict and each cause's change in ms. ``--fail-if-slower PCT``: status 1 when AFTER is slower beyond the
+noise by PCT% of BEFORE's step or more, or when the doctor cannot tell (a gate that cannot see does not pass). Not
+comparable (other devices, models) or inconclusive (under 3 steps a side, other shapes): the reasons, status 3, gate
+or not; ``--force`` compares anyway. Bad input: one line, status 2."""
 from __future__ import annotations
 
 import json
@@ -25,7 +21,6 @@ from .traces.report import SCHEMA_VERSION, DoctorError
 
 EXIT_SLOWER = 1          # --fail-if-slower: slower by PCT% or more, or cannot tell
 EXIT_NOT_COMPARABLE = 3  # the two sides cannot be compared (or too few steps to tell): the reasons on stderr
-EXIT_BAD_INPUT = doctor.EXIT_BAD_INPUT
 
 
 def compare_main(argv: list[str]) -> int:
@@ -45,7 +40,7 @@ def compare_main(argv: list[str]) -> int:
         cmp = compare(args.before, args.after, force=args.force)
     except DoctorError as exc:
         print(f"doctor: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return doctor.EXIT_BAD_INPUT
     doctor.emit(json.dumps(finite({"schema_version": SCHEMA_VERSION, **cmp}), indent=1, allow_nan=False)
                 if args.json else compare_text(cmp))
     able = cmp["comparability"]

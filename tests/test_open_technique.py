@@ -26,12 +26,11 @@ TECHNIQUE = {
            ["max_memory_allocated("], ["_record_memory_history("], ["_dump_snapshot("], ["OutOfMemoryError"],
            ["expandable_segments"]],
 }
-# helpers as a whole: issue 30's goal was 12,000 ("thinning, not moving": lesson code must not move out of
-# helpers/lessons into the other packages), met at its close (10,326; 11,886 before issue 32). Issues 31-33 then added
-# tools the lessons do not own (the doctor's step period, idle causes, throughput and comparability, the kernel
-# classifier, the runner's signal handling, the reference API, the lab's working copies): 13,000 leaves them room
-# while MAX_LESSON_LINES keeps the lessons thin. ../shared/checks/open_technique.py still reports against 12,000.
-MAX_LESSON_LINES, MAX_HELPER_LINES, MAX_PROSE_WORDS = 3000, 13000, 800
+# helpers as a whole: issue 30's goal of 12,000 lines ("thinning, not moving": lesson code must not move out of
+# helpers/lessons into the other packages), met at its close (10,326), exceeded by issues 31-34's tools (12,967 at
+# 48a6e51, under a cap of 13,000 then) and met again by thinning (11,954): the same goal as
+# ../shared/checks/open_technique.py.
+MAX_LESSON_LINES, MAX_HELPER_LINES, MAX_PROSE_WORDS = 3000, 12000, 800
 MAX_EXPORTS = 25   # the notebooks' size (350 code lines, 30 a cell): tests/notebooks/test_notebook_code.py
 CHECK_CALL = re.compile(r"""RESULTS\.check\(\s*(f?)(["'])(.*?)\2""", re.S)
 CHECK_ID = re.compile(r"[a-z][a-z0-9_]{0,59}")

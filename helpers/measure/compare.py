@@ -19,10 +19,9 @@ def _array(x: Any) -> np.ndarray:
 
 
 def compare(a: Any, b: Any, *, rtol: float = 0.0, atol: float = 0.0) -> dict[str, Any]:
-    """Compare ``b`` against the reference ``a`` (tensors, arrays, number sequences, or dicts of them over all entries):
-    ``{exact, close, max_abs_diff, max_rel_diff, mean_abs_diff, p99_abs_diff, n, why}``. ``close``: every ``|a - b|
-    <= atol + rtol * |a|``, ``b`` finite; relative to ``|a|`` (1 where 0). Other keys or shapes: neither, ``why``
-    says so."""
+    """``b`` against the reference ``a`` (tensors, arrays, number sequences, or dicts of them over all entries):
+    ``{exact, close, max_abs_diff, max_rel_diff, mean_abs_diff, p99_abs_diff, n, why}``. ``close``: every ``|a - b| <=
+    atol + rtol * |a|``, ``b`` finite; relative to ``|a|`` (1 where 0). Other keys or shapes: neither, ``why`` says."""
     if isinstance(a, Mapping) or isinstance(b, Mapping):
         if not (isinstance(a, Mapping) and isinstance(b, Mapping)) or set(a) != set(b):
             return _differ("the two hold different entries")
@@ -31,10 +30,9 @@ def compare(a: Any, b: Any, *, rtol: float = 0.0, atol: float = 0.0) -> dict[str
         pairs = [("", _array(a), _array(b))]
     for k, x, y in pairs:
         if x.shape != y.shape:
-            where = f" of {k!r}" if k else ""
-            return _differ(f"shapes{where} differ: {tuple(x.shape)} vs {tuple(y.shape)}")
+            return _differ(f"shapes{f' of {k!r}' if k else ''} differ: {tuple(x.shape)} vs {tuple(y.shape)}")
     exact = all(np.array_equal(x, y) for _, x, y in pairs)
-    if not pairs or sum(x.size for _, x, _ in pairs) == 0:
+    if sum(x.size for _, x, _ in pairs) == 0:
         return {"exact": exact, "close": exact, "max_abs_diff": 0.0, "max_rel_diff": 0.0, "mean_abs_diff": 0.0,
                 "p99_abs_diff": 0.0, "n": 0, "why": ""}
     x = np.concatenate([p[1].astype(np.float64).ravel() for p in pairs])
@@ -78,14 +76,15 @@ def noise_floor(*samples, min_n: int = 4) -> tuple[float | None, str]:
     return float(max(diffs)), "A/A split of each side's samples (even vs odd rounds)"
 
 
-def compare_times(a_ms, b_ms, *, a: str = "a", b: str = "b", metric: str = "step_ms_mean",
-                  confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0, statistic=None,
-                  floor: float | None = None, role: str = "change") -> dict[str, Any]:
-    """Is ``b`` faster than ``a``? ``ratio`` = statistic(a) / statistic(b) (mean unless ``statistic``), a BCa bootstrap
-    ``[low, high]``, and a verdict: "faster" when the interval is above 1 and the ratio beyond the floor (measured by
-    ``noise_floor`` unless given; ``SMALL`` without enough samples), "slower" likewise, else "no difference"; under
-    ``SMALL`` ", small". Returns results.json's comparison entry with ``role``, ``n_a``, ``n_b``, ``confidence``,
-    ``floor``, ``floor_from``, ``samples``. Under 2 samples or none varying: interval = ratio."""
+def compare_times(a_ms, b_ms, *, a: str = "a", b: str = "b", metric: str = "step_ms_mean", confidence: float = 0.95,
+                  n_resamples: int = 2000, seed: int = 0, statistic=None, floor: float | None = None,
+                  role: str = "change") -> dict:
+    """Is ``b`` faster than ``a``? ``ratio`` = statistic(a) / statistic(b) (mean unless ``statistic``: 04 passes the
+    median for rounds that compile graphs), a BCa bootstrap ``[low, high]``, and a verdict:
+    "faster" when the interval is above 1 and the ratio beyond the floor (measured by ``noise_floor`` unless given;
+    ``SMALL`` without enough samples), "slower" likewise, else "no difference"; under ``SMALL`` ", small". Returns
+    results.json's comparison entry with ``role``, ``n_a``, ``n_b``, ``confidence``, ``floor``, ``floor_from``,
+    ``samples``. Under 2 samples or none varying: interval = ratio."""
     from scipy import stats
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, not {role!r}")
@@ -129,8 +128,8 @@ def compare_times(a_ms, b_ms, *, a: str = "a", b: str = "b", metric: str = "step
 
 def direction(comparison: Mapping[str, Any]) -> str | None:
     """``"faster"``, ``"slower"`` (small or not), or None for no difference."""
-    v = comparison.get("verdict", "")
-    return v.split(",")[0] if v.split(",")[0] in ("faster", "slower") else None
+    v = comparison.get("verdict", "").split(",")[0]
+    return v if v in ("faster", "slower") else None
 
 
 def resolved(comparison: Mapping[str, Any]) -> bool:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 def is_cuda(device) -> bool:
     """Is ``device`` (a ``torch.device``, a string such as ``"cuda:0"``, or None) a CUDA device?"""
-    if device is None:
-        return False
-    return getattr(device, "type", str(device)).startswith("cuda")
+    return device is not None and getattr(device, "type", str(device)).startswith("cuda")
 
 
 def synchronize(device=None) -> None:
@@ -19,17 +17,13 @@ def synchronize(device=None) -> None:
 def peak_memory_mb(device=None) -> float | None:
     """Peak allocated device memory since the last reset, in MiB (None on the CPU)."""
     import torch
-    if is_cuda(device):
-        return round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
-    return None
+    return round(torch.cuda.max_memory_allocated(device) / 2**20, 1) if is_cuda(device) else None
 
 
 def peak_reserved_mb(device=None) -> float | None:
     """Peak memory the caching allocator reserved since the last reset, in MiB (None on the CPU)."""
     import torch
-    if is_cuda(device):
-        return round(torch.cuda.max_memory_reserved(device) / 2**20, 1)
-    return None
+    return round(torch.cuda.max_memory_reserved(device) / 2**20, 1) if is_cuda(device) else None
 
 
 def reset_peak_memory(device=None) -> None:

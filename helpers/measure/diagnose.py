@@ -19,7 +19,7 @@ def diagnose_step(step_fn: Callable[[], Any], *, wait: int = 1, warmup: int = 1,
     GPU the loop's syncs are left out of the diagnosis)."""
     import torch
     trace_dir = fresh_trace_dir(name, root=trace_root)
-    cuda = is_cuda(device) if device is not None else False
+    cuda = is_cuda(device)
     if cuda:
         retries0 = torch.cuda.memory_stats(device).get("num_alloc_retries", 0)
     # on a GPU the loop synchronises after each step, so that a step's range covers its GPU work (a host that
@@ -46,17 +46,15 @@ def training_step(model, optimizer, loader, loss_fn=None, *, device=None) -> Cal
     import torch
     loss_fn = loss_fn or torch.nn.functional.cross_entropy
     step = labelled_step(model, optimizer, loss_fn)
-    state = {"it": iter(loader)}
-
-    def next_batch():
-        try:
-            return next(state["it"])
-        except StopIteration:
-            state["it"] = iter(loader)
-            return next(state["it"])
+    batches = iter(loader)
 
     def run():
-        x, y = next_batch()
+        nonlocal batches
+        batch = next(batches, None)
+        if batch is None:  # the loader is exhausted: start its next epoch
+            batches = iter(loader)
+            batch = next(batches)
+        x, y = batch
         if device is not None:
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         return step(x, y)

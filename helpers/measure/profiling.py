@@ -14,44 +14,23 @@ from ..traces.kernels import short_name
 from .device import is_cuda
 
 NAME_WIDTH = 60   # a kernel's or operator's name in a printed table (``table``)
+_RUNTIME_CALL = re.compile(r"^(cuda|cu[A-Z]|hip)")   # a CUDA/HIP runtime call, which launches device work
 
 
 def activities(device=None) -> list:
     """Profiler activities this build supports and this machine can use (CUDA only with a GPU available)."""
     import torch
     from torch.profiler import ProfilerActivity
-    acts = []
-    for a in torch.profiler.supported_activities():
-        if a == ProfilerActivity.CPU:
-            acts.append(a)
-        elif a == ProfilerActivity.CUDA and torch.cuda.is_available():
-            if device is None or is_cuda(device):
-                acts.append(a)
-    return acts
-
-
-def has_device_activity(acts: Iterable) -> bool:
-    from torch.profiler import ProfilerActivity
-    return any(a != ProfilerActivity.CPU for a in acts)
-
-
-def sort_key(acts: Iterable | None = None, self_time: bool = True) -> str:
-    """Sort by device time where a device is profiled, by CPU time otherwise."""
-    acts = list(acts) if acts is not None else activities()
-    if has_device_activity(acts):
-        return "self_device_time_total" if self_time else "device_time_total"
-    return "self_cpu_time_total" if self_time else "cpu_time_total"
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "run"
+    cuda = torch.cuda.is_available() and (device is None or is_cuda(device))
+    return [a for a in torch.profiler.supported_activities()
+            if a == ProfilerActivity.CPU or (a == ProfilerActivity.CUDA and cuda)]
 
 
 def fresh_trace_dir(name: str, root: Path | str | None = None) -> Path:
     """A new, empty ``runs/<name>/<timestamp>`` (one directory per run: TensorBoard shows no second worker)."""
     base = Path(root) if root is not None else runs_dir() / "traces"
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-    path = base / _slug(name) / stamp
+    path = base / (re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "run") / stamp
     path.mkdir(parents=True, exist_ok=False)
     return path
 
@@ -102,16 +81,14 @@ def host_averages(prof, group_by_input_shape: bool = False):
     return avgs
 
 
-def table(prof, *, sort_by: str | None = None, row_limit: int = 10, group_by_input_shape: bool = False,
-          name_width: int = NAME_WIDTH) -> str:
+def table(prof, *, sort_by: str | None = None, row_limit: int = 10, group_by_input_shape: bool = False) -> str:
     """``key_averages().table(...)`` sorted by device time where there is one, else CPU time, without the labels' GPU
-    copies, kernel names shortened to ``name_width`` (``traces.kernels.short_name``)."""
-    acts = getattr(prof, "activities", None)
-    key = sort_by or sort_key(acts)
+    copies, kernel names shortened to ``NAME_WIDTH`` (``traces.kernels.short_name``)."""
+    key = sort_by or sort_keys(getattr(prof, "activities", None))["self"]
     avgs = host_averages(prof, group_by_input_shape)   # a fresh EventList: its keys may be shortened
     for e in avgs:
-        e.key = short_name(e.key, name_width)
-    return avgs.table(sort_by=key, row_limit=row_limit, max_name_column_width=name_width + 4)
+        e.key = short_name(e.key, NAME_WIDTH)
+    return avgs.table(sort_by=key, row_limit=row_limit, max_name_column_width=NAME_WIDTH + 4)
 
 
 def events_frame(prof, group_by_input_shape: bool = False):
@@ -169,8 +146,9 @@ def trace_files(trace_dir: Path | str) -> list[Path]:
 def sort_keys(acts: Iterable | None = None) -> dict[str, str]:
     """Notebook 01's three ``sort_by`` orders: ``self``, ``total``, ``per call`` (device time where profiled, else
     CPU)."""
+    from torch.profiler import ProfilerActivity
     acts = list(acts) if acts is not None else activities()
-    if has_device_activity(acts):
+    if any(a != ProfilerActivity.CPU for a in acts):
         return {"self": "self_device_time_total", "total": "device_time_total", "per call": "device_time"}
     return {"self": "self_cpu_time_total", "total": "cpu_time_total", "per call": "cpu_time"}
 
@@ -188,12 +166,9 @@ def _matches(name: str, label: str) -> bool:
     return name.startswith("ProfilerStep") if label == "ProfilerStep*" else name == label
 
 
-_RUNTIME_CALL = re.compile(r"^(cuda|cu[A-Z]|hip)")
-
-
 def device_launches(prof) -> list[tuple[float, float, float]]:
-    """``(launch_us, start_us, end_us)`` of every device event: launched by its runtime call (same correlation id) or
-    the CPU op its ``linked_correlation_id`` names, on any thread. Empty on a CPU."""
+    """``(launch_us, start_us, end_us)`` of every device event, launched by its runtime call (same correlation id) or
+    the CPU op its ``linked_correlation_id`` names, on any thread; empty on a CPU."""
     events = list(prof.events())
     host = [e for e in events if ev.is_host(e)]
     calls = ev.launches([{"ph": "X", "cat": "cuda_runtime", "ts": float(e.time_range.start),
@@ -264,7 +239,7 @@ def step_times(prof):
     def full_name(e) -> str:  # ``ProfilerStep#N``: newer releases shorten ``name`` to ``ProfilerStep*``
         return str(getattr(e, "trace_name", None) or e.name)
 
-    host = [e for e in prof.events() if str(e.name).startswith("ProfilerStep") and not is_device_annotation(e)]
+    host = step_events(prof)
     dev: dict[str, list] = {}
     for e in prof.events():
         if str(e.name).startswith("ProfilerStep") and is_device_annotation(e):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 from ..traces.load import gc_paused  # noqa: F401 - timing.gc_paused: the block timed without collections
@@ -18,8 +18,6 @@ def percentile(values: list[float], q: float) -> float:
     if not values:
         raise ValueError("percentile of an empty list")
     xs = sorted(values)
-    if len(xs) == 1:
-        return xs[0]
     pos = (len(xs) - 1) * q / 100.0
     lo = int(pos)
     hi = min(lo + 1, len(xs) - 1)
@@ -32,8 +30,6 @@ class StepTimes:
 
     times_ms: list[float]
     first_ms: float | None = None
-    warmup: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def median(self) -> float:
@@ -51,22 +47,19 @@ class StepTimes:
     def p75(self) -> float:
         return percentile(self.times_ms, 75)
 
-    def samples_per_s(self, batch_size: int) -> float:
-        """Throughput over the whole timed window: every sample of every timed step / their total time."""
-        return batch_size * len(self.times_ms) / (sum(self.times_ms) / 1000.0)
-
     def metrics(self, batch_size: int | None = None) -> dict[str, float]:
         """The results contract's timing metrics (see the module docstring)."""
         m = {"step_ms_mean": round(self.mean, 3), "step_ms_median": round(self.median, 3),
              "step_ms_p25": round(self.p25, 3), "step_ms_p75": round(self.p75, 3), "steps_timed": len(self.times_ms)}
         if self.first_ms is not None:
             m["first_step_ms"] = round(self.first_ms, 3)
-        if batch_size:
-            m["samples_per_s"] = round(self.samples_per_s(batch_size), 2)
+        if batch_size:  # throughput over the whole timed window: every sample of every timed step / their time
+            m["samples_per_s"] = round(batch_size * len(self.times_ms) / (sum(self.times_ms) / 1000.0), 2)
         return m
 
     def __str__(self) -> str:
-        s = f"median {self.median:.2f} ms, mean {self.mean:.2f} ms (IQR {self.p25:.2f}-{self.p75:.2f}, n={len(self.times_ms)})"
+        s = (f"median {self.median:.2f} ms, mean {self.mean:.2f} ms (IQR {self.p25:.2f}-{self.p75:.2f}, "
+             f"n={len(self.times_ms)})")
         if self.first_ms is not None:
             s += f"; first step {self.first_ms:.2f} ms"
         return s
@@ -80,7 +73,7 @@ def time_steps(fn: Callable[[], Any], *, steps: int = 10, warmup: int = 3, devic
     if warmup < 0:
         raise ValueError("warmup cannot be negative")
     import torch
-    use_cuda, first_ms = is_cuda(device), None
+    first_ms = None
     for i in range(warmup):
         synchronize(device)
         t0 = time.perf_counter()
@@ -88,36 +81,33 @@ def time_steps(fn: Callable[[], Any], *, steps: int = 10, warmup: int = 3, devic
         synchronize(device)
         if i == 0:
             first_ms = (time.perf_counter() - t0) * 1000.0
-    times: list[float] = []
-    if use_cuda:
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
-        synchronize(device)
-        for s, e in zip(starts, ends):
-            s.record()
-            fn()
-            e.record()
-        torch.cuda.synchronize(device)
-        times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
-    else:
+    if not is_cuda(device):
+        times = []
         for _ in range(steps):
             t0 = time.perf_counter()
             fn()
             times.append((time.perf_counter() - t0) * 1000.0)
-    return StepTimes(times_ms=times, first_ms=first_ms, warmup=warmup)
+        return StepTimes(times_ms=times, first_ms=first_ms)
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(steps)]
+    synchronize(device)
+    for start, end in events:
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize(device)
+    return StepTimes(times_ms=[start.elapsed_time(end) for start, end in events], first_ms=first_ms)
 
 
 def interleaved_times(steps: dict[Any, Callable[[], Any]], rounds: int, device=None,
                       warmup: int = 0) -> dict[Any, StepTimes]:
     """Time several steps in alternation, round ``r`` starting at a rotating one, so a burst of other load hits every
     step alike; each first called ``warmup`` times, untimed."""
-    if rounds < 1:
-        raise ValueError("rounds must be at least 1")
+    order = list(rotation(steps, rounds))  # refuses rounds < 1 before any call
     for fn in steps.values():
         for _ in range(warmup):
             fn()
     out: dict[Any, list[float]] = {n: [] for n in steps}
-    for _, n in rotation(list(steps), rounds):
+    for _, n in order:
         synchronize(device)
         t0 = time.perf_counter()
         steps[n]()
@@ -127,9 +117,8 @@ def interleaved_times(steps: dict[Any, Callable[[], Any]], rounds: int, device=N
 
 
 def rotation(names: Sequence, rounds: int) -> Iterator[tuple[int, Any]]:
-    """``(round, name)`` in the order interleaved rounds run them: every name once per round, starting at a
-    different one each round (A B C, B C A, C A B, ...). On a shared machine a burst of someone else's work then
-    hits every variant alike, instead of whichever happened to be running at that moment."""
+    """``(round, name)`` in the order interleaved rounds run them: every name once per round, starting at the next
+    one each round (A B C, B C A, C A B, ...), so that a burst of someone else's work hits every variant alike."""
     if rounds < 1:
         raise ValueError("rounds must be at least 1")
     names = list(names)

@@ -1,13 +1,9 @@
 """``compare(before, after)``: did a change make the step faster, slower, or no different beyond the noise, and
 which cause moved? ``python -m helpers.doctor compare BEFORE AFTER [--json] [--fail-if-slower PCT]``.
 
-Each side (a trace or a folder of ranks) is diagnosed, one sample per profiled step (``Diagnosis.per_step``). The
-step: ``compare.compare_times(before, after, role="change")`` (ratio before / after, 95% BCa interval, the noise
-floor from an A/A split of each side, the notebooks' verdicts); the sides ran at different times, not interleaved.
-**cannot tell** with fewer than two steps a side (``--fail-if-slower`` then fails); under 4 a note says the interval
-is too narrow. Each cause: its change in ms per step with Welch's t interval (a fix can remove a cause: no ratio);
-the cause named moved most in the verdict's direction. **Comparability** first (``comparability``: the same work on
-both sides); "not comparable" or "inconclusive" is the verdict (exit 3; ``force=True`` / ``--force`` compares anyway).
+Each side (a trace or a folder of ranks) is diagnosed, one sample per profiled step (``Diagnosis.per_step``); the
+step compared by ``compare.compare_times(before, after, role="change")`` (the sides ran at different times, not
+interleaved), each cause by Welch's t interval, after ``comparability`` (docs/doctor.md, ``compare``).
 
 Returned dict (the ``--json``)::
 
@@ -48,14 +44,9 @@ def jaccard(a, b) -> float:
 def _sig(rep: dict[str, Any]) -> dict[str, Any]:
     """One side's signature (``traces.report.signature``), the ranks of a job merged."""
     sigs = rep.get("_signatures") or [rep["_signature"]]
-    out = {"ops": set(), "kernels": set(), "shapes": set(), "devices": [], "schema": set()}
-    for x in sigs:
-        out["ops"] |= set(x["ops"])
-        out["kernels"] |= x["kernels"]
-        out["shapes"] |= x["shapes"]
-        out["devices"] = out["devices"] or x["devices"]
-        out["schema"].add(x["schema"])
-    return out
+    merged = {k: set().union(*(x[k] for x in sigs)) for k in ("ops", "kernels", "shapes")}
+    return merged | {"devices": next((x["devices"] for x in sigs if x["devices"]), []),
+                     "schema": {x["schema"] for x in sigs}}
 
 
 def comparability(rep_a: dict[str, Any], rep_b: dict[str, Any], na: int, nb: int) -> dict[str, Any]:
@@ -96,8 +87,7 @@ def comparability(rep_a: dict[str, Any], rep_b: dict[str, Any], na: int, nb: int
             "devices": [a["devices"], b["devices"]], "steps": [na, nb]}
 
 
-def interval(before: list[float], after: list[float], confidence: float = CONFIDENCE
-             ) -> tuple[float, float | None, float | None]:
+def interval(before: list[float], after: list[float]) -> tuple[float, float | None, float | None]:
     """``(change, low, high)`` of mean(after) - mean(before): Welch's t interval; ``low``/``high`` None with fewer
     than two samples on a side."""
     from scipy import stats
@@ -109,7 +99,7 @@ def interval(before: list[float], after: list[float], confidence: float = CONFID
     if se == 0:
         return change, change, change
     df = (va + vb) ** 2 / (va ** 2 / (len(before) - 1) + vb ** 2 / (len(after) - 1))
-    t = float(stats.t.ppf(0.5 + confidence / 2, df))
+    t = float(stats.t.ppf(0.5 + CONFIDENCE / 2, df))
     return change, change - t * se, change + t * se
 
 
@@ -135,10 +125,8 @@ def compare(before: Path | str, after: Path | str, *, force: bool = False) -> di
     rep_b, tb, cb = samples(after)
     able = comparability(rep_a, rep_b, len(ta), len(tb))
     mean_a, mean_b = statistics.fmean(ta), statistics.fmean(tb)
-    c = None
-    if len(ta) >= 2 and len(tb) >= 2:
-        c = cmp_.compare_times(ta, tb, a="before", b="after", metric="step_ms_mean", confidence=CONFIDENCE,
-                               role="change")
+    c = (cmp_.compare_times(ta, tb, a="before", b="after", confidence=CONFIDENCE, role="change")
+         if len(ta) >= 2 and len(tb) >= 2 else None)
     verdict = c["verdict"] if c else "cannot tell"
     rows = []
     for cause in sorted(set(ca) | set(cb)):

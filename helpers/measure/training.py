@@ -1,7 +1,4 @@
-"""One training step, with its phases labelled for the profiler.
-
-Taught in ``01_profiler_basics``; reused by the later notebooks.
-"""
+"""One training step, with its phases labelled for the profiler (taught in ``01_profiler_basics``, reused later)."""
 from __future__ import annotations
 
 import contextlib
@@ -18,10 +15,9 @@ def autocast(precision: str, device) -> contextlib.AbstractContextManager:
     """``torch.autocast`` for ``bf16``/``fp16``; a no-op for ``fp32``."""
     if precision not in _DTYPES:
         raise ValueError(f"unknown precision {precision!r}; use one of {', '.join(_DTYPES)}")
-    dtype = _DTYPES[precision]
-    if dtype is None:
+    if _DTYPES[precision] is None:
         return contextlib.nullcontext()
-    return torch.autocast(device_type=torch.device(device).type, dtype=dtype)
+    return torch.autocast(device_type=torch.device(device).type, dtype=_DTYPES[precision])
 
 
 def labelled_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable, *,

@@ -17,11 +17,16 @@ class InvalidValue(ValueError):
     """A control value that the panel refuses (the message is shown to the reader)."""
 
 
+def validate_whole(value: Any, what: str) -> int:
+    """A whole number (an ``int``, not a bool); returned as is."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidValue(f"{what} must be a whole number, not {value!r}.")
+    return value
+
+
 def validate_num_workers(n: Any, max_workers: int | None = None) -> int:
     cores = max_workers if max_workers is not None else (os.cpu_count() or 1)
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise InvalidValue(f"num_workers must be a whole number, not {n!r}.")
-    if n < 0:
+    if validate_whole(n, "num_workers") < 0:
         raise InvalidValue(f"num_workers cannot be negative (got {n}); use 0 to load in the main process.")
     if n > cores:
         raise InvalidValue(f"num_workers={n} is more than this machine's {cores} CPU cores; choose 0..{cores}.")
@@ -29,9 +34,7 @@ def validate_num_workers(n: Any, max_workers: int | None = None) -> int:
 
 
 def validate_batch_size(b: Any, maximum: int = 4096) -> int:
-    if isinstance(b, bool) or not isinstance(b, int):
-        raise InvalidValue(f"batch size must be a whole number, not {b!r}.")
-    if b < 1:
+    if validate_whole(b, "batch size") < 1:
         raise InvalidValue(f"batch size must be at least 1 (got {b}).")
     if b > maximum:
         raise InvalidValue(f"batch size {b} is above this panel's limit of {maximum}.")

@@ -8,11 +8,9 @@ A notebook makes one ``Budget`` in its parameters cell and passes each experimen
     for name, cfg in CELLS:
         RESULTS.record(name, cfg, BUDGET.wrap(lambda: run_cell(cfg)))   # or BUDGET.record(RESULTS, name, cfg, fn)
 
-``wrap(fn)`` returns a function that, once the budget is spent, raises ``OverBudget("skipped: ...")`` without
-calling ``fn``; otherwise it calls ``fn`` with an alarm set for what is left (``limit``), so that an experiment
-still running at the deadline raises ``OverBudget("stopped: ...")`` inside it. ``Results.record`` turns either
-into a failed row (``OverBudget: skipped: ...`` / ``OverBudget: stopped: ...``) and the notebook goes on to its
-results, checks and figures, for which ``reserve_s`` is kept.
+Once the budget is spent, ``wrap(fn)`` raises ``OverBudget("skipped: ...")`` without calling ``fn``; else ``fn`` runs
+under an alarm for what is left (``limit``) that raises ``OverBudget("stopped: ...")`` in it. ``Results.record`` makes
+either a failed row and the notebook goes on to its results, checks and figures, for which ``reserve_s`` is kept.
 
 The alarm is ``SIGALRM`` (``signal.setitimer``), so it bounds code running in the process's main thread (a
 notebook kernel's cells, a script): the exception is raised at the next Python bytecode, after the C call running
@@ -32,6 +30,7 @@ import os
 import signal
 import threading
 import time
+import traceback
 from typing import Any, Callable, Iterator, Mapping
 
 BUDGET_ENV = "PERF_TIME_BUDGET_S"
@@ -70,14 +69,12 @@ class Budget:
     @classmethod
     def from_env(cls, default_s: float | None, *, reserve_s: float = 0.0, environ: Mapping[str, str] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> "Budget":
-        """The notebook's budget: ``$PERF_TIME_BUDGET_S`` when set (the runner's ``--budget``), else ``default_s``
-        (the notebook's parameter); counted from ``$PERF_NOTEBOOK_START`` when set, else from now. A bad value is
-        refused with a one-line ``ValueError``."""
+        """``$PERF_TIME_BUDGET_S`` when set (the runner's ``--budget``), else ``default_s`` (the notebook's), counted
+        from ``$PERF_NOTEBOOK_START`` when set, else from now; a bad value is a one-line ``ValueError``."""
         environ = os.environ if environ is None else environ
         raw = environ.get(BUDGET_ENV, "").strip()
         seconds = _seconds(raw, BUDGET_ENV) if raw else default_s
-        now = clock()
-        start = now
+        start = now = clock()
         raw_start = environ.get(START_ENV, "").strip()
         if raw_start:
             try:
@@ -92,9 +89,7 @@ class Budget:
 
     def left(self) -> float:
         """Seconds left for experiments (the reserve excluded); ``inf`` without a budget."""
-        if self.seconds is None:
-            return math.inf
-        return self.seconds - self.reserve_s - self.elapsed()
+        return math.inf if self.seconds is None else self.seconds - self.reserve_s - self.elapsed()
 
     def spent(self) -> bool:
         return self.left() <= 0
@@ -120,13 +115,15 @@ class Budget:
         if math.isinf(seconds):
             yield
             return
-        message = (f"stopped: over the time budget, after {seconds:.0f} s of this experiment (the notebook has "
-                   f"{self.seconds:g} s)" if self.seconds is not None else f"stopped: over its limit of {seconds:.0f} s")
+        message = (f"stopped: over its limit of {seconds:.0f} s" if self.seconds is None else
+                   f"stopped: over the time budget, after {seconds:.0f} s of this experiment (the notebook has "
+                   f"{self.seconds:g} s)")
         with alarm(seconds, message):
             yield
 
     def wrap(self, fn: Callable[[], Any], limit_s: float | None = None) -> Callable[[], Any]:
         """``fn`` run under ``limit(limit_s)``: for ``Results.record(name, config, BUDGET.wrap(fn))``."""
+
         def bounded():
             with self.limit(limit_s):
                 return fn()
@@ -134,8 +131,7 @@ class Budget:
 
     def record(self, results, name: str, config: Mapping[str, Any], fn: Callable[[], Mapping[str, Any]],
                limit_s: float | None = None, **kw) -> dict[str, Any]:
-        """``results.record(name, config, self.wrap(fn, limit_s), **kw)``: a skipped or stopped experiment is a
-        failed row with the reason, and the notebook goes on."""
+        """``results.record(name, config, self.wrap(fn, limit_s), **kw)``: skipped or stopped, a failed row."""
         return results.record(name, config, self.wrap(fn, limit_s), **kw)
 
 
@@ -159,7 +155,7 @@ def alarm(seconds: float, message: str) -> Iterator[None]:
     def fire(signum, frame):
         if not armed["on"]:
             return
-        if _finalizing(frame):   # raised in a __del__ it would be printed and dropped: wait until it is done
+        if _finalizing(frame):
             armed["due"] = True
             signal.setitimer(signal.ITIMER_REAL, DEFER_S)
             return
@@ -186,15 +182,10 @@ def alarm(seconds: float, message: str) -> Iterator[None]:
         raise OverBudget(message)
 
 
-# a finaliser the alarm must not interrupt: an exception raised in a __del__ is printed ("Exception ignored in")
-# and dropped; a DataLoader's iterator shuts its workers down there, joining each one for up to 5 s
+# a DataLoader's iterator shuts its workers down in a finaliser, joining each one for up to 5 s
 FINALIZERS = frozenset({"__del__", "_shutdown_workers"})
 DEFER_S = 0.05   # the alarm tries again this often until the finaliser has returned
 
 
 def _finalizing(frame) -> bool:
-    while frame is not None:
-        if frame.f_code.co_name in FINALIZERS:
-            return True
-        frame = frame.f_back
-    return False
+    return frame is not None and any(f.f_code.co_name in FINALIZERS for f, _ in traceback.walk_stack(frame))

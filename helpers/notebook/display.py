@@ -2,23 +2,24 @@
 (``show``)."""
 from __future__ import annotations
 
+import functools
+import html
+import numbers
 import re
+import textwrap
 
 _UNITS = (("_ms", "ms"), ("_us", "µs"), ("_s", "s"), ("_mb", "MB"), ("_gb", "GB"), ("_pct", "%"))
 _STATS = ("median", "mean", "p25", "p75", "min", "max", "std", "sum")
+LINE_WIDTH = 100   # columns: a longer printed line wraps in JupyterLab's stream output wherever the width ends
 
 
 def header(col: str) -> str:
     """A column name with its unit in words: ``step_ms_median`` -> ``step median (ms)``,
     ``peak_mem_mb`` -> ``peak mem (MB)``, ``samples_per_s`` -> ``samples/s``. Unknown names only lose '_'."""
-    name, stat = col, ""
-    for s in _STATS:
-        if name.endswith("_" + s):
-            name, stat = name[: -len(s) - 1], s
-            break
+    stat = next((s for s in _STATS if col.endswith("_" + s)), "")
+    name = col[: -len(stat) - 1] if stat else col
     if name.endswith("_per_s"):
-        base = name[: -len("_per_s")].replace("_", " ")
-        return f"{base}/s" + (f" {stat}" if stat else "")
+        return name.removesuffix("_per_s").replace("_", " ") + "/s" + (f" {stat}" if stat else "")
     for suffix, unit in _UNITS:
         if name.endswith(suffix) and len(name) > len(suffix):
             base = name[: -len(suffix)].replace("_", " ")
@@ -27,9 +28,8 @@ def header(col: str) -> str:
 
 
 def readable(df):
-    """A results DataFrame made for a person: integer-valued columns as integers (``num_workers`` shows 4,
-    not 4.0), units in the headers (``header``), failed rows after the others, an all-empty ``error``
-    column dropped. The input is left as it is; code keeps using its column names."""
+    """A copy of a results DataFrame for a person: integer-valued columns as integers, units in the headers
+    (``header``), failed rows last, an all-empty ``error`` column dropped."""
     import pandas as pd
 
     out = df.copy()
@@ -47,38 +47,28 @@ def readable(df):
     return _frame()(out.rename(columns={c: header(c) for c in out.columns if isinstance(c, str)}))
 
 
-
-
-_FRAME = None
-
-
+@functools.cache
 def _frame():
     """The ``Frame`` class (made on first use: pandas is imported lazily)."""
-    global _FRAME
-    if _FRAME is None:
-        import pandas as pd
+    import pandas as pd
 
-        class Frame(pd.DataFrame):
-            """A DataFrame made for a person (``readable``, ``Results.checks_table``): still a DataFrame for code
-            (what is computed from it is a plain DataFrame), shown in a notebook as ``show`` shows a table (text
-            wrapped in its cell, missing values as '–', shares as %, no all-empty column), even by a plain
-            ``display(...)``. Its index is shown unless it is the default 0, 1, 2 ... (unnamed)"""
+    class Frame(pd.DataFrame):
+        """A DataFrame for a person (``readable``, ``Results.checks_table``) that a plain ``display(...)`` shows as
+        ``show`` does; what is computed from it is a plain DataFrame. The default index 0, 1, 2 ... is hidden."""
 
-            @property
-            def _constructor(self):
-                return pd.DataFrame
+        @property
+        def _constructor(self):
+            return pd.DataFrame
 
-            def _repr_html_(self):
-                # the default index 0, 1, 2 ... (reordered too: failed rows last) says nothing: hidden
-                plain = self.index.name is None and pd.api.types.is_integer_dtype(self.index) \
-                    and sorted(self.index) == list(range(len(self)))
-                try:
-                    return Table(informative(pd.DataFrame(self)), hide_index=plain)._repr_html_()
-                except Exception:  # noqa: BLE001 - a table pandas' Styler cannot take is still shown, as pandas does
-                    return pd.DataFrame(self)._repr_html_()
+        def _repr_html_(self):
+            plain = self.index.name is None and pd.api.types.is_integer_dtype(self.index) \
+                and sorted(self.index) == list(range(len(self)))
+            try:
+                return Table(informative(pd.DataFrame(self)), hide_index=plain)._repr_html_()
+            except Exception:  # noqa: BLE001 - a table pandas' Styler cannot take is still shown, as pandas does
+                return pd.DataFrame(self)._repr_html_()
 
-        _FRAME = Frame
-    return _FRAME
+    return Frame
 
 
 def frame(df):
@@ -110,9 +100,6 @@ def wrappable(text) -> str:
     """``text`` HTML-escaped, with a break opportunity (``<wbr>``) after each '/', '.', '_', '::' and ',' of a word
     longer than 20 characters: a path or an operator name wraps at its separators, not in the middle of a word,
     and not at all when it fits. Missing values are '–'."""
-    import html
-    import re
-
     if missing(text):
         return "–"
 
@@ -126,27 +113,19 @@ def wrappable(text) -> str:
     return "".join(tok if tok.isspace() else one(tok) for tok in re.split(r"(\s+)", str(text)))
 
 
-def is_share(col) -> bool:
-    """A column holding a fraction of a whole (``share``, ``top_op_share``, ``backward_share``): shown as a %."""
-    return isinstance(col, str) and (col == "share" or col.endswith("_share"))
-
-
 def informative(df, drop_zero: bool = False):
-    """``df`` without the columns that carry nothing: all missing or empty text, a ``status`` that is "ok" on every
-    row, and with ``drop_zero`` all 0 (a device column on a CPU-only run). A table that would lose every column is returned as it is."""
+    """``df`` without the columns that carry nothing: all missing or empty text, a ``status`` "ok" on every row, and
+    with ``drop_zero`` all 0 (a device column on a CPU-only run); unchanged when every column would go."""
     import pandas as pd
 
-    keep = []
-    for col in df.columns:
+    def says_nothing(col) -> bool:
         s = df[col]
-        if col == "status" and len(s) and (s == "ok").all():   # every row ran: the column says nothing more
-            continue
-        if s.map(lambda v: missing(v) or (isinstance(v, str) and not v.strip())).all():
-            continue
-        if drop_zero and pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s) \
-                and (s.fillna(0) == 0).all():
-            continue
-        keep.append(col)
+        return bool((col == "status" and len(s) and (s == "ok").all())   # every row ran: nothing more to say
+                    or s.map(lambda v: missing(v) or (isinstance(v, str) and not v.strip())).all()
+                    or (drop_zero and pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
+                        and (s.fillna(0) == 0).all()))
+
+    keep = [c for c in df.columns if not says_nothing(c)]
     return df[keep] if keep else df
 
 
@@ -178,8 +157,6 @@ class Text:
         self.text, self.small = str(text), small
 
     def _repr_html_(self) -> str:
-        import re
-
         body = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", wrappable(self.text)).replace("\n", "<br>")
         size = "font-size: 0.95em; " if self.small else ""
         return f'<div style="{size}margin: 0.2em 0; max-width: 60em">{body}</div>'
@@ -190,14 +167,9 @@ class Text:
     __repr__ = __str__
 
 
-LINE_WIDTH = 100   # columns: a longer printed line wraps in JupyterLab's stream output wherever the width ends
-
-
 def wrapped(text, width: int = LINE_WIDTH, indent: str = "    ") -> str:
     """``text`` for ``print``: each line longer than ``width`` wrapped at spaces (``textwrap``, never inside a word),
     its continuation lines indented by ``indent``."""
-    import textwrap
-
     return "\n".join(textwrap.fill(line, width, subsequent_indent=indent, break_long_words=False,
                                    break_on_hyphens=False) if len(line) > width else line
                      for line in str(text).splitlines())
@@ -210,20 +182,14 @@ def say(text: str, small: bool = False) -> None:
     display(Text(text, small))
 
 
-def show(df, precision: int = 2, *, drop_empty: bool = True, drop_zero: bool = False, details=None,
-         title: str | None = None, **fmt) -> None:
-    """Display a results DataFrame for a person (``styled``): units in headers, integers as integers, failed rows
-    last, no index, floats at ``precision`` decimals, missing values as '–', fractions (``share`` columns) as
-    percentages, long text wrapped inside its cell. Columns that carry nothing are left out (``drop_empty``: all
-    missing; ``drop_zero``: all 0 too). ``details`` (column names) go to a second table behind a click (with the
-    first column again, to read its rows by), so a wide table fits the output area; ``title`` is said above it.
-    ``fmt`` goes to pandas' ``Styler.format``."""
-    import html
-
+def show(df, precision: int = 2, *, drop_zero: bool = False, details=None, title: str | None = None,
+         **fmt) -> None:
+    """Display a results DataFrame for a person (``styled``), without the columns that carry nothing (``informative``;
+    ``drop_zero``: all-0 ones too). ``details`` (column names) go to a second table behind a click, with the first
+    column again, so a wide table fits; ``title`` is said above it. ``fmt`` goes to ``Styler.format``."""
     from IPython.display import HTML, display
 
-    if drop_empty or drop_zero:
-        df = informative(df, drop_zero=drop_zero)
+    df = informative(df, drop_zero=drop_zero)
     detail_cols = [c for c in (details or []) if c in df.columns]
     main = df.drop(columns=detail_cols) if detail_cols else df
     if title:
@@ -241,8 +207,6 @@ def cell(v, precision: int = 2) -> str:
     """One cell of a shown table as HTML: '–' when missing, a number at ``precision`` decimals, text escaped with
     break opportunities (``wrappable``); a text longer than ``LONG_TEXT`` characters in a left-aligned box at most
     ``TEXT_EM`` wide, so its column does not push the table past the output area."""
-    import numbers
-
     if missing(v):
         return "–"
     if isinstance(v, bool):
@@ -252,23 +216,17 @@ def cell(v, precision: int = 2) -> str:
     if isinstance(v, numbers.Real):
         return f"{float(v):.{precision}f}"
     text = wrappable(v)
-    if len(str(v)) > LONG_TEXT:
-        # overflow-wrap: a word wider than the box (a hash, a path without separators) breaks inside it instead of
-        # running over the next column
+    if len(str(v)) > LONG_TEXT:   # overflow-wrap: a word wider than the box breaks rather than run over
         box = f"max-width: {TEXT_EM}em; min-width: 10em; text-align: left; overflow-wrap: anywhere"
         return f'<div style="{box}">{text}</div>'
     return text
 
 
-# Columns of operator and kernel names: shown ``short_name``'d (a CUDA kernel's C++ signature runs to ~250
-# characters); the data keeps the full names. Other text columns (row names, sentences) are left whole.
+# Columns of operator and kernel names (these, or ending ``_kernel``/``_op``/``_kernel_name``): shown ``short_name``'d
+# (a CUDA kernel's C++ signature runs to ~250 characters); the data keeps the full names. Other text columns (row
+# names, sentences) are left whole.
 NAME_COLUMNS = ("name", "kernel", "op", "operator", "top_op", "top_kernel")
 NAME_WIDTH = 60
-
-
-def is_name_column(col) -> bool:
-    """A column of operator or kernel names (``NAME_COLUMNS``, or ending ``_kernel``/``_op``/``_kernel_name``)."""
-    return isinstance(col, str) and (col in NAME_COLUMNS or col.endswith(("_kernel", "_op", "_kernel_name")))
 
 
 # TorchInductor names a compiled graph by a 52-character hash ("## Call CompiledFxGraph fzvz5b6…##"): one word that
@@ -277,9 +235,8 @@ _GRAPH_HASH = re.compile(r"(CompiledFxGraph \w{8})\w{9,}…?")
 
 
 def short_names(df, width: int = NAME_WIDTH):
-    """``df`` with each name column's text as a table shows it: a compiled graph's hash cut to 8 characters
-    (``_GRAPH_HASH``), a name longer than ``width`` or a C++ signature cut to its readable part
-    (``helpers.traces.kernels.short_name``); other cells as they are."""
+    """``df`` with each name column as a table shows it: a compiled graph's hash cut to 8 characters, a name longer
+    than ``width`` or a C++ signature cut to its readable part (``helpers.traces.kernels.short_name``)."""
     from ..traces.kernels import looks_like_signature, short_name
 
     def one(v):
@@ -288,25 +245,22 @@ def short_names(df, width: int = NAME_WIDTH):
         v = _GRAPH_HASH.sub(r"\1…", v)
         return short_name(v, width) if len(v) > width or looks_like_signature(v) else v
 
-    cols = [c for c in df.columns if is_name_column(c) and df[c].map(lambda v: isinstance(v, str) and (
+    names = [c for c in df.columns
+             if isinstance(c, str) and (c in NAME_COLUMNS or c.endswith(("_kernel", "_op", "_kernel_name")))]
+    cols = [c for c in names if df[c].map(lambda v: isinstance(v, str) and (
         len(v) > width or looks_like_signature(v) or bool(_GRAPH_HASH.search(v)))).any()]
-    if not cols:
-        return df
-    out = df.copy()
-    for c in cols:
-        out[c] = out[c].map(one)
-    return out
+    return df.assign(**{c: df[c].map(one) for c in cols}) if cols else df
 
 
 def styled(df, precision: int = 2, hide_index: bool = True, **fmt):
-    """What ``show`` displays: the pandas ``Styler`` of ``readable(df)``, kernel and operator names short
-    (``short_names``), text wrapped in its cell (``cell``) and left-aligned,
-    fractions (``share`` columns) as percentages and every missing value as '–'."""
+    """What ``show`` displays: the pandas ``Styler`` of ``readable(df)``, names short (``short_names``), text wrapped
+    in its cell (``cell``) and left-aligned, ``share`` columns as percentages, missing values as '–'."""
     import pandas as pd
 
     hide_index = hide_index or not df.index.is_unique   # a Styler needs a unique index
     data = short_names(df.reset_index(drop=True) if hide_index else pd.DataFrame(df))
-    shares = [header(c) for c in data.columns if is_share(c)]
+    # columns holding a fraction of a whole (``share``, ``top_op_share``, ``backward_share``): shown as a %
+    shares = [header(c) for c in data.columns if isinstance(c, str) and (c == "share" or c.endswith("_share"))]
     out = readable(data)
     text = [c for c in out.columns if not pd.api.types.is_numeric_dtype(out[c]) and c not in shares]
     formats = {c: (lambda v: cell(v, precision)) for c in text}

@@ -5,10 +5,12 @@ Taught in every notebook's set-up cell (``01_profiler_basics`` explains it first
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import platform
 import random
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -18,6 +20,7 @@ from ..measure.device import is_cuda
 
 SCALES = ("smoke", "full")
 SCALE_ENV = "PERF_SCALE"
+SIZES_ENV = "PERF_SIZES"
 
 
 def project_root() -> Path:
@@ -60,52 +63,35 @@ def cuda_available() -> bool:
 
 
 def get_device(prefer: str | None = None):
-    """The device experiments run on: ``cuda`` when present, else ``cpu``.
-
-    ``prefer="cpu"`` forces the CPU; ``prefer="cuda"`` on a machine without a GPU
-    raises a ``RuntimeError`` that says so, instead of failing deep inside CUDA.
-    """
+    """The device experiments run on: ``prefer``, else ``cuda`` when present, else ``cpu``. ``prefer="cuda"`` without
+    a GPU raises a ``RuntimeError`` that says so, instead of failing deep inside CUDA."""
     import torch
 
     if prefer is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dev = torch.device(prefer)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(
-            "A CUDA device was asked for, but this machine has no usable GPU "
-            "(torch.cuda.is_available() is False). Run on the CPU instead (smoke scale)."
-        )
+        raise RuntimeError("A CUDA device was asked for, but this machine has no usable GPU "
+                           "(torch.cuda.is_available() is False). Run on the CPU instead (smoke scale).")
     return dev
 
 
 def get_scale(value: str | None = None) -> str:
-    """The run's scale: ``smoke`` (minutes on a CPU) or ``full`` (the articles' sizes on a GPU).
-
-    Order: the explicit ``value``, else ``$PERF_SCALE``, else ``full`` when CUDA is
-    available and ``smoke`` otherwise. Anything else is refused with a clear message.
-    """
-    raw = value if value is not None else os.environ.get(SCALE_ENV, "")
-    raw = raw.strip().lower()
+    """The run's scale, ``smoke`` (minutes on a CPU) or ``full`` (the articles' sizes on a GPU): ``value``, else
+    ``$PERF_SCALE``, else ``full`` when CUDA is available and ``smoke`` otherwise."""
+    raw = (value if value is not None else os.environ.get(SCALE_ENV, "")).strip().lower()
     if not raw:
         return "full" if cuda_available() else "smoke"
     if raw not in SCALES:
-        raise ValueError(
-            f"{SCALE_ENV}={raw!r} is not a scale this package knows; use one of {', '.join(SCALES)}."
-        )
+        raise ValueError(f"{SCALE_ENV}={raw!r} is not a scale this package knows; use one of {', '.join(SCALES)}.")
     return raw
-
-
-SIZES_ENV = "PERF_SIZES"
 
 
 def params(sizes: Mapping[str, Mapping[str, Any]], scale: str | None = None,
            environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Pick a notebook's sizes for the current scale from ``{"smoke": {...}, "full": {...}}``.
-
-    ``$PERF_SIZES`` (a JSON object, e.g. ``{"rounds": 2}``) overrides some of them, for a quick look or a test that
-    needs the notebook to run, not its numbers (the browser test); the keys it changed are listed under
-    ``"overrides"``. A key the table does not have, or text that is not a JSON object, is refused in one line.
-    """
+    """A notebook's sizes for the current scale from ``{"smoke": {...}, "full": {...}}``. ``$PERF_SIZES`` (a JSON
+    object, e.g. ``{"rounds": 2}``) overrides some, for a test that needs the notebook to run, not its numbers (the
+    browser test); the keys it changed are listed under ``"overrides"``. An unknown key or a non-object is refused."""
     s = get_scale(scale)
     missing = [k for k in SCALES if k not in sizes]
     if missing:
@@ -141,11 +127,8 @@ def seed_everything(seed: int = 0) -> None:
 
 @contextlib.contextmanager
 def deterministic(enabled: bool = True, warn_only: bool = False) -> Iterator[None]:
-    """Run a block with ``torch.use_deterministic_algorithms(enabled)``, then restore.
-
-    Sets ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` while enabled, as cuBLAS requires for
-    deterministic results on CUDA.
-    """
+    """Run a block with ``torch.use_deterministic_algorithms(enabled)``, then restore; sets
+    ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` while enabled, as cuBLAS requires for deterministic results on CUDA."""
     import torch
 
     was = torch.are_deterministic_algorithms_enabled()
@@ -168,9 +151,7 @@ def device_name(device=None) -> str:
     import torch
 
     dev = device if device is not None else get_device()
-    if is_cuda(dev):
-        return torch.cuda.get_device_name(dev)
-    return platform.processor() or platform.machine() or "cpu"
+    return torch.cuda.get_device_name(dev) if is_cuda(dev) else platform.processor() or platform.machine() or "cpu"
 
 
 def package_version(name: str) -> str | None:
@@ -181,9 +162,6 @@ def package_version(name: str) -> str | None:
     m = sys.modules.get(name)
     if m is not None:
         return getattr(m, "__version__", None)
-    import importlib.util
-    import re
-    from importlib import metadata
 
     try:
         spec = importlib.util.find_spec(name)
@@ -197,6 +175,8 @@ def package_version(name: str) -> str | None:
             found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", f.read_text(errors="replace"), re.M)
             if found:
                 return found.group(1)
+    from importlib import metadata
+
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -208,17 +188,10 @@ def env_info(device=None) -> dict[str, Any]:
     import torch
 
     dev = device if device is not None else get_device()
-    info: dict[str, Any] = {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "device": str(dev),
-        "device_name": device_name(dev),
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "scale": get_scale(),
-    }
-    for mod in ("torchvision", "timm"):
-        info[mod] = package_version(mod)
+    info: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__, "device": str(dev),
+                            "device_name": device_name(dev), "cpu_count": os.cpu_count(),
+                            "platform": platform.platform(), "scale": get_scale()}
+    info.update({mod: package_version(mod) for mod in ("torchvision", "timm")})
     if dev.type == "cuda":
         info["cuda"] = torch.version.cuda
         info["gpu_memory_gb"] = round(torch.cuda.get_device_properties(dev).total_memory / 2**30, 1)
@@ -241,13 +214,8 @@ def env_summary(device=None) -> str:
     """One line: versions, device and scale (printed by every notebook's set-up cell)."""
     i = env_info(device)
     parts = [f"Python {i['python']}", f"torch {i['torch']}"]
-    if i.get("torchvision"):
-        parts.append(f"torchvision {i['torchvision']}")
-    if i.get("timm"):
-        parts.append(f"timm {i['timm']}")
-    parts.append(f"device {i['device']} ({i['device_name']})")
-    parts.append(f"{i['cpu_count']} CPU cores")
-    parts.append(f"scale {i['scale']}")
+    parts += [f"{mod} {i[mod]}" for mod in ("torchvision", "timm") if i.get(mod)]
+    parts += [f"device {i['device']} ({i['device_name']})", f"{i['cpu_count']} CPU cores", f"scale {i['scale']}"]
     return " | ".join(parts)
 
 
@@ -261,27 +229,16 @@ KINETO_LEVEL_GPU = 4  # a GPU: keep Kineto's errors (CUPTI failures explain a tr
 
 
 def kineto_log_level(cuda: bool | None = None) -> int:
-    """The Kineto log level the lessons use: silent on a CPU-only machine, errors shown with a GPU.
-
-    On a GPU the USDT probe markers stay visible: Kineto ranks them above errors, so no
-    level drops them and keeps its errors.
-    """
-    if cuda is None:
-        cuda = cuda_available()
-    return KINETO_LEVEL_GPU if cuda else KINETO_LEVEL_CPU
+    """The Kineto log level the lessons use: silent on a CPU-only machine, errors shown with a GPU (there the USDT
+    probe markers stay visible: Kineto ranks them above errors, so no level drops them and keeps its errors)."""
+    return KINETO_LEVEL_GPU if (cuda_available() if cuda is None else cuda) else KINETO_LEVEL_CPU
 
 
 def quiet_logs(cuda: bool | None = None) -> dict[str, str]:
-    """Silence library log lines that are not part of a lesson, at their source.
-
-    Sets ``$KINETO_LOG_LEVEL`` (see ``kineto_log_level``) unless it is already set, so that
-    ``KINETO_LOG_LEVEL=0`` still shows everything. Kineto reads it when the process's first
-    profile starts: call this before profiling (every notebook's set-up cell does; ``make
-    test``, ``make run`` and ``make lab`` also set it for the kernels they start).
-    Returns the variables it set (empty when they were set already).
-
-    Also silences torch 2.10/2.11's spurious profiler warning (``quiet_profiler_warning``).
-    """
+    """Silence library log lines that are not part of a lesson, at their source: torch 2.10/2.11's spurious profiler
+    warning (``quiet_profiler_warning``) and, unless already set (``KINETO_LOG_LEVEL=0`` still shows everything),
+    ``$KINETO_LOG_LEVEL`` (``kineto_log_level``), which Kineto reads when the process's first profile starts: call
+    this before profiling (``make test``/``run``/``lab`` also set it). Returns the variables it set."""
     quiet_profiler_warning()
     if os.environ.get(KINETO_LOG_ENV, "").strip():
         return {}
@@ -299,8 +256,6 @@ SPURIOUS_PROFILER_WARNING = r"Warning: Profiler clears events at the end of each
 
 
 def quiet_profiler_warning() -> None:
-    """Ignore torch 2.10/2.11's spurious profiler warning in this process (``SPURIOUS_PROFILER_WARNING``).
-
-    Called by ``quiet_logs`` (every set-up cell) and by ``measure.profiling.profile_steps``; idempotent.
-    """
+    """Ignore torch 2.10/2.11's spurious profiler warning (``SPURIOUS_PROFILER_WARNING``) in this process;
+    idempotent."""
     warnings.filterwarnings("ignore", message=SPURIOUS_PROFILER_WARNING, category=UserWarning)

@@ -24,33 +24,26 @@ def plain(text: str, limit: int = 500) -> str:
     return (lines[0] if lines else "")[:limit]
 
 
-def own_kernel_spec_manager():
-    """A kernelspec manager whose ``python3`` is this interpreter's ipykernel (``sys.executable -m
-    ipykernel_launcher``): a machine's own ``python3`` kernelspec may point at a Python without the kit."""
+def kernel_manager_class():
+    """A kernel manager whose ``python3`` is this interpreter's ipykernel (a machine's own ``python3`` kernelspec may
+    point at a Python without the kit), with encrypted channels where kernelspec and pyzmq allow
+    (``transport_encryption="auto"``; else a TCP warning at start-up)."""
+    import zmq
     from ipykernel.kernelspec import RESOURCES, get_kernel_dict
     from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+    from jupyter_client.manager import KernelManager
+    encrypt = zmq.has("curve") and "transport_encryption" in KernelManager.class_trait_names()
 
     class OwnPythonSpecs(KernelSpecManager):
         def get_kernel_spec(self, kernel_name):
             if kernel_name != "python3":
                 return super().get_kernel_spec(kernel_name)
             names = set(KernelSpec.class_trait_names())
-            spec = {k: v for k, v in get_kernel_dict().items() if k in names}
-            return KernelSpec(resource_dir=RESOURCES, **spec)
-
-    return OwnPythonSpecs()
-
-
-def kernel_manager_class():
-    """A kernel manager whose kernels run on this Python with encrypted channels where kernelspec and pyzmq allow
-    (``transport_encryption="auto"``; else a TCP warning at start-up)."""
-    import zmq
-    from jupyter_client.manager import KernelManager
-    encrypt = zmq.has("curve") and "transport_encryption" in KernelManager.class_trait_names()
+            return KernelSpec(resource_dir=RESOURCES, **{k: v for k, v in get_kernel_dict().items() if k in names})
 
     class OwnKernelManager(KernelManager):
         def __init__(self, **kw):
-            kw.setdefault("kernel_spec_manager", own_kernel_spec_manager())
+            kw.setdefault("kernel_spec_manager", OwnPythonSpecs())
             if encrypt:
                 kw.setdefault("transport_encryption", "auto")
             super().__init__(**kw)
@@ -118,19 +111,14 @@ class NotebookRun:
             self.nb, kernel_manager_class=kernel_manager_class(), timeout=timeout, kernel_name="python3",
             resources={"metadata": {"path": str(self.path.parent.resolve())}})
         self.client.on_signal = on_signal
-        self.stop_reason: str | None = None
-        self.interrupted = False  # stopped by stop() (a signal or the limit), not by a failing cell
+        self.stop_reason: str | None = None  # set by stop() (a signal or the limit), not by a failing cell
         self._done = threading.Event()
 
     # -- stopping ----------------------------------------------------------------------------------------------
     def _kernel_group(self) -> int | None:
-        km = getattr(self.client, "km", None)
-        prov = getattr(km, "provisioner", None) if km is not None else None
-        for attr in ("pgid", "pid"):
-            value = getattr(prov, attr, None)
-            if isinstance(value, int) and value > 0:
-                return value
-        return None
+        prov = getattr(getattr(self.client, "km", None), "provisioner", None)
+        ids = (getattr(prov, "pgid", None), getattr(prov, "pid", None))
+        return next((v for v in ids if isinstance(v, int) and v > 0), None)
 
     def _signal_kernel(self, signum: int) -> None:
         group = self._kernel_group()
@@ -147,22 +135,18 @@ class NotebookRun:
         A second call kills it at once. Once every cell has run (the kernel shutting down) there is nothing to stop."""
         if self.client.finished:
             return
-        again = self.stop_reason is not None
-        if not again:
-            self.stop_reason = reason
-            self.client.stop_reason = reason
-            self.interrupted = True
-            if self.client.cell_index is None:
-                # no cell has started: nothing to save, and a SIGINT would print the starting kernel's
-                # KeyboardInterrupt traceback; end it at once (a kernel not yet spawned is never started)
-                self._signal_kernel(signal.SIGKILL)
-                return
-            self._signal_kernel(signal.SIGINT)
-            killer = threading.Timer(self.kill_after_s, self._signal_kernel, (signal.SIGKILL,))
-            killer.daemon = True
-            killer.start()
-        else:
+        first = self.stop_reason is None
+        if first:
+            self.stop_reason = self.client.stop_reason = reason
+        if not first or self.client.cell_index is None:
+            # a second call; or no cell has started: nothing to save, and a SIGINT would print the starting
+            # kernel's KeyboardInterrupt traceback; end it at once (a kernel not yet spawned is never started)
             self._signal_kernel(signal.SIGKILL)
+            return
+        self._signal_kernel(signal.SIGINT)
+        killer = threading.Timer(self.kill_after_s, self._signal_kernel, (signal.SIGKILL,))
+        killer.daemon = True
+        killer.start()
 
     # -- running -----------------------------------------------------------------------------------------------
     def execute(self) -> dict[str, Any]:
@@ -200,19 +184,11 @@ class NotebookRun:
             # that died while starting (stopped then) would leave it to fail at exit with an AssertionError
             import atexit
             atexit.unregister(self.client._cleanup_kernel)
-        wall = time.perf_counter() - t0
+        wall_s = round(time.perf_counter() - t0, 1)
         where = f"cell {self.client.cell_index}: " if self.client.cell_index is not None else ""
-        if self.interrupted:
-            status, error = "interrupted", f"{where}stopped: {self.stop_reason}"
-        elif error:
-            status, error = "failed", f"{where}{error}"
-        else:
-            status = "ok"
-        return {"status": status, "error": error, "wall_s": round(wall, 1)}
-
-    def executed_text(self) -> str:
-        import nbformat
-        return nbformat.writes(self.nb)
+        if self.stop_reason is not None:
+            return {"status": "interrupted", "error": f"{where}stopped: {self.stop_reason}", "wall_s": wall_s}
+        return {"status": "failed" if error else "ok", "error": error and f"{where}{error}", "wall_s": wall_s}
 
 
 def python_path(project: Path, environ: dict[str, str] | None = None) -> str:

@@ -19,6 +19,7 @@ from .results import atomic_write_text, current_umask
 
 MIB = 2**20
 PACK_LIMIT = 15 * MIB          # each archive stays under what one carried file may be (16 MiB)
+TRACE_GZ_LIMIT = 2 * MIB      # a reference keeps a trace only this small, gzipped (issue 31: the whole <= 15 MB)
 TRACE_SUFFIXES = (".json", ".json.gz")
 
 
@@ -37,8 +38,6 @@ def set_aside(out: Path, stem: str) -> Path | None:
 def mark_interrupted(results_dir: Path, reason: str) -> bool:
     """Add ``"interrupted": true`` and the reason to ``results_dir/results.json``. False when there is none."""
     path = Path(results_dir) / "results.json"
-    if not path.exists():
-        return False
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -71,8 +70,7 @@ def pack(results_dir: Path, dest: Path, traces: list[Path] | None = None, traces
     results_dir, dest = Path(results_dir), Path(dest)
     stem = results_dir.name
     files = sorted(p for p in results_dir.iterdir() if p.is_file()) if results_dir.is_dir() else []
-    base = sum(_gz_size(p) for p in files)
-    kept, left_out, room = [], [], limit - base - 64 * 1024
+    kept, left_out, room = [], [], limit - sum(_gz_size(p) for p in files) - 64 * 1024
     for size, path in sorted(((_gz_size(p), p) for p in traces or []), key=lambda t: (t[0], str(t[1]))):
         rel = path.relative_to(traces_root) if traces_root else Path(path.name)
         if size <= room:
@@ -101,13 +99,9 @@ def pack(results_dir: Path, dest: Path, traces: list[Path] | None = None, traces
     return manifest
 
 
-TRACE_GZ_LIMIT = 2 * MIB      # a reference keeps a trace only this small, gzipped (issue 31: the whole <= 15 MB)
-
-
-def unpack(archive: Path, dest_root: Path, gzip_traces: bool = True,
-           trace_limit: int | None = TRACE_GZ_LIMIT) -> tuple[Path, list[str]]:
-    """Extract a ``pack`` archive under ``dest_root`` (plain files under ``<stem>/`` only), traces gzipped with
-    ``gzip_traces``, those over ``trace_limit`` left out: ``(folder, left out)``."""
+def unpack(archive: Path, dest_root: Path, trace_limit: int | None = TRACE_GZ_LIMIT) -> tuple[Path, list[str]]:
+    """Extract a ``pack`` archive under ``dest_root`` (plain files under ``<stem>/`` only), traces and the executed
+    copy gzipped (no tracked notebook has outputs), traces over ``trace_limit`` left out: ``(folder, left out)``."""
     archive, dest_root = Path(archive), Path(dest_root)
     left_out: list[str] = []
     with tarfile.open(archive, "r:gz") as tar:
@@ -121,11 +115,9 @@ def unpack(archive: Path, dest_root: Path, gzip_traces: bool = True,
             if m.name.startswith("/") or ".." in parts:
                 raise ValueError(f"{archive}: unsafe path {m.name!r}")
             target = dest_root.joinpath(*parts)
-            with tar.extractfile(m) as src:
-                data = src.read()
+            data = tar.extractfile(m).read()
             is_trace = len(parts) > 2 and parts[1] == "traces" and m.name.endswith(TRACE_SUFFIXES)
-            executed = m.name.endswith(".ipynb")  # the executed copy, with its outputs: kept as an archive, so that
-            if (is_trace and gzip_traces and not m.name.endswith(".gz")) or executed:   # no tracked notebook has any
+            if (is_trace and not m.name.endswith(".gz")) or m.name.endswith(".ipynb"):
                 data, target = gzip.compress(data, compresslevel=9, mtime=0), target.with_name(target.name + ".gz")
             if is_trace and trace_limit is not None and len(data) > trace_limit:
                 left_out.append(f"{Path(*parts[2:]).as_posix()} ({len(data) / MIB:.1f} MiB gzipped)")

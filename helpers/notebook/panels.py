@@ -1,9 +1,8 @@
 """Thin ipywidgets panels: controls, a Run button, an Output area.
 
-Every experiment is a plain function with defaults; the notebook calls it with the
-defaults (so a headless run produces results), and the panel re-runs the *same*
-function with the reader's values and appends a row to the results table. Headless
-(nbmake, ``make run``) the button never fires: that is why the default call is explicit.
+Every experiment is a plain function with defaults; the notebook calls it with the defaults (so a headless run
+produces results), and the panel re-runs the *same* function with the reader's values and appends a row to the
+results table. Headless (nbmake, ``make run``) the button never fires: that is why the default call is explicit.
 """
 from __future__ import annotations
 
@@ -20,25 +19,16 @@ def run_panel(
     validate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     show: Callable[[Any], Any] | None = None,
     title: str = "Try it yourself",
-    button_label: str = "Run",
     results: Any = None,
 ):
-    """Build a panel: ``controls`` (name -> widget), a Run button and an Output.
-
-    On click the values are read, passed through ``validate`` (which returns the
-    cleaned values or raises ``InvalidValue``/``ValueError`` with a reader-facing
-    message), then ``run(**values)`` is called; ``show(result)`` displays what it
-    returned (for example the updated results table). With ``results`` (a
-    ``helpers.notebook.results.Results``), a row the run added as failed turns the status
-    into "Failed" with that row's one-line error, never "Done". Every control's label gets
-    the width it needs (``description_width: initial``), so none is cut with "…".
-    Returns the panel widget; the button, the output and a ``click`` helper are attached
-    for tests.
-    """
+    """A panel of ``controls`` (name -> widget), a Run button and an Output. On click the values go through
+    ``validate`` (cleaned values, or ``InvalidValue``/``ValueError`` with a reader-facing message) to ``run(**values)``;
+    ``show(result)`` displays what it returned. With ``results``, a row the run added as failed makes the status
+    "Failed" with its one-line error, never "Done". ``button``, ``output`` and ``click`` are attached for tests."""
     import ipywidgets as w
     from IPython.display import display
 
-    button = w.Button(description=button_label, button_style="primary", icon="play")
+    button = w.Button(description="Run", button_style="primary", icon="play")
     out = w.Output()
     status = w.HTML(value="")
 
@@ -64,8 +54,8 @@ def run_panel(
                 return None
             finally:
                 button.disabled = False
-            failed = [r for r in (results.experiments[before:] if results is not None else [])
-                      if r.get("status") == "failed"]
+            added = results.experiments[before:] if results is not None else []
+            failed = [r for r in added if r.get("status") == "failed"]
             status.value = ("Done: a row was added to the results table below." if not failed else
                             f"<b style='color:#b00'>Failed:</b> {html.escape(failed_line(failed))}")
             if failed:
@@ -74,7 +64,7 @@ def run_panel(
                 show(result)
             elif result is not None:
                 display(result)
-            for row in (results.experiments[before:] if results is not None and not failed else []):
+            for row in ([] if failed else added):
                 shown = same_setting(results.experiments[:before], row)   # both readings, and why they differ
                 if shown is not None:
                     display(shown[0])
@@ -86,10 +76,7 @@ def run_panel(
         give_labels_room(control)
     header = w.HTML(value=f"<h4>{title}</h4>")
     panel = w.VBox([header, *controls.values(), w.HBox([button, status]), out])
-    panel.button = button
-    panel.output = out
-    panel.status = status
-    panel.click = on_click
+    panel.button, panel.output, panel.status, panel.click = button, out, status, on_click
     return panel
 
 

@@ -19,7 +19,7 @@ from .display import header
 
 ROOT_ENV = "PERF_REFERENCE_DIR"
 GPU_ENV = "PERF_REFERENCE_GPU"
-TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz", ".json", ".json.gz")
+TRACE_SUFFIXES = (".json", ".json.gz")
 NOT_RUN = "not run in the reference run"
 NOT_MEASURED = "not measured in this run"
 
@@ -79,11 +79,6 @@ class Reference:
         row = self.row(name)
         return None if row is None or row.get("status") != "ok" else row.get("metrics", {}).get(key)
 
-    def figures(self, names: Iterable[str] | None = None) -> list[Path]:
-        """Its figures (``*.png``), all or those whose stem is in ``names`` (in that order)."""
-        found = {p.stem: p for p in sorted(self.dir.glob("*.png"))}
-        return list(found.values()) if names is None else [found[n] for n in names if n in found]
-
     def traces(self, contains: str = "") -> list[Path]:
         """Its trace files whose path (under ``traces/``) contains ``contains``."""
         base = self.dir / "traces"
@@ -98,10 +93,7 @@ def lookup(notebook: str, gpu: str | None = None, root: Path | str | None = None
     first ``<gpu>`` folder (by name) that has this notebook's results.json."""
     base = Path(root) if root is not None else reference_root()
     gpu = gpu or os.environ.get(GPU_ENV, "").strip() or None
-    if gpu is not None:
-        candidates = [base / gpu]
-    else:
-        candidates = sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+    candidates = [base / gpu] if gpu else sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
     for folder in candidates:
         path = folder / notebook / "results.json"
         if not path.is_file():
@@ -113,24 +105,15 @@ def lookup(notebook: str, gpu: str | None = None, root: Path | str | None = None
         except (OSError, ValueError) as exc:
             return None, f"The reference {path} could not be read ({type(exc).__name__}: {str(exc)[:120]}): none shown."
         ref = Reference(folder.name, path.parent, doc)
-        made = _about(folder).get("made")
+        about = {}
+        with contextlib.suppress(OSError, ValueError):
+            about = json.loads((folder / "about.json").read_text())
+        made = about.get("made") if isinstance(about, dict) else None
         return ref, (f"Reference run beside yours: {ref.source()}, from {path.parent}. Its numbers were measured on "
                      "that machine, not in this run." + (f" {made}" if made else ""))
     where = base / (gpu or "<gpu>") / notebook / "results.json"
     return None, (f"No reference run for {notebook}: {where} does not exist (a GPU run's pack unpacked under "
                   f"{base}/<gpu>/ adds one; see docs/gpu.md).")
-
-
-def _about(folder: Path) -> dict[str, Any]:
-    with contextlib.suppress(OSError, ValueError):
-        doc = json.loads((folder / "about.json").read_text())
-        return doc if isinstance(doc, dict) else {}
-    return {}
-
-
-def find(notebook: str, gpu: str | None = None, root: Path | str | None = None) -> Reference | None:
-    """The reference run of ``notebook`` (see ``lookup``), or None."""
-    return lookup(notebook, gpu, root)[0]
 
 
 def note(notebook: str, gpu: str | None = None, root: Path | str | None = None) -> Reference | None:
@@ -141,25 +124,16 @@ def note(notebook: str, gpu: str | None = None, root: Path | str | None = None) 
 
 
 def add_column(df, ref: Reference | None, metric: str, on: str = "experiment", label: str | None = None):
-    """``df`` (a results table with an ``on`` column of experiment names) with a column ``reference (<gpu>): <metric
-    in words>`` holding the reference's ``metric`` for the same experiment, placed right after ``metric`` when
-    ``df`` has it (else last). Unchanged without a reference."""
+    """``df`` (an ``on`` column of experiment names) with a column ``reference (<gpu>): <metric in words>``, the
+    reference's ``metric`` of each experiment, right after ``metric`` (else last). Unchanged without a reference."""
     if ref is None or on not in df.columns:
         return df
     out = df.copy()
     col = label or f"{ref.label}: {header(metric)}"
-    values = [_or_not_run(ref.metric(name, metric)) for name in out[on]]
+    values = [ref.metric(name, metric) for name in out[on]]   # JSON values: only NaN is not equal to itself
     at = list(out.columns).index(metric) + 1 if metric in out.columns else len(out.columns)
-    out.insert(at, col, values)
+    out.insert(at, col, [NOT_RUN if v is None or v != v else v for v in values])
     return out
-
-
-def _or_not_run(value: Any) -> Any:
-    try:
-        missing = value is None or value != value  # None or NaN
-    except (TypeError, ValueError):
-        missing = False
-    return NOT_RUN if missing else value
 
 
 def ratio_text(entry: dict[str, Any] | None, missing: str = NOT_RUN) -> str:
@@ -204,30 +178,24 @@ ARTICLE_COLUMNS = ["effect", "article", "H100 reference", "H100 reproduces?", "t
 
 def article_table(rows: Iterable[dict[str, Any]]):
     """The articles' figures beside the reference's and this run's, a row per effect (``effect``, ``article``,
-    ``article_ratio``, ``reference``, ``this_run``, ``why``); Reproduces? is ``agreement``."""
+    ``article_ratio``, ``reference``, ``this_run``, ``why``). A side is a comparison (Reproduces? is ``agreement``),
+    None, a ``(text, reproduces?)`` pair (text None: not run) or a text (Reproduces? is the row's ``agrees``)."""
     import pandas as pd
     out = []
     for r in rows:
-        ref, mine = r.get("reference"), r.get("this_run")
+        def side(v, missing):
+            if isinstance(v, tuple):
+                return v if v[0] else (missing, missing)
+            if isinstance(v, dict) or v is None:
+                return ratio_text(v, missing), agreement(r.get("article_ratio"), v, missing)
+            return str(v), r.get("agrees", "–")
 
-        def cell(v, missing):
-            return ratio_text(v, missing) if isinstance(v, dict) or v is None else str(v)
-
-        def agree(v, missing):
-            return agreement(r.get("article_ratio"), v, missing) if isinstance(v, dict) or v is None else \
-                r.get("agrees", "–")
-
-        ref_ok, mine_ok = agree(ref, NOT_RUN), agree(mine, NOT_MEASURED)
-        plain = all(a.startswith("yes") for a in (ref_ok, mine_ok))
-        out.append({"effect": r["effect"], "article": r.get("article", "–"), "H100 reference": cell(ref, NOT_RUN),
-                    "H100 reproduces?": ref_ok, "this run": cell(mine, NOT_MEASURED), "this run reproduces?": mine_ok,
+        (ref, ref_ok), (mine, mine_ok) = side(r.get("reference"), NOT_RUN), side(r.get("this_run"), NOT_MEASURED)
+        plain = ref_ok.startswith("yes") and mine_ok.startswith("yes")
+        out.append({"effect": r["effect"], "article": r.get("article", "–"), "H100 reference": ref,
+                    "H100 reproduces?": ref_ok, "this run": mine, "this run reproduces?": mine_ok,
                     "why": "" if plain else r.get("why", "")})
     return pd.DataFrame(out, columns=ARTICLE_COLUMNS)
-
-
-def _caption(text: str) -> None:
-    from IPython.display import Markdown, display
-    display(Markdown(text))
 
 
 def show_figures(ref: Reference | None, names: Iterable[str] | None = None) -> list[Path]:
@@ -235,13 +203,14 @@ def show_figures(ref: Reference | None, names: Iterable[str] | None = None) -> l
     if ref is None:
         print("No reference figures: there is no reference run for this notebook.")
         return []
-    figs = ref.figures(names)
+    found = {p.stem: p for p in sorted(ref.dir.glob("*.png"))}
+    figs = list(found.values()) if names is None else [found[n] for n in names if n in found]
     if not figs:
         print(f"The reference run {ref.source()} has no figure named {', '.join(names or []) or '(any)'}.")
         return []
-    from IPython.display import Image, display
+    from IPython.display import Image, Markdown, display
     for path in figs:
-        _caption(f"**Reference figure, not this run's:** `{path.name}` from {ref.source()}")
+        display(Markdown(f"**Reference figure, not this run's:** `{path.name}` from {ref.source()}"))
         display(Image(filename=str(path)))
     return figs
 
@@ -256,8 +225,10 @@ def show_trace(ref: Reference | None, contains: str = "", **kw) -> Path | None:
     if not found:
         print(f"The reference run {ref.source()} has no trace matching {contains!r}.")
         return None
+    from IPython.display import Markdown, display
+
     from ..traces.show import show
     rel = found[0].relative_to(ref.dir)
-    _caption(f"**Reference trace, recorded on {ref.source()}, not in this run:** `{rel}`")
+    display(Markdown(f"**Reference trace, recorded on {ref.source()}, not in this run:** `{rel}`"))
     show(found[0], **kw)
     return found[0]

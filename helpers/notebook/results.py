@@ -121,7 +121,11 @@ class Results:
             if os.environ.get("PERF_DEBUG"):
                 traceback.print_exc()
             if not isinstance(exc, ValueError):   # a refused setting allocated nothing: no collection (seconds
-                _free_memory()                       # in a process holding many compiled graphs)
+                gc.collect()                         # in a process holding many compiled graphs)
+                with contextlib.suppress(Exception):
+                    import torch
+                    if torch.cuda.is_available():
+                        torch.cuda.empty_cache()
             return self.add(name, config, {}, status="failed", error=err)
         row = self.add(name, config, metrics or {}, status="ok")
         if verbose:
@@ -174,8 +178,8 @@ class Results:
     # -- output --------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return {"notebook": self.notebook, "scale": self.scale, "env": _jsonable(self.env),
-                "experiments": self.experiments, "checks": self.checks, "claims": self.claims, "comparisons": _jsonable(self.comparisons),
-                "notes": self.notes}
+                "experiments": self.experiments, "checks": self.checks, "claims": self.claims,
+                "comparisons": _jsonable(self.comparisons), "notes": self.notes}
 
     def save(self) -> Path:
         path = self.dir / "results.json"
@@ -194,10 +198,10 @@ class Results:
         return readable(self.table(metrics))
 
     def checks_table(self):
-        """The checks as a DataFrame (``id``, ``claim``, ``holds``), shown with each claim whole, wrapped in its cell."""
+        """The checks as a DataFrame (``id``, ``claim``, ``holds``), each claim shown whole, wrapped in its cell."""
         import pandas as pd
-        return frame(pd.DataFrame([{"id": k, "claim": self.claims.get(k, k), "holds": v} for k, v in self.checks.items()],
-                                  columns=["id", "claim", "holds"]))
+        rows = [{"id": k, "claim": self.claims.get(k, k), "holds": v} for k, v in self.checks.items()]
+        return frame(pd.DataFrame(rows, columns=["id", "claim", "holds"]))
 
     def comparisons_table(self):
         """The comparisons as a DataFrame: b against a, the metric, the ratio a/b, its interval, the verdict."""
@@ -210,14 +214,6 @@ class Results:
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=110, bbox_inches="tight")
         return path
-
-
-def _free_memory() -> None:
-    gc.collect()
-    with contextlib.suppress(Exception):
-        import torch
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
 
 
 def load(notebook: str, root: Path | str | None = None) -> dict[str, Any]:
@@ -239,9 +235,8 @@ def validate(doc: Mapping[str, Any]) -> list[str]:
     if not doc["experiments"]:
         problems.append("no experiments")
     for i, e in enumerate(doc["experiments"]):
-        for key in ("name", "config", "metrics", "status", "error"):
-            if key not in e:
-                problems.append(f"experiment {i} lacks {key!r}")
+        problems += [f"experiment {i} lacks {key!r}" for key in ("name", "config", "metrics", "status", "error")
+                     if key not in e]
         if e.get("status") not in STATUSES:
             problems.append(f"experiment {i} has status {e.get('status')!r}")
         if e.get("status") == "failed" and not e.get("error"):
@@ -268,7 +263,5 @@ def validate(doc: Mapping[str, Any]) -> list[str]:
         if not isinstance(c.get("floor"), (int, float)) or not isinstance(c.get("floor_from"), str):
             problems.append(f"comparison {i} lacks its noise floor (floor, floor_from)")
     claims = doc.get("claims", {})
-    for k in doc["checks"]:
-        if not isinstance(claims.get(k), str) or not claims[k]:
-            problems.append(f"check {k!r} has no claim (its sentence in 'claims')")
-    return problems
+    return problems + [f"check {k!r} has no claim (its sentence in 'claims')" for k in doc["checks"]
+                       if not isinstance(claims.get(k), str) or not claims[k]]

@@ -29,6 +29,7 @@ from .results import RESULTS_ENV, atomic_write_text
 
 PROJECT = Path(__file__).resolve().parents[2]
 SUMMARY = "run-summary.json"
+ABANDON_S = 20.0  # after a signal, the run ends within this (the kernel is killed 10 s after its SIGINT)
 
 
 def inline_figures() -> bool:
@@ -64,9 +65,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-ABANDON_S = 20.0  # after a signal, the run ends within this (the kernel is killed 10 s after its SIGINT)
-
-
 class Run:
     """The whole run: the signal that stopped it and the notebook running now. After the first signal, ``abandon_s``
     later it kills the kernel, writes what it knows (``finish``) and exits 128 + signal."""
@@ -78,15 +76,14 @@ class Run:
         self.finish: Callable[[str], None] | None = None  # set by main: write run.json(s) and the summary
         self.finish_notebook: Callable[[str], dict] | None = None  # set while a notebook runs: its run.json
         self.ended = threading.Event()
-        self._timer: threading.Timer | None = None
 
     def on_signal(self, signum: int, frame=None) -> None:
         first = self.signum is None
         self.signum = self.signum or signum
         if first:
-            self._timer = threading.Timer(self.abandon_s, self.abandon)
-            self._timer.daemon = True
-            self._timer.start()
+            timer = threading.Timer(self.abandon_s, self.abandon)
+            timer.daemon = True
+            timer.start()
         if self.current is not None:
             self.current.stop(f"{signal.Signals(signum).name} (the run was stopped)")
         elif first:
@@ -149,7 +146,8 @@ def run_notebook(path: Path, run: Run, args, scale: str, out: Path, runs: Path, 
     t0 = time.perf_counter()
 
     def write_run_json(info: dict) -> dict:
-        atomic_write_text(results_dir / f"{stem}.ipynb", nb.executed_text())
+        import nbformat
+        atomic_write_text(results_dir / f"{stem}.ipynb", nbformat.writes(nb.nb))
         if info["status"] == "interrupted":
             pk.mark_interrupted(results_dir, info["error"] or "interrupted")
         info = {"notebook": stem, **info, "scale": scale, "budget_s": args.budget,
@@ -192,8 +190,7 @@ def main(argv: list[str] | None = None, early_signals: list[int] | None = None) 
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2
-    missing = kn.missing_packages()
-    if missing:
+    if missing := kn.missing_packages():
         print(f"this Python ({sys.executable}) lacks {', '.join(missing)}: run `make setup`, or put the GPU kit on "
               "PYTHONPATH (docs/gpu.md, 'the GPU kit')", file=sys.stderr)
         return 2
@@ -234,9 +231,8 @@ def main(argv: list[str] | None = None, early_signals: list[int] | None = None) 
         if run.signum is not None:
             break
         print(f"running {p} ({scale}{f', budget {args.budget:g} s' if args.budget else ''}) ...", flush=True)
-        info = run_notebook(p, run, args, scale, out, runs, pack_dir)
-        done.append(info)
-        print(report_line(info), flush=True)
+        done.append(run_notebook(p, run, args, scale, out, runs, pack_dir))
+        print(report_line(done[-1]), flush=True)
     run.ended.set()
     failed = sum(i["status"] != "ok" for i in done)
     summary = summarise()

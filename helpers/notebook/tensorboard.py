@@ -7,7 +7,9 @@ environment's TensorBoard and registers the clean-up of the servers this process
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime as _dt
+import itertools
 import json
 import os
 import random
@@ -28,35 +30,26 @@ from .env import runs_dir
 HOST = "127.0.0.1"
 _started_pids: set[int] = set()
 _prepared = False
+_logged: list[str] = []   # the notebooks whose experiments log_experiment wrote in this process
 
 
-def port_is_free(port: int, host: str = HOST) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
+def port_is_free(port: int) -> bool:
+    with socket.socket() as s, contextlib.suppress(OSError):
+        s.bind((HOST, port))
+        return True
+    return False
 
 
-def free_port(preferred: int = 6006, host: str = HOST) -> int:
+def free_port(preferred: int = 6006) -> int:
     """``preferred`` when it is free, else a free port the OS picks; says so when it moves."""
-    if preferred and port_is_free(preferred, host):
+    if preferred and port_is_free(preferred):
         return preferred
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
+    with socket.socket() as s:
+        s.bind((HOST, 0))
         port = s.getsockname()[1]
     if preferred:
-        print(f"Port {preferred} on {host} is busy (another TensorBoard?); using port {port} instead.")
+        print(f"Port {preferred} on {HOST} is busy (another TensorBoard?); using port {port} instead.")
     return port
-
-
-def _scalar(v: Any) -> float | int | str | bool | None:
-    if isinstance(v, (int, float, str, bool)):
-        return v
-    if v is None:
-        return "none"
-    return str(v)
 
 
 def log_experiment(
@@ -70,12 +63,8 @@ def log_experiment(
     batch_size: int | None = None,
     root: Path | str | None = None,
 ) -> Path:
-    """Write one experiment to ``runs/<notebook>/<name>-<n>``: per-step scalars and an hparams entry.
-
-    Scalars: ``step/time_ms``, ``step/samples_per_s`` (when ``batch_size`` is given)
-    and ``train/loss``. The hparams entry holds the experiment's config and its final
-    metrics, so TensorBoard's HParams dashboard compares configurations side by side.
-    """
+    """Write one experiment to ``runs/<notebook>/<name>-<n>``: scalars ``step/time_ms``, ``step/samples_per_s`` (with
+    ``batch_size``) and ``train/loss``, and an hparams entry (config and final metrics) for the HParams dashboard."""
     from torch.utils.tensorboard import SummaryWriter
 
     base = Path(root) if root is not None else runs_dir() / notebook
@@ -83,10 +72,7 @@ def log_experiment(
     if notebook not in _logged:
         _logged.append(notebook)
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-    n = 0
-    while (base / f"{safe}-{n}").exists():
-        n += 1
-    logdir = base / f"{safe}-{n}"
+    logdir = next(base / f"{safe}-{n}" for n in itertools.count() if not (base / f"{safe}-{n}").exists())
     writer = SummaryWriter(log_dir=str(logdir))
     try:
         for i, t in enumerate(step_times_ms or []):
@@ -95,7 +81,8 @@ def log_experiment(
                 writer.add_scalar("step/samples_per_s", batch_size / (float(t) / 1000.0), i)
         for i, loss in enumerate(losses or []):
             writer.add_scalar("train/loss", float(loss), i)
-        hp = {k: _scalar(v) for k, v in config.items()}
+        hp = {k: v if isinstance(v, (int, float, str, bool)) else "none" if v is None else str(v)
+              for k, v in config.items()}
         mets = {f"hparam/{k}": float(v) for k, v in metrics.items()
                 if isinstance(v, (int, float)) and not isinstance(v, bool)}
         writer.add_hparams(hp, mets, run_name=".")
@@ -116,77 +103,60 @@ class TensorBoardStatus:
         return self.message
 
 
-def _use_this_environments_tensorboard() -> None:
-    """Make ``%tensorboard`` launch the ``tensorboard`` of this interpreter's environment.
-
-    TensorBoard's notebook magic runs ``tensorboard`` from ``$PATH``; a kernel started
-    as ``.venv/bin/python`` (``make test``, an IDE) often has no ``.venv/bin`` on its
-    ``$PATH`` and would find no TensorBoard, or another environment's.
-    ``$TENSORBOARD_BINARY`` is the magic's own override; an explicit setting wins.
-    """
-    exe = Path(sys.executable).with_name("tensorboard")
-    if "TENSORBOARD_BINARY" not in os.environ and exe.exists():
-        os.environ["TENSORBOARD_BINARY"] = str(exe)
-
-
-def prepare(preferred: int = 6006, host: str = HOST) -> int:
+def prepare(preferred: int = 6006) -> int:
     """Get ready to show TensorBoard: ``%tensorboard`` will run this environment's ``tensorboard``
-    (``$TENSORBOARD_BINARY``), the servers this process starts are stopped at exit, and the returned port is
+    (``$TENSORBOARD_BINARY``, unless set: the magic runs it from ``$PATH``, which a kernel started as
+    ``.venv/bin/python`` often lacks), the servers this process starts are stopped at exit, and the returned port is
     ``preferred`` when it is free, else another free one (``free_port``, which says so)."""
     global _prepared
     if not _prepared:
-        _use_this_environments_tensorboard()
+        exe = Path(sys.executable).with_name("tensorboard")
+        if "TENSORBOARD_BINARY" not in os.environ and exe.exists():
+            os.environ["TENSORBOARD_BINARY"] = str(exe)
         atexit.register(stop_started)
         _prepared = True
-    return free_port(preferred, host)
+    return free_port(preferred)
 
 
-def api(port: int, path: str, params: Mapping[str, str] | None = None, timeout_s: float = 10.0,
-        host: str = HOST) -> Any:
+def api(port: int, path: str, params: Mapping[str, str] | None = None, timeout_s: float = 10.0) -> Any:
     """GET ``path`` from the TensorBoard HTTP API on ``port`` and return the decoded JSON."""
     query = f"?{urllib.parse.urlencode(params)}" if params else ""
-    url = f"http://{host}:{port}{path}{query}"
+    url = f"http://{HOST}:{port}{path}{query}"
     with urllib.request.urlopen(url, timeout=timeout_s) as r:  # noqa: S310 - loopback only
         return json.loads(r.read().decode("utf-8"))
 
 
-def served_logdir(port: int, host: str = HOST) -> str | None:
+def served_logdir(port: int) -> str | None:
     """The logdir the TensorBoard on ``port`` serves, or None when nothing (or no TensorBoard) answers."""
     try:
-        data = api(port, "/data/logdir", timeout_s=2, host=host)
+        data = api(port, "/data/logdir", timeout_s=2)
     except (urllib.error.URLError, ConnectionError, OSError, ValueError):
         return None
     return data.get("logdir") if isinstance(data, dict) else None
 
 
-def wait_until_answering(port: int, timeout_s: float = 30.0, host: str = HOST) -> bool:
+def wait_until_answering(port: int, timeout_s: float = 30.0) -> bool:
     """Poll TensorBoard's HTTP API until it answers (True) or ``timeout_s`` passes (False)."""
     deadline = time.time() + timeout_s
-    while True:
-        if served_logdir(port, host) is not None:
-            return True
+    while served_logdir(port) is None:
         if time.time() >= deadline:
             return False
         time.sleep(0.5)
+    return True
 
 
 def _same_dir(a: str | Path, b: str | Path) -> bool:
-    try:
+    with contextlib.suppress(OSError):
         return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
-    except OSError:
-        return str(a) == str(b)
+    return str(a) == str(b)
 
 
 def check(port: int, timeout_s: float = 30.0, logdir: str | Path | None = None,
           fallback: bool = True) -> TensorBoardStatus:
-    """Say plainly whether TensorBoard answered on ``port`` with this notebook's runs, and what to do if not.
-
-    ``logdir`` (default: ``env.runs_dir()``, what the notebooks pass to ``%tensorboard``)
-    must be the folder that server serves: when the port was already taken (another
-    notebook's TensorBoard, say), ``%tensorboard`` prints "Failed to launch TensorBoard"
-    and the port answers with someone else's runs. Then, with ``fallback``, a new
-    TensorBoard is started for ``logdir`` on a free port and shown inline.
-    """
+    """Say plainly whether TensorBoard answered on ``port`` serving ``logdir`` (default ``env.runs_dir()``), and what
+    to do if not. When the port was taken (another notebook's TensorBoard), ``%tensorboard`` failed to launch and the
+    port answers with someone else's runs; then, with ``fallback``, a TensorBoard for ``logdir`` is started on a free
+    port and shown inline."""
     want = Path(logdir) if logdir is not None else runs_dir()
     url = f"http://{HOST}:{port}/"
     ok = wait_until_answering(port, timeout_s)
@@ -208,25 +178,21 @@ def check(port: int, timeout_s: float = 30.0, logdir: str | Path | None = None,
         if status.answered:
             return status
         why = f"{why} {status.message}"
-    msg = (f"{why} Start it by hand from the project folder with `tensorboard --logdir {want} --host {HOST}` "
-           "and open the address it prints. Everything the lesson needs is also in this notebook's tables and plots.")
+    msg = f"{why} {_by_hand(want)}"
     print(msg)
     return TensorBoardStatus(port=port, url=url, answered=False, message=msg, logdir=str(want))
 
 
 def start(logdir: str | Path | None = None, port: int | None = None, timeout_s: float = 60.0,
           display: bool = False) -> TensorBoardStatus:
-    """Start a TensorBoard for ``logdir`` on 127.0.0.1 (``port`` or a free one); ``display`` shows it inline.
-
-    The server is remembered and stopped by ``stop_started()`` (also at exit).
-    """
+    """Start a TensorBoard for ``logdir`` on 127.0.0.1 (``port`` or a free one), stopped by ``stop_started()`` (also at
+    exit); ``display`` shows it inline."""
     from tensorboard import manager
 
     logdir = Path(logdir) if logdir is not None else runs_dir()
     port = port or prepare(0)
     args = ["--logdir", str(logdir), "--host", HOST, "--port", str(port)]
     result = manager.start(args, timeout=_dt.timedelta(seconds=timeout_s))
-    url = f"http://{HOST}:{port}/"
     info = getattr(result, "info", None)
     if info is not None and wait_until_answering(info.port, timeout_s):
         if isinstance(result, manager.StartLaunched):
@@ -245,10 +211,7 @@ def start(logdir: str | Path | None = None, port: int | None = None, timeout_s: 
         stop(pid)
     detail = (getattr(result, "stderr", "") or "").strip().splitlines()[-1:] or [type(result).__name__]
     msg = f"Could not start TensorBoard on port {port} ({detail[0]})."
-    return TensorBoardStatus(port=port, url=url, answered=False, message=msg, logdir=str(logdir))
-
-
-_logged: list[str] = []   # the notebooks whose experiments log_experiment wrote in this process
+    return TensorBoardStatus(port=port, url=f"http://{HOST}:{port}/", answered=False, message=msg, logdir=str(logdir))
 
 
 def own_runs(logdir: Path | str) -> str | None:
@@ -274,19 +237,21 @@ def frame_path(runs: str | None = None, dashboard: str | None = None) -> str:
 def inline(logdir: str | Path | None = None, preferred: int = 6006, timeout_s: float = 60.0,
            runs: str | None = None, dashboard: str | None = None) -> TensorBoardStatus:
     """TensorBoard inside the notebook, checked, in one call: what ``%tensorboard --logdir runs --host 127.0.0.1``
-    shows (notebook 01 teaches the magic itself), on ``preferred`` or a free port (``prepare``), then whether it
-    answered with this notebook's runs. The frame lists this notebook's runs only (``runs``, default ``own_runs``;
-    the server still serves them all) and opens on ``dashboard`` (default: TensorBoard's first). Returns the status;
+    shows (notebook 01 teaches the magic itself), on ``preferred`` or a free port (``prepare``). The frame lists
+    ``runs`` only (default ``own_runs``; the server serves them all) and opens on ``dashboard``. Returns the status;
     its message says what to do when it did not answer."""
     want = Path(logdir) if logdir is not None else runs_dir()
     status = start(want, port=prepare(preferred), timeout_s=timeout_s, display=False)
     if status.answered:
         _display_inline(status.port, frame_path(runs or own_runs(want), dashboard))
-    if not status.answered:
-        print(f"{status.message} Start it by hand from the project folder with `tensorboard --logdir {want} --host "
-              f"{HOST}` and open the address it prints. Everything the lesson needs is also in this notebook's tables "
-              "and plots.")
+    else:
+        print(f"{status.message} {_by_hand(want)}")
     return status
+
+
+def _by_hand(logdir: Path) -> str:
+    return (f"Start it by hand from the project folder with `tensorboard --logdir {logdir} --host {HOST}` and open the "
+            "address it prints. Everything the lesson needs is also in this notebook's tables and plots.")
 
 
 _FRAME = """<iframe id="{id}" width="100%" height="{height}" frameborder="0"></iframe>
@@ -317,13 +282,8 @@ def scalar_runs(port: int) -> list[str]:
 
 
 def profiler_runs(port: int, timeout_s: float = 60.0) -> dict[str, list[str]]:
-    """Ask the profiler plugin's API which runs it lists, and each run's views.
-
-    Polls ``/data/plugin/pytorch_profiler/runs`` until the plugin has finished loading
-    (or ``timeout_s`` passes), then asks ``/views?run=...`` for each run. Returns
-    ``{run: [view, ...]}``, empty when the plugin lists nothing. Raises ``RuntimeError``
-    with a plain message when the plugin (torch-tb-profiler) is not installed.
-    """
+    """``{run: [view, ...]}`` as the profiler plugin's API lists them, once it has finished loading (or ``timeout_s``
+    passed); ``RuntimeError`` when the plugin (torch-tb-profiler) is not installed."""
     base = "/data/plugin/pytorch_profiler"
     deadline = time.time() + timeout_s
     while True:
@@ -335,34 +295,29 @@ def profiler_runs(port: int, timeout_s: float = 60.0) -> dict[str, list[str]]:
             raise
         runs = list(data.get("runs", []))
         if (runs and not data.get("loading")) or time.time() >= deadline:
-            break
+            return {run: list(api(port, f"{base}/views", {"run": run})) for run in runs}
         time.sleep(1.0)
-    return {run: list(api(port, f"{base}/views", {"run": run})) for run in runs}
 
 
 def _is_our_child(pid: int) -> bool:
-    try:
+    with contextlib.suppress(Exception):  # no psutil, or the process is gone: read /proc
         import psutil
 
         return psutil.Process(pid).ppid() == os.getpid()
-    except Exception:  # noqa: BLE001 - no psutil, or the process is gone
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            return int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid()
-        except (OSError, ValueError, IndexError):
-            return False
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid()
+    return False
 
 
 def _remember_started(port: int) -> None:
     """Remember the TensorBoard on ``port`` for stopping, if this process started it (never someone else's)."""
-    try:
+    with contextlib.suppress(Exception):  # best effort only
         from tensorboard import manager
 
         for info in manager.get_all():
             if info.port == port and _is_our_child(info.pid):
                 _started_pids.add(info.pid)
-    except Exception:  # noqa: BLE001 - best effort only
-        pass
 
 
 def stop(pid: int, timeout_s: float = 10.0) -> bool:
@@ -380,8 +335,7 @@ def stop(pid: int, timeout_s: float = 10.0) -> bool:
     gone = False
     while time.time() < deadline and not gone:
         try:
-            done, _ = os.waitpid(pid, os.WNOHANG)  # reap our child so it leaves no zombie
-            gone = done == pid
+            gone = os.waitpid(pid, os.WNOHANG)[0] == pid  # reap our child so it leaves no zombie
         except ChildProcessError:  # not our child: poll whether it still exists
             try:
                 os.kill(pid, 0)
@@ -390,11 +344,9 @@ def stop(pid: int, timeout_s: float = 10.0) -> bool:
         if not gone:
             time.sleep(0.1)
     if not gone:
-        try:
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
     _started_pids.discard(pid)
     return True
 

@@ -3,7 +3,6 @@
 ``browser``: find the Chromium the real-browser test drives, or fetch Playwright's (never system packages).
 ``lab-settings``: JupyterLab defaults for this project's lab (no news pop-up, no update check).
 Usage: ``python -m helpers.tools.devsetup [browser] [lab-settings]`` (both when none is named)."""
-from __future__ import annotations
 
 import json
 import os
@@ -21,9 +20,7 @@ ENABLE_HINT = ("to enable it: `.venv/bin/python -m playwright install chromium` 
                "or `sudo apt-get install chromium` (Debian/Ubuntu), or set $PERF_CHROMIUM to a Chromium executable")
 
 # JupyterLab settings for the project's lab: never ask about news, never fetch them, no update check.
-LAB_OVERRIDES = {
-    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
-}
+LAB_OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
 LAB_OVERRIDES_NAME = "pytorch-performance-lab.json"
 
 
@@ -41,12 +38,9 @@ def playwright_chromium() -> Path | None:
     """Playwright's own Chromium when it has been downloaded (``playwright install chromium``), else None."""
     try:
         from playwright.sync_api import sync_playwright
-    except ImportError:
-        return None
-    try:
         with sync_playwright() as pw:
             path = Path(pw.chromium.executable_path)
-    except Exception:  # noqa: BLE001 - a broken driver counts as no browser
+    except Exception:  # noqa: BLE001 - not installed, or a broken driver: no browser
         return None
     return path if path.exists() else None
 
@@ -60,8 +54,7 @@ class Chromium:
 
 def find_chromium(environ: Mapping[str, str] | None = None, system: tuple[str, ...] = SYSTEM_CHROMIUMS,
                   playwright=playwright_chromium) -> Chromium | None:
-    """The Chromium to drive: ``$PERF_CHROMIUM`` when set (a missing path means none: no fallback),
-    else a system Chromium, else Playwright's own download. None when there is none."""
+    """``$PERF_CHROMIUM`` when set (missing: None, no fallback), else a system Chromium, else Playwright's; or None."""
     environ = os.environ if environ is None else environ
     explicit = environ.get(CHROMIUM_ENV, "").strip()
     if explicit:
@@ -72,13 +65,6 @@ def find_chromium(environ: Mapping[str, str] | None = None, system: tuple[str, .
             return Chromium(Path(s), "system", s)
     own = playwright()
     return Chromium(None, "playwright", str(own)) if own is not None else None
-
-
-def _why_missing(environ: Mapping[str, str]) -> str:
-    explicit = environ.get(CHROMIUM_ENV, "").strip()
-    if explicit:
-        return f"${CHROMIUM_ENV}={explicit} is not an executable file"
-    return f"no Chromium ({', '.join(SYSTEM_CHROMIUMS)} or Playwright's own)"
 
 
 @dataclass
@@ -105,7 +91,9 @@ def browser_decision(environ: Mapping[str, str] | None = None, *, playwright_imp
     found = find(environ)
     if found is not None:
         return Decision("run", f"browser test uses {found.shown} ({found.source})", found)
-    why = _why_missing(environ)
+    explicit = environ.get(CHROMIUM_ENV, "").strip()
+    why = (f"${CHROMIUM_ENV}={explicit} is not an executable file" if explicit
+           else f"no Chromium ({', '.join(SYSTEM_CHROMIUMS)} or Playwright's own)")
     if required:
         gate = "CI" if _truthy(environ.get("CI")) else REQUIRE_ENV
         return Decision("fail", f"browser test: {why}, and {gate} requires it; {ENABLE_HINT}")
@@ -153,8 +141,7 @@ def install_lab_settings(prefix: str | Path | None = None) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     steps = list(argv if argv is not None else sys.argv[1:]) or ["browser", "lab-settings"]
-    unknown = [s for s in steps if s not in ("browser", "lab-settings")]
-    if unknown:
+    if unknown := [s for s in steps if s not in ("browser", "lab-settings")]:
         print(f"unknown step(s) {unknown}; use browser and/or lab-settings", file=sys.stderr)
         return 2
     if "lab-settings" in steps:

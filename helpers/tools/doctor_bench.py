@@ -1,21 +1,18 @@
 """The doctor on a large trace, timed: ``python -m helpers.tools.doctor_bench [--mb 200] [--ranks N] [--source T]``.
 
-Run by hand (not by ``make test``: it takes a minute and its figures depend on the machine). It writes a trace of
-about ``--mb`` MB to a temporary folder by tiling the steps of ``--source`` (default: the A100 training trace
-``../shared/gpu-traces/hta_control.json.gz`` where it is, else a synthetic GPU trace of this module's own) with
-shifted timestamps, renumbered steps and fresh correlation ids, then runs ``python -m helpers.doctor TRACE --json``
-in a fresh process and reports its wall time and peak memory (the child's maximum resident set) against the
-budget: ``BUDGET_S`` seconds and ``BUDGET_MB`` MB. ``--ranks N`` writes a folder of N such traces instead, one per
-rank (``worker<r>...``, with the rank in its ``distributedInfo``), which the doctor reads one rank after another;
-its budget is ``RANKS_BUDGET_S`` and ``RANKS_BUDGET_MB``.
-"""
-from __future__ import annotations
+By hand (not by ``make test``: it takes a minute and its figures depend on the machine). It tiles the steps of
+``--source`` (default: the A100 training trace ``../shared/gpu-traces/hta_control.json.gz`` where it is, else
+``synthetic_steps``) into a trace of about ``--mb`` MB, runs ``python -m helpers.doctor TRACE --json`` in a fresh
+process and reports its wall time and peak memory (the child's maximum resident set) against ``BUDGET_S`` and
+``BUDGET_MB``. ``--ranks N``: a folder of N such traces, one per rank (the rank in its ``distributedInfo``), read one
+rank after another, against ``RANKS_BUDGET_S`` and ``RANKS_BUDGET_MB``."""
 
 import argparse
 import bisect
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,10 +29,9 @@ def synthetic_steps(n: int = 6) -> dict:
     """A GPU trace of our own: ``n`` steps, each 1,500 launched kernels of 10-60 µs and a DataLoader wait."""
     evs, c, t = [], 0, 0.0
     for k in range(n):
-        step = []
         h, g = t + 2000.0, t + 2050.0
-        step.append({"ph": "X", "cat": "user_annotation", "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter"
-                     ".__next__", "ts": t + 10, "dur": 1900.0, "pid": 1, "tid": 1})
+        step = [{"ph": "X", "cat": "user_annotation", "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter"
+                 ".__next__", "ts": t + 10, "dur": 1900.0, "pid": 1, "tid": 1}]
         for i in range(1500):
             c += 1
             dur = 10.0 + (i * 7919 % 50)
@@ -48,17 +44,15 @@ def synthetic_steps(n: int = 6) -> dict:
             h += 10.0
             g = max(g, h + 7) + dur
         end = max(h, g) + 100.0
-        evs.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": t, "dur": end - t,
-                    "pid": 1, "tid": 1})
-        evs += step
+        evs += [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": t, "dur": end - t,
+                 "pid": 1, "tid": 1}, *step]
         t = end
     return {"schemaVersion": 1, "traceEvents": evs}
 
 
 def _shift(e: dict, dt: float, dc: int, k: int) -> dict:
     e = dict(e, ts=e["ts"] + dt)
-    name = str(e.get("name", ""))
-    if name.startswith("ProfilerStep#"):
+    if str(e.get("name", "")).startswith("ProfilerStep#"):
         e["name"] = f"ProfilerStep#{k}"
     args = e.get("args")
     if args and ("correlation" in args or "External id" in args):
@@ -69,8 +63,7 @@ def _shift(e: dict, dt: float, dc: int, k: int) -> dict:
 
 
 def tile(source: dict, path: Path, target_mb: float, rank: int | None = None) -> tuple[int, int]:
-    """Write ``source``'s steps repeated until the file holds ``target_mb`` MB: ``(events, steps)`` written.
-    ``rank``: the ``distributedInfo`` rank the header names."""
+    """``source``'s steps repeated into ``path`` up to ``target_mb`` MB (``rank`` in its header): events, steps."""
     from helpers.traces import events as ev
 
     steps = ev.step_ranges(source)
@@ -85,22 +78,17 @@ def tile(source: dict, path: Path, target_mb: float, rank: int | None = None) ->
     head = {k: v for k, v in source.items() if k != "traceEvents"}
     if rank is not None:
         head["distributedInfo"] = {**(head.get("distributedInfo") or {}), "rank": rank}
-    written, copies, target = 0, 0, target_mb * 1e6
+    copies, target = 0, target_mb * 1e6
     with open(path, "w") as f:
-        f.write(json.dumps(head)[:-1] + (', ' if head else '') + '"traceEvents": [')
-        sep = ""
-        for e in meta:
-            f.write(sep + json.dumps(e))
-            sep = ",\n"
-            written += 1
+        f.write(json.dumps(head)[:-1] + (', ' if head else '') + '"traceEvents": [' + ",\n".join(map(json.dumps, meta)))
+        sep, written = (",\n" if meta else ""), len(meta)
         starts = [a for _, a, _ in steps]
         which = [bisect.bisect_right(starts, e["ts"]) - 1 for e in timed]   # the step each event falls in
         while f.tell() < target:
             for e, i in zip(timed, which):
                 f.write(sep + json.dumps(_shift(e, copies * span, copies * dc, copies * len(steps) + i)))
                 sep = ",\n"
-                written += 1
-            copies += 1
+            written, copies = written + len(timed), copies + 1
         f.write("]}")
     return written, copies * len(steps)
 
@@ -148,9 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     use = resource.getrusage(resource.RUSAGE_CHILDREN)
     peak_mb, cpu_s = use.ru_maxrss / 1024.0, use.ru_utime + use.ru_stime   # CPU time: what a loaded machine hides
     if not args.keep:
-        for f in folder.iterdir():
-            f.unlink()
-        folder.rmdir()
+        shutil.rmtree(folder)
     if p.returncode != 0:
         print(f"the doctor failed (exit {p.returncode}): {p.stderr.strip()[-500:]}")
         return 1

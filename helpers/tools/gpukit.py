@@ -5,7 +5,6 @@ that it lacks (``NEEDS``) plus the timm notebook 03 needs, locked in ``gpu-kit.t
 ``BUDGET_MIB``). ``lock`` (online: resolve, rewrite gpu-kit.txt), ``build`` (online: download into build/gpu-kit),
 ``install`` (offline, on the GPU machine: ``pip --no-index --no-deps --target build/gpu-kit/site``, then an import
 check). See docs/gpu.md."""
-from __future__ import annotations
 
 import argparse
 import hashlib
@@ -25,6 +24,7 @@ KIT = ROOT / "build" / "gpu-kit"
 BUDGET_MIB = 40
 PYTHON_VERSION = "3.12"
 PLATFORM = "manylinux_2_28_x86_64"
+TARGET = target_args(PYTHON_VERSION, [PLATFORM])   # pip's options for the machine's wheels
 # what the GPU machine has (its versions unknown, except torch's and torchvision's)
 MACHINE = ("torch==2.11.0", "torchvision==0.26.0", "timm", "tensorboard", "pandas", "matplotlib", "scipy")
 # what the notebooks and the runner import beyond it (module -> distribution in tests/tools/test_gpukit.py)
@@ -49,12 +49,8 @@ LINE = re.compile(r"^(?P<name>[A-Za-z0-9_.\-]+)==(?P<version>\S+)\s+--hash=sha25
 
 def constraint_pins(root: Path = ROOT) -> dict[str, str]:
     """constraints.txt as ``{canonical name: version}``."""
-    pins = {}
-    for line in (root / "constraints.txt").read_text().splitlines():
-        name, _, ver = line.strip().partition("==")
-        if ver and not name.startswith("#"):
-            pins[canonical(name)] = ver
-    return pins
+    pins = (line.strip().partition("==") for line in (root / "constraints.txt").read_text().splitlines())
+    return {canonical(name): ver for name, _, ver in pins if ver and not name.startswith("#")}
 
 
 def read_lock(path: Path = LOCK) -> dict:
@@ -77,24 +73,13 @@ def read_lock(path: Path = LOCK) -> dict:
     return {"wheels": wheels, "machine": machine, "header": header}
 
 
-def _report(python: str, reqs: list[str], constraints: Path) -> list[dict]:
-    """pip's resolution of ``reqs`` for the machine: the report's ``install`` items (name, version, requires)."""
-    return report(python, target_args(PYTHON_VERSION, [PLATFORM]), ["-c", str(constraints), *reqs],
-                  "pip's resolver failed")
-
-
-def _requirement_class():
+def closure(starts: list[str], requires: dict[str, list[str]], skip: dict[str, str] | None = None) -> set[str]:
+    """The names ``starts`` need, following ``requires`` (``{name: [Requires-Dist]}``) with the machine's markers
+    (Linux x86-64, CPython ``PYTHON_VERSION``; extras followed where asked for), never into ``skip``."""
     try:
         from packaging.requirements import Requirement
     except ImportError:  # pip vendors it
         from pip._vendor.packaging.requirements import Requirement
-    return Requirement
-
-
-def closure(starts: list[str], requires: dict[str, list[str]], skip: dict[str, str] | None = None) -> set[str]:
-    """The names ``starts`` need, following ``requires`` (``{name: [Requires-Dist]}``) with the machine's markers
-    (Linux x86-64, CPython ``PYTHON_VERSION``; extras followed where asked for), never into ``skip``."""
-    Requirement = _requirement_class()
     target = {"python_version": PYTHON_VERSION, "python_full_version": f"{PYTHON_VERSION}.0", "os_name": "posix",
               "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
               "implementation_name": "cpython", "platform_python_implementation": "CPython",
@@ -123,8 +108,9 @@ def lock(python: str = sys.executable, root: Path = ROOT, dest: Path = KIT) -> d
     with tempfile.TemporaryDirectory() as tmp:
         cons = Path(tmp) / "constraints.txt"
         cons.write_text("".join(f"{n}=={v}\n" for n, v in pins.items() if not drop.match(n)))
-        machine = {canonical(i["metadata"]["name"]) for i in _report(python, list(MACHINE), cons)}
-        full = _report(python, [*MACHINE, *NEEDS], cons)
+        resolved = [report(python, TARGET, ["-c", str(cons), *reqs], "pip's resolver failed")   # install items
+                    for reqs in (MACHINE, (*MACHINE, *NEEDS))]
+    machine, full = {canonical(i["metadata"]["name"]) for i in resolved[0]}, resolved[1]
     versions = {canonical(i["metadata"]["name"]): i["metadata"]["version"] for i in full}
     requires = {canonical(i["metadata"]["name"]): i["metadata"].get("requires_dist", []) for i in full}
     needed = closure(list(NEEDS), requires, NOT_IMPORTED)
@@ -151,20 +137,16 @@ def download(reqs: list[str], dest: Path, python: str = sys.executable, hashes: 
     with tempfile.TemporaryDirectory() as tmp:
         req_file = Path(tmp) / "requirements.txt"
         req_file.write_text("\n".join(reqs) + "\n")
-        pip(python, ["download", "--no-deps", "--quiet", "--dest", str(dest), *target_args(PYTHON_VERSION, [PLATFORM]),
+        pip(python, ["download", "--no-deps", "--quiet", "--dest", str(dest), *TARGET,
                      *(["--require-hashes"] if hashes else []), "-r", str(req_file)], "pip download failed")
-    out = []
-    for whl in sorted(dest.glob("*.whl")):
-        name, version = whl.name.split("-")[:2]
-        out.append({"name": canonical(name), "version": version, "file": whl.name, "bytes": whl.stat().st_size,
-                    "sha256": hashlib.sha256(whl.read_bytes()).hexdigest()})
-    return out
+    return [{"name": canonical(whl.name.split("-")[0]), "version": whl.name.split("-")[1], "file": whl.name,
+             "bytes": whl.stat().st_size, "sha256": hashlib.sha256(whl.read_bytes()).hexdigest()}
+            for whl in sorted(dest.glob("*.whl"))]
 
 
 def build(python: str = sys.executable, lock_path: Path = LOCK, dest: Path = KIT) -> dict:
     """Download exactly the locked wheels (hashes checked) into ``dest``; refuse a kit over the budget."""
-    locked = read_lock(lock_path)["wheels"]
-    reqs = [f"{w['name']}=={w['version']} --hash=sha256:{w['sha256']}" for w in locked]
+    reqs = [f"{w['name']}=={w['version']} --hash=sha256:{w['sha256']}" for w in read_lock(lock_path)["wheels"]]
     wheels = download(reqs, dest, python, hashes=True)
     total = sum(w["bytes"] for w in wheels)
     if total > BUDGET_MIB * 2**20:

@@ -7,9 +7,9 @@ copy checked into ``build/gpu-sim/report.json``. Exit 0 only when every notebook
 
 Usage: ``python -m helpers.tools.gpusim [--python python3.12] [--scale smoke] [--budget S] [--fresh]`` (root, or a
 user that may make network namespaces)."""
-from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -96,10 +96,8 @@ def figures(project: Path, kit_mib: float, wheels: int, carry_mib: float, rc: in
     rows = []
     for nb in summary["notebooks"]:
         env = {}
-        try:
+        with contextlib.suppress(OSError, ValueError, KeyError):
             env = json.loads((project / "build" / "gpu-run" / nb["notebook"] / "results.json").read_text())["env"]
-        except (OSError, ValueError, KeyError):
-            pass
         rows.append({k: nb.get(k) for k in ("notebook", "status", "wall_s", "checks_true", "checks", "checks_false",
                                             "experiments_failed", "pack_bytes", "error")}
                     | {"timm": env.get("timm"), "torch": env.get("torch"), "python": env.get("python")})

@@ -4,9 +4,7 @@ On Linux that is the ``SCHED_IDLE`` policy: the command (and every process and t
 policy) runs only on CPU time that nothing else wants, and any normal process that wakes up takes the CPU back at
 once. Elsewhere it is ``nice`` 19. ``make test`` runs the unit tests that only read traces this way beside the
 notebooks, which run at normal priority and compare timings: the tests take the core the notebooks leave idle
-instead of adding to the time of the unit-test phase after them.
-"""
-from __future__ import annotations
+instead of adding to the time of the unit-test phase after them."""
 
 import os
 import sys
@@ -38,7 +36,6 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"helpers.tools.idle: cannot run {argv[0]!r}: {exc.strerror or exc}", file=sys.stderr)
         return 127
-    return 0  # pragma: no cover - execvp does not return
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@
 (``constraints.txt``) in parallel with bytecode compiled, pip's configuration (``pip config list``: indexes,
 find-links, constraint, cert) carried over, its cache in ``$UV_CACHE_DIR`` or ``build/uv-cache``. Any failure on the
 uv route falls back to pip (the line before says why). Offline installs (``WHEELS=...``) are pip's alone."""
-from __future__ import annotations
 
 import argparse
 import os
@@ -27,43 +26,32 @@ Runner = Callable[..., subprocess.CompletedProcess]
 def parse_pip_config(text: str) -> dict[str, list[str]]:
     """``pip config list`` output (``global.find-links='/opt/wheels'``, ``:env:.extra-index-url='a b'``) as option ->
     values, in order, without repeats. Variables (``:env:``) come first: pip lets them override the files."""
-    env: dict[str, list[str]] = {}
-    files: dict[str, list[str]] = {}
+    entries = []
     for line in text.splitlines():
         key, sep, value = line.partition("=")
-        if not sep or "." not in key:
-            continue
-        section, _, option = key.strip().rpartition(".")
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        target = env if section == ":env:" else files
-        target.setdefault(option, []).extend(value.split())
+        if sep and "." in key:
+            section, _, option = key.strip().rpartition(".")
+            value = value.strip()
+            quoted = len(value) >= 2 and value[0] == value[-1] and value[0] in "'\""
+            entries.append((section != ":env:", option, (value[1:-1] if quoted else value).split()))
     merged: dict[str, list[str]] = {}
-    for source in (env, files):
-        for option, values in source.items():
-            seen = merged.setdefault(option, [])
-            seen.extend(v for v in values if v not in seen)
+    for _, option, values in sorted(entries, key=lambda e: e[0]):   # stable: the variables first, each in order
+        seen = merged.setdefault(option, [])
+        seen.extend(v for v in values if v not in seen)
     return merged
 
 
-def uv_command(uv: str, python: str, config: dict[str, list[str]], constraints: str, spec: Sequence[str]
-               ) -> list[str]:
+def uv_command(uv: str, python: str, config: dict[str, list[str]], constraints: str, spec: Sequence[str]) -> list[str]:
     """The ``uv pip install`` command line for ``spec`` into ``python``'s environment, pip's settings carried over."""
     cmd = [uv, "pip", "install", "--quiet", "--python", python, "--compile-bytecode",
            "--index-strategy", "unsafe-best-match", "--constraint", constraints]
-    for option, flag in CARRIED.items():
-        values = config.get(option, [])
-        if option == "index-url":
-            values = values[:1]  # pip takes one index url (the variable's, when both are set)
-        for v in values:
-            cmd += [flag, v]
+    for option, flag in CARRIED.items():   # pip takes one index url (the variable's, when both are set)
+        cmd += [x for v in config.get(option, [])[:1 if option == "index-url" else None] for x in (flag, v)]
     return cmd + list(spec)
 
 
 def uv_env(config: dict[str, list[str]], environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for uv: its cache beside the venv unless ``$UV_CACHE_DIR`` says otherwise, pip's
-    certificate bundle when pip has one and ``$SSL_CERT_FILE`` is unset."""
+    """uv's environment: its cache in ``DEFAULT_CACHE`` (or ``$UV_CACHE_DIR``), pip's cert unless ``$SSL_CERT_FILE``."""
     env = dict(os.environ if environ is None else environ)
     env.setdefault("UV_CACHE_DIR", str(DEFAULT_CACHE))
     cert = next((c for c in config.get("cert", []) if Path(c).is_file()), None)
@@ -88,9 +76,7 @@ def install_with_uv(python: str, constraints: str, spec: Sequence[str], run: Run
     uv = str(Path(python).parent / "uv")
     done = run(uv_command(uv, python, config, constraints, spec), env=uv_env(config), text=True,
                stdout=None, stderr=subprocess.PIPE)
-    if done.returncode != 0:
-        return f"uv pip install failed ({_tail(done)})"
-    return None
+    return f"uv pip install failed ({_tail(done)})" if done.returncode != 0 else None
 
 
 def install_with_pip(python: str, constraints: str, spec: Sequence[str], run: Runner = subprocess.run) -> int:

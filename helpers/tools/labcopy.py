@@ -3,7 +3,6 @@ and saves a notebook writes its outputs there, never into the tracked ``notebook
 
 ``python -m helpers.tools.labcopy [--src notebooks] [--dest lab]``: a missing copy is made; an unchanged copy follows
 its notebook; a changed one is kept, with one line saying how to update it (``<dest>/.copies.json`` records them)."""
-from __future__ import annotations
 
 import argparse
 import hashlib
@@ -54,9 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--src", type=Path, default=ROOT / "notebooks")
     ap.add_argument("--dest", type=Path, default=ROOT / "lab")
     args = ap.parse_args(argv)
-    lines = sync(args.src, args.dest)
-    changed = [line for line in lines if not line.endswith(": yours")]
-    for line in changed:
+    for line in (ln for ln in sync(args.src, args.dest) if not ln.endswith(": yours")):
         print(line)
     print(f"JupyterLab opens your working copies in {args.dest}/ (git-ignored; notebooks/ stays as committed)")
     return 0

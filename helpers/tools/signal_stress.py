@@ -1,19 +1,16 @@
 """Signal a short run of the runner at many moments and report any that hangs:
 ``python -m helpers.tools.signal_stress [--offsets 40] [--deadline 30]``.
 
-Run by hand (not by ``make test``: ~40 runs of a few seconds each; ``make test`` keeps targeted cases in
-tests/notebook/test_runner_signals.py). It writes two tiny notebooks to a temporary folder (``a``: saves a row,
-imports torch, works for ``--work`` seconds, saves another; ``b``: one print), times one run of both unsignalled, then
-starts the runner ``--offsets`` times in its own process group and sends SIGTERM or SIGINT (alternately) to the group
-at offsets spread evenly from 0.2 s to past the calibrated run's end: before, during and right after the kernel's
-start, inside the cells, while packing. Each trial passes when the runner exits within ``--deadline`` seconds of the
-signal with 128 + the signal (or 0 when it had already finished), ``run-summary.json`` written, ``run.json`` for every
-notebook it started, no kernel left running (found by an environment tag the kernels inherit), and no traceback on
-stderr. Exit status 1 when a trial failed.
-"""
-from __future__ import annotations
+By hand (~40 runs of a few seconds; ``make test`` keeps targeted cases in tests/notebook/test_runner_signals.py).
+Two tiny notebooks (``a`` saves a row, works ``--work`` s with torch, saves another; ``b`` prints) run once
+unsignalled, then ``--offsets`` times, the runner's process group sent SIGTERM or SIGINT (in turn) at offsets from
+0.2 s to past the unsignalled run's end: around the kernel's start, inside the cells, while packing. A trial passes
+when the runner exits within ``--deadline`` s of the signal with 128 + the signal (0 if it had finished), with
+``run-summary.json``, a ``run.json`` per started notebook, no kernel left (found by an environment tag the kernels
+inherit) and no traceback on stderr. Exit status 1 when a trial failed."""
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -50,14 +47,10 @@ def notebooks(folder: Path, work_s: float) -> list[Path]:
 def tagged_processes(tag: str) -> list[int]:
     """Processes whose environment holds ``TAG_ENV=tag`` (the runner's kernels inherit it)."""
     found, needle = [], f"{TAG_ENV}={tag}".encode()
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
+    for d in (d for d in Path("/proc").iterdir() if d.name.isdigit()):
+        with contextlib.suppress(OSError):
             if needle in (d / "environ").read_bytes().split(b"\0"):
                 found.append(int(d.name))
-        except OSError:
-            continue
     return found
 
 
@@ -71,14 +64,13 @@ def trial(nbs: list[Path], out: Path, offset: float | None, signum: int, deadlin
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-    sent = None
+    sent, hung = None, False
     if offset is not None:
         try:
             proc.wait(timeout=offset)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signum)
             sent = time.perf_counter()
-    hung = False
     try:
         stdout, stderr = proc.communicate(timeout=deadline if sent else 600)
     except subprocess.TimeoutExpired:
@@ -89,28 +81,18 @@ def trial(nbs: list[Path], out: Path, offset: float | None, signum: int, deadlin
     time.sleep(0.5)
     left = tagged_processes(tag)
     for pid in left:
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
     summary_path = out / "run-summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
     started = [n["notebook"] for n in (summary or {}).get("notebooks", [])]
     missing_run_json = [s for s in started if not (out / s / "run.json").is_file()]
-    problems = []
-    if hung:
-        problems.append(f"hung: still running {deadline:g} s after the signal")
-    if summary is None:
-        problems.append("no run-summary.json")
-    if missing_run_json:
-        problems.append(f"no run.json for {', '.join(missing_run_json)}")
-    if left:
-        problems.append(f"{len(left)} kernel process(es) left running")
-    if "Traceback" in stderr:
-        problems.append("a traceback on stderr")
     expected = {0, 128 + signum} if sent else {0}
-    if not hung and proc.returncode not in expected:
-        problems.append(f"exit status {proc.returncode}")
+    problems = [what for bad, what in (
+        (hung, f"hung: still running {deadline:g} s after the signal"), (summary is None, "no run-summary.json"),
+        (missing_run_json, f"no run.json for {', '.join(missing_run_json)}"),
+        (left, f"{len(left)} kernel process(es) left running"), ("Traceback" in stderr, "a traceback on stderr"),
+        (not hung and proc.returncode not in expected, f"exit status {proc.returncode}")) if bad]
     return {"offset_s": offset, "signal": signal.Signals(signum).name if sent else None,
             "exit": None if hung else proc.returncode, "run_s": round(end - t0, 2),
             "after_signal_s": round(end - sent, 2) if sent else None, "notebooks_started": started,
@@ -148,8 +130,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"         stderr: {line[:160]}")
     bad = [t for t in trials if t["problems"]]
     slowest = max((t["after_signal_s"] or 0) for t in trials)
+    hangs = sum(any(p.startswith("hung") for p in t["problems"]) for t in bad)
     print(f"{len(trials) - len(bad)} of {len(trials)} signalled runs ended cleanly; the slowest "
-          f"{slowest:.1f} s after its signal; hangs: {sum(any(p.startswith('hung') for p in t['problems']) for t in bad)}")
+          f"{slowest:.1f} s after its signal; hangs: {hangs}")
     if args.json:
         args.json.write_text(json.dumps({"calibration": calib, "trials": trials}, indent=2) + "\n")
     return 1 if bad else 0

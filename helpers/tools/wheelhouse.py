@@ -6,7 +6,6 @@
 pip resolves ``.[test]`` with ``constraints.txt`` for the target (``--dry-run --report``), leaves out what the
 target has (``--exclude``; torch takes its CUDA wheels with it), downloads the rest and setuptools as wheels and
 lists them in ``requirements.txt``. Build on the target's OS and architecture (docs/gpu.md, "Offline install")."""
-from __future__ import annotations
 
 import argparse
 import fnmatch
@@ -33,22 +32,18 @@ def canonical(name: str) -> str:
 def excluded_names(exclude: list[str]) -> list[str]:
     """The name patterns to leave out: ``exclude`` plus what comes with each of them."""
     pats = [canonical(e) for e in exclude]
-    for e in list(pats):
-        pats += COMES_WITH.get(e, ())
-    return pats
+    return pats + [p for e in pats for p in COMES_WITH.get(e, ())]
 
 
 def is_excluded(name: str, patterns: list[str]) -> bool:
-    n = canonical(name)
-    return any(fnmatch.fnmatchcase(n, p) for p in patterns)
+    return any(fnmatch.fnmatchcase(canonical(name), p) for p in patterns)
 
 
 LEGACY_MANYLINUX = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
 
 
 def expand_platform(tag: str) -> list[str]:
-    """``manylinux_2_28_x86_64`` -> itself and every older manylinux tag of that architecture (pip's ``--platform`` is
-    literal)."""
+    """``manylinux_2_28_x86_64`` and every older manylinux tag of its architecture (pip's ``--platform`` is literal)."""
     m = re.fullmatch(r"manylinux_2_(\d+)_(\w+)", tag)
     if not m:
         return [tag]
@@ -62,10 +57,7 @@ def target_args(python_version: str | None, platforms: list[str] | None) -> list
     args = ["--only-binary=:all:"]
     if python_version:
         args += ["--python-version", python_version, "--implementation", "cp"]
-    for p in platforms or []:
-        for tag in expand_platform(p):
-            args += ["--platform", tag]
-    return args
+    return args + [x for p in platforms or [] for tag in expand_platform(p) for x in ("--platform", tag)]
 
 
 def build_requires(root: Path = ROOT) -> list[str]:
@@ -100,34 +92,27 @@ def resolve(python: str, tgt: list[str], root: Path = ROOT) -> list[tuple[str, s
     return sorted((n, v) for n, v in pins if canonical(n) != PROJECT)
 
 
-def download(python: str, tgt: list[str], reqs: list[str], dest: Path) -> None:
-    pip(python, ["download", "--no-deps", "--quiet", "--dest", str(dest), *tgt, *reqs], "pip download failed")
-
-
-def size_mb(dest: Path) -> float:
-    return sum(p.stat().st_size for p in dest.glob("*.whl")) / 2**20
-
-
 def build(dest: Path, python_version: str | None = None, platforms: list[str] | None = None,
           exclude: list[str] | None = None, python: str = sys.executable, root: Path = ROOT) -> dict:
     t0 = time.perf_counter()
     tgt = target_args(python_version, platforms)
     pins = resolve(python, tgt, root)
     pats = excluded_names(exclude or [])
-    keep = [(n, v) for n, v in pins if not is_excluded(n, pats)]
     left_out = [f"{n}=={v}" for n, v in pins if is_excluded(n, pats)]
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    reqs = [f"{n}=={v}" for n, v in keep]
-    download(python, tgt, reqs + build_requires(root), dest)
+    reqs = [f"{n}=={v}" for n, v in pins if not is_excluded(n, pats)]
+    pip(python, ["download", "--no-deps", "--quiet", "--dest", str(dest), *tgt, *reqs, *build_requires(root)],
+        "pip download failed")
     (dest / "requirements.txt").write_text(
         "# made by `make wheelhouse` (helpers/wheelhouse.py); install with\n"
         f"#   pip install --no-index --find-links {dest.name} -e '.[test]'\n"
         f"# target: python {python_version or 'as built'}, platform {' '.join(platforms or []) or 'as built'}\n"
         + (f"# left out (the target has them): {' '.join(left_out)}\n" if left_out else "")
         + "\n".join(reqs) + "\n")
-    return {"dest": str(dest), "wheels": len(list(dest.glob("*.whl"))), "size_mb": round(size_mb(dest), 1),
+    mb = sum(p.stat().st_size for p in dest.glob("*.whl")) / 2**20
+    return {"dest": str(dest), "wheels": len(list(dest.glob("*.whl"))), "size_mb": round(mb, 1),
             "left_out": left_out, "seconds": round(time.perf_counter() - t0, 1)}
 
 
@@ -144,11 +129,9 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"preset for the reference GPU machines: {GPU_PRESET} (the whole environment, tests and "
                          "JupyterLab included; a headless run needs only the GPU kit: make gpu-kit)")
     args = ap.parse_args(argv)
-    pv, plat, exc = args.python_version, args.platform, args.exclude
-    if args.gpu_machine:
-        pv, plat = pv or GPU_PRESET["python_version"], plat or GPU_PRESET["platform"]
-        exc = exc or GPU_PRESET["exclude"]
-    info = build(args.dest, pv, plat, exc)
+    preset = GPU_PRESET if args.gpu_machine else {}
+    info = build(args.dest, args.python_version or preset.get("python_version"),
+                 args.platform or preset.get("platform"), args.exclude or preset.get("exclude"))
     print(f"{info['wheels']} wheels, {info['size_mb']} MB in {info['dest']} ({info['seconds']} s)")
     if info["left_out"]:
         print(f"left out (the target has them): {', '.join(info['left_out'])}")

@@ -1,16 +1,9 @@
-"""Read a backward pass from a profiler trace: two clocks per backward op, what deterministic mode changed,
-and the forward op (and source line) behind a backward op.
-
-Taught in ``03_backward_hooks``. Everything here reads the Chrome-trace dict that
-``tensorboard_trace_handler`` / ``export_chrome_trace`` write (``load_trace``), so it is tested on synthetic
-traces and on real A100 traces.
-
-- ``backward_ops``: per autograd node (``autograd::engine::evaluate_function: <Node>``), its host
-  time, the device time of the kernels it launched, and the synchronisations inside it with the
-  GPU idle time each one caused (``syncs.sync_costs``). On a GPU a host-device sync costs waiting,
+"""Read a backward pass from a profiler trace (a ``load_trace`` dict; taught in ``03_backward_hooks``):
+- ``backward_ops``: per autograd node, its host time, the device time of the kernels it launched, and the syncs
+  inside it with the GPU idle time each caused (``syncs.sync_costs``). On a GPU a host-device sync costs waiting,
   not device time: ranked by device time, a node that stalls the pipeline can sit at the bottom.
-- ``forward_origin``: the forward op that created a backward node (the profiler's sequence number)
-  and the Python lines that called it (``with_stack=True``).
+- ``forward_origin``: the forward op that created a backward node (the profiler's sequence number) and the Python
+  lines that called it (``with_stack=True``).
 """
 from __future__ import annotations
 
@@ -41,15 +34,12 @@ class _Intervals:
             v.sort(key=lambda t: t[0])
         self.starts = {tid: [t[0] for t in v] for tid, v in self.by_tid.items()}
 
-    def find(self, ts: float, tid=None, scan: int = 64):
-        tids = [tid] if tid is not None else list(self.by_tid)
+    def find(self, ts: float, tid=None):
         best = None
-        for t in tids:
-            items = self.by_tid.get(t)
-            if not items:
-                continue
-            i = bisect.bisect_right(self.starts[t], ts) - 1
-            for j in range(i, max(-1, i - scan), -1):  # latest start first = innermost
+        for t in [tid] if tid is not None else self.by_tid:
+            items = self.by_tid.get(t, [])
+            i = bisect.bisect_right(self.starts.get(t, []), ts) - 1
+            for j in range(i, max(-1, i - 64), -1):  # latest start first = innermost
                 s, e, payload = items[j]
                 if s <= ts <= e:
                     if best is None or s > best[0]:
@@ -58,25 +48,13 @@ class _Intervals:
         return None if best is None else best[1]
 
 
-def profiled_steps(doc: Mapping[str, Any]) -> int:
-    """Number of ``ProfilerStep#N`` ranges on the host (1 when the trace has none)."""
-    return max(len(ev.step_events(doc)), 1)
-
-
 def backward_ops(doc: Mapping[str, Any], costs=None, steps: int | None = None):
-    """Two clocks for every backward node of a trace, per profiled step.
-
-    Columns: ``op`` (the node, e.g. ``GatherBackward0``), ``calls``, ``host_ms`` (the node's host
-    time: launching its kernels plus any wait inside it), ``device_ms`` (the run time on the GPU of
-    the kernels, copies and memsets it launched), ``syncs`` and ``gpu_idle_ms`` (the rows of
-    ``costs`` — ``trace.sync_costs(doc)`` by default — whose host call lies inside the node, and the
-    GPU idle time they caused), ``rank_by_host`` and ``rank_by_device`` (1 = the most). Sorted by
-    host time. On a CPU-only trace ``device_ms``, ``syncs`` and ``gpu_idle_ms`` are 0.
-    """
+    """Two clocks per backward node and profiled step (``OPS_COLUMNS``, by host time): ``host_ms`` (launching plus
+    any wait), ``device_ms`` (work it launched), ``syncs`` (rows of ``costs``: ``sync_costs(doc)``), ``gpu_idle_ms``."""
     import pandas as pd
 
     nodes = [e for e in _host_ops(doc) if ev.kind(e) == "op" and str(e.get("name", "")).startswith(BWD_PREFIX)]
-    steps = steps or profiled_steps(doc)
+    steps = steps or max(len(ev.step_events(doc)), 1)   # the profiled steps
     rows: dict[str, dict] = {}
     items = []
     for e in nodes:
@@ -84,13 +62,11 @@ def backward_ops(doc: Mapping[str, Any], costs=None, steps: int | None = None):
         r = rows.setdefault(op, {"op": op, "calls": 0, "host_us": 0.0, "device_us": 0.0, "syncs": 0, "idle_us": 0.0})
         r["calls"] += 1
         r["host_us"] += float(e.get("dur", 0.0))
-        start = float(e["ts"])
-        items.append((e.get("tid"), start, start + float(e.get("dur", 0.0)), op))
+        items.append((e.get("tid"), *ev.span(e), op))
     where = _Intervals(items)
     launches = ev.launches(doc)
     for e in ev.device_work(doc):
-        launch = launches.get(ev.corr(e))
-        if launch is None:
+        if (launch := launches.get(ev.corr(e))) is None:
             continue
         tid = launch.get("tid")
         # a launch recorded under a thread id with no backward nodes (Kineto writes a thread it could not map to its
@@ -101,8 +77,7 @@ def backward_ops(doc: Mapping[str, Any], costs=None, steps: int | None = None):
     if costs is None:
         costs = sync_costs(doc)
     for rec in costs.to_dict("records") if len(costs) else []:
-        op = where.find(float(rec["ts_us"]), rec.get("tid"))
-        if op is not None:
+        if (op := where.find(float(rec["ts_us"]), rec.get("tid"))) is not None:
             rows[op]["syncs"] += 1
             idle = rec.get("gpu_idle_us")
             rows[op]["idle_us"] += float(idle) if idle == idle and idle is not None else 0.0
@@ -119,16 +94,9 @@ _FRAME = re.compile(r"^(.+\.py)\((\d+)\): ")
 
 
 def forward_origin(doc: Mapping[str, Any], node: str = "GatherBackward0") -> dict | None:
-    """The forward op behind the first backward ``node`` of a trace, and the Python lines that called it.
-
-    The profiler gives each op that records an autograd node a ``Sequence number``; the node's
-    backward event carries the same number. With ``with_stack=True`` the trace also holds the
-    Python frames (``python_function`` events) around each op, the innermost with a ``CallFrom``
-    file:line (a trace without ``CallFrom`` gives the innermost Python function's file and first line,
-    marked "(function start)"). Returns ``{"node", "sequence_nr", "forward_op", "forward_ts", "call_from", "stack"}``
-    (``stack``: the Python frames around the forward op, innermost first; empty without
-    ``with_stack``), or None when the trace has no such node or its forward op is not in it.
-    """
+    """The forward op behind the first backward ``node`` (the same ``Sequence number``) and the Python lines that
+    called it (``with_stack=True``: the innermost frame's ``CallFrom``, else its function's start, so marked):
+    ``{"node", "sequence_nr", "forward_op", "forward_ts", "call_from", "stack"}`` (frames innermost first), or None."""
     all_events = ev.events(doc)
     events = _host_ops(doc)
     want = {node, BWD_PREFIX + node}
@@ -148,15 +116,15 @@ def forward_origin(doc: Mapping[str, Any], node: str = "GatherBackward0") -> dic
     ends = [e for e in all_events if e.get("cat") == "fwdbwd" and e.get("ph") == "f"
             and e.get("tid") == b.get("tid") and abs(float(e["ts"]) - float(b["ts"])) < 0.01]
     if ends:
-        starts = [e for e in all_events if e.get("cat") == "fwdbwd" and e.get("ph") == "s" and e.get("id") == ends[0]["id"]]
+        starts = [e for e in all_events
+                  if e.get("cat") == "fwdbwd" and e.get("ph") == "s" and e.get("id") == ends[0]["id"]]
         if starts:
             at = [e for e in cands if e.get("tid") == starts[0].get("tid")
                   and abs(float(e["ts"]) - float(starts[0]["ts"])) < 0.01]
             f = at[0] if at else None
     # 2. otherwise: ops before the one that creates the node share its number, so the latest such op made it
     if f is None:
-        last = max(cands, key=lambda e: float(e["ts"]))
-        f = last
+        f = max(cands, key=lambda e: float(e["ts"]))
     # an op can call others with the same number: report the outermost one around it
     outer = [e for e in cands if e.get("tid") == f.get("tid") and float(e["ts"]) <= float(f["ts"])
              and float(f["ts"]) + float(f.get("dur", 0.0)) <= float(e["ts"]) + float(e.get("dur", 0.0))]
@@ -165,7 +133,7 @@ def forward_origin(doc: Mapping[str, Any], node: str = "GatherBackward0") -> dic
     frames = [e for e in events if ev.kind(e) == "python" and e.get("tid") == f.get("tid")
               and float(e["ts"]) <= t0 and t1 <= float(e["ts"]) + float(e.get("dur", 0.0))]
     frames.sort(key=lambda e: (float(e["ts"]), -float(e.get("dur", 0.0))), reverse=True)  # innermost first
-    call_from = next(((e.get("args") or {}).get("CallFrom") for e in frames if (e.get("args") or {}).get("CallFrom")), None)
+    call_from = next((ev.args(e)["CallFrom"] for e in frames if ev.args(e).get("CallFrom")), None)
     if call_from is None:
         # traces without the ``CallFrom`` argument (older releases): the innermost Python function's own frame,
         # "timm/layers/patch_dropout.py(7): patch_dropout_forward" -> its file and first line

@@ -1,13 +1,9 @@
 """What kind of bottleneck does a training step have? A verdict from a profiler trace.
 
-Taught in ``05_diagnose``; used by ``python -m helpers.doctor``. The trace itself is read by ``load`` and its
-events classified by ``events``; this module *attributes* the time of the average profiled step to causes (the
-interval work is in ``split``).
-
-A step is its ``ProfilerStep`` host range extended to the end of the device work it launched
-(``events.step_windows``, as the TensorBoard plugin's Overview counts it), so the causes and the Overview's
-categories add up to the same step. Each microsecond of a step goes to exactly one cause, so the causes add up to
-the step and nothing is counted twice:
+Taught in ``05_diagnose``; used by ``python -m helpers.doctor``. This module *attributes* the time of the average
+profiled step to causes (the interval work is in ``split``). A step is its ``ProfilerStep`` host range extended to
+the end of the device work it launched (``events.step_windows``, as the TensorBoard plugin's Overview counts it).
+Each microsecond of a step goes to exactly one cause, so the causes add up to the step:
 
 GPU trace (there is device work: CUDA, ROCm, MTIA, XPU ...), in this order of precedence:
   1. **compute** — the device is busy with kernels, copies or memsets other than collectives (on any stream);
@@ -15,13 +11,9 @@ GPU trace (there is device work: CUDA, ROCm, MTIA, XPU ...), in this order of pr
      waiting for the slowest rank); collective time that overlaps compute is reported beside it
      (``overlapped_ms``) and is not counted again. Listed only when the trace holds collectives;
   3. **input** — the GPU is idle while the host waits in the DataLoader's ``__next__``;
-  4. **host sync** — the GPU is idle after a synchronisation (``.item()``, ``.cpu()``, ``print(tensor)``,
-     ``torch.cuda.synchronize()``; the list, each sync once, is ``trace.sync_costs``): from the call until the
-     next GPU work starts (or the trace ends), but no more than the host was blocked in the call. Removing a
-     sync lets the host work after it start that much sooner, overlapped with the GPU's queued work, and no
-     sooner: GPU idle beyond that (the host busy in Python with nothing queued) stays with launch/overhead.
-     ``trace.sync_costs``' own ``gpu_idle_us`` (the strict figure in the evidence) also stops at the end of the
-     host call plus one launch latency;
+  4. **host sync** — the GPU is idle after a synchronisation (``.item()``, ``.cpu()``, ``torch.cuda.synchronize()``:
+     ``trace.sync_costs``), until the next GPU work, but no more than the host was blocked in the call: removing
+     a sync lets the host work after it start that much sooner and no sooner (the rest is launch/overhead);
   5. **memory** — the GPU is idle while the host is in ``cudaMalloc`` / ``cudaFree`` (the caching allocator
      going back to the driver, typically after a retry near capacity);
   6. **launch/overhead** — the rest of the GPU's idle time: the host is busy launching (short kernels,
@@ -36,11 +28,9 @@ be judged (the verdict says so). The host's own time is split instead:
   4. **launch/overhead** — the rest: tiny operators (shorter than ``TINY_OP_US``, where the ~10 µs of
      dispatch per op dominates) and the Python between operators.
 
-A cause's ``ms`` is its time per average step: the most that fixing it could save (for compute, the time a
-cheaper model, lower precision or fusion could shrink; where FP32 GEMMs hold ``FP32_GEMM_SHARE`` of a GPU trace's
-kernel time, its advice names TF32 first). A cause below ``MIN_FINDING_SHARE`` of the step is
-listed but is not a finding. ``Diagnosis.per_step`` holds each cause's milliseconds step by step (what
-``compare`` puts an interval on).
+A cause's ``ms`` is its time per average step: the most that fixing it could save (where FP32 GEMMs hold
+``FP32_GEMM_SHARE`` of a GPU trace's kernel time, the compute advice names TF32 first). A cause below
+``MIN_FINDING_SHARE`` of the step is no finding. ``Diagnosis.per_step``: each cause's ms step by step.
 """
 from __future__ import annotations
 
@@ -51,6 +41,7 @@ from typing import Any, Mapping
 
 from . import events as ev
 from . import intervals as iv
+from .kernels import kernel_dtype, uses_tensor_cores
 from .load import load_trace
 from .split import MALLOC_APIS, SHORT_KERNEL_US, TINY_OP_US, Part, split_cpu, split_gpu, step_periods
 
@@ -64,8 +55,7 @@ NEAR_CAPACITY = 0.90
 # this share of the steps' kernel time: ``torch.set_float32_matmul_precision("high")`` is one line and runs them on
 # TF32 tensor cores (Ampere and later; the H100 reference's 8192² FP32 product ran at ~52 TFLOP/s with it off).
 FP32_GEMM_SHARE = 0.5
-# TINY_OP_US (CPU: an operator whose median call is shorter is overhead) and SHORT_KERNEL_US (GPU: a kernel this
-# short is comparable to its launch) live with the splitting code, in ``split``; they are shown from here.
+# TINY_OP_US and SHORT_KERNEL_US live with the splitting code, in ``split``; they are shown from here.
 __all__ = ["CAUSES", "Diagnosis", "DiagnosisError", "FP32_GEMM_SHARE", "MALLOC_APIS", "MIN_FINDING_SHARE",
            "NEAR_CAPACITY", "SEE", "SEE_CPU", "SHORT_KERNEL_US", "TINY_OP_US", "advice", "diagnose"]
 
@@ -102,19 +92,13 @@ TF32 = ('FP32 matrix products: first torch.set_float32_matmul_precision("high") 
 
 
 def advice(cause: str, on_gpu: bool, fp32_gemm: bool = False) -> str:
-    """Where the fix for ``cause`` is taught, for the kind of trace: ``SEE`` for a GPU trace, ``SEE_CPU`` for a
-    CPU-only one (whose launch/overhead advice names what helps on a CPU, not CUDA graphs). ``fp32_gemm``: the GPU
-    compute is mostly FP32 GEMMs, so the compute advice names TF32 first."""
+    """Where the fix for ``cause`` is taught (``SEE`` or ``SEE_CPU``); ``fp32_gemm``: name TF32 first."""
     text = (SEE if on_gpu else SEE_CPU)[cause]
     return TF32 + text if cause == "compute" and on_gpu and fp32_gemm else text
 
 
 def is_fp32_gemm(name: str) -> bool:
-    """A GPU matrix-product kernel in plain FP32 (FFMA or SIMT: no tensor cores): cuBLAS' ``sm80_xmma_gemm_f32f32_…
-    _ffma``, ``…sgemm…``, CUTLASS' ``cutlass_80_simt_sgemm``; not ``tf32``, half or bf16 ones. The kernel classifier
-    decides (``kernels.kernel_dtype`` is fp32 and ``kernels.uses_tensor_cores`` False): one list of names, not two."""
-    from .kernels import kernel_dtype, uses_tensor_cores
-
+    """A plain-FP32 GPU matrix product (``kernel_dtype`` fp32, no tensor cores): ``…_ffma``, ``…sgemm…``, simt."""
     return "gemm" in name.lower() and uses_tensor_cores(name) is False and kernel_dtype(name) == "fp32"
 
 
@@ -134,7 +118,6 @@ class DiagnosisError(ValueError):
     """A trace that cannot be diagnosed (the message names the file and what to do)."""
 
 
-# --- the diagnosis ------------------------------------------------------------------------------------------
 @dataclass
 class Diagnosis:
     """The causes of the average profiled step (see the module docstring for how time is split)."""
@@ -157,9 +140,7 @@ class Diagnosis:
 
     @property
     def bound(self) -> str | None:
-        """``"host-bound"`` when a step's CPU span is its period (the host is the slower side: the GPU waits for
-        it), ``"device-bound"`` when the span of the device work it launched is (the GPU queue runs behind); None
-        on a CPU-only trace, a trace without ProfilerStep, or damaged steps."""
+        """``"host-bound"`` (the CPU span is the period), ``"device-bound"`` (its device work's is), or None."""
         if self.host_ms is None or self.device_ms is None or self.damaged:
             return None
         return "host-bound" if self.host_ms >= self.device_ms else "device-bound"
@@ -183,8 +164,7 @@ class Diagnosis:
         return next((c["ms"] for c in self.causes if c["cause"] == cause), None)
 
     def to_list(self) -> list[dict[str, Any]]:
-        """The ``diagnosis`` list of the doctor's JSON: ``{cause, ms, share, finding, evidence, see}``, and for
-        communication ``exposed_ms`` / ``overlapped_ms``."""
+        """The JSON's ``diagnosis``: ``{cause, ms, share, finding, evidence, see}`` (+ ``exposed_ms``...)."""
         keys = ("cause", "ms", "share", "finding", "evidence", "see", "exposed_ms", "overlapped_ms")
         return [{k: c[k] for k in keys if k in c} for c in self.causes]
 
@@ -207,9 +187,8 @@ class Diagnosis:
             if c["ms"] is None:
                 lines.append(f"  - {c['cause']}: cannot judge. {c['evidence']}")
             else:
-                mark = "*" if c["finding"] else " "
-                lines.append(f" {mark}- {c['cause']}: {c['ms']:.2f} ms ({c['share']:.0%}). {c['evidence']} "
-                             f"See {c['see']}.")
+                lines.append(f" {'*' if c['finding'] else ' '}- {c['cause']}: {c['ms']:.2f} ms ({c['share']:.0%}). "
+                             f"{c['evidence']} See {c['see']}.")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -224,9 +203,7 @@ def damaged_steps(trace) -> int:
 
 
 def _steps(trace, events: list, name: str) -> tuple[list[tuple[float, float]], Any, list[str], list, list]:
-    """The steps to split (``events.step_windows``, the first one no shorter than its period: ``split.
-    step_periods``; or the whole trace as one step, with a note), the main thread, and each step's CPU and device
-    spans (µs)."""
+    """The steps to split (``split.step_periods``, or the whole trace), the main thread, their CPU and device µs."""
     steps = ev.step_events(events)
     if steps:
         wins, host, dev = step_periods(events, [(a, b) for _, a, b in ev.step_windows(trace, events)])
@@ -260,20 +237,13 @@ def _cannot(name, why):
 @ev.memoizing
 def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | None = None,
              alloc_retries: int | None = None, loop_syncs: bool | None = None) -> Diagnosis:
-    """Split the average profiled step of ``trace`` (a Chrome-trace dict, or a path ``load_trace`` reads)
-    into causes. ``capacity_bytes`` / ``alloc_retries`` (from ``torch.cuda``) add memory evidence the trace
-    itself may lack (``diagnose_step`` passes them on a GPU). ``loop_syncs=True``: the profiling loop itself
-    synchronised the device at the end of each step (``profiling.profile_steps(sync=True)``, so that a step's
-    range covers its GPU work); that last device synchronisation of each step is not the step's own and is left
-    out of the host-sync cause (its idle time stays with launch/overhead). ``loop_syncs=None`` (the default) reads
-    it from the trace: ``profile_steps`` marks a trace whose loop synchronised (``events.LOOP_SYNC_METADATA``), so
-    ``python -m helpers.doctor`` on a ``diagnose_step`` trace gives the same verdict as ``diagnose_step``."""
-    source = None
-    if not isinstance(trace, Mapping):
-        source = str(trace)
+    """Split the average profiled step of ``trace`` (a dict or a path) into causes. ``capacity_bytes`` /
+    ``alloc_retries`` add memory evidence the trace may lack. ``loop_syncs``: the loop synchronised at the end of each
+    step (``profile_steps(sync=True)``): that sync is not the step's (None: ``events.loop_synced`` reads the trace)."""
+    source = None if isinstance(trace, Mapping) else str(trace)
+    if source is not None:
         trace = load_trace(trace)
-    if loop_syncs is None:
-        loop_syncs = str(trace.get(ev.LOOP_SYNC_METADATA, "0")).strip('"') not in ("0", "", "False", "false")
+    loop_syncs = ev.loop_synced(trace) if loop_syncs is None else loop_syncs
     name = source or "trace"
     events = ev.complete(trace)
     steps, main_tid, notes, host, dev = _steps(trace, events, name)
@@ -288,10 +258,9 @@ def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | N
     if bad:  # ProfilerSteps were recorded, none with a usable time: the window is no step, so judge no cause
         why = (f"all {bad} ProfilerStep(s) have impossible times (negative, missing, NaN): no step to attribute, so "
                f"no cause is diagnosed (the trace is damaged: export it again)")
-        return Diagnosis(steps=n, step_ms=round(step_ms, 3), on_gpu=on_gpu, causes=[_cannot(c, why) for c in CAUSES
-                                                                                   if c != "communication"],
-                         cannot_judge=[c for c in CAUSES if c != "communication"], notes=[why], source=source,
-                         step_times=[round(step_ms, 4)], damaged=True)
+        judged = [c for c in CAUSES if c != "communication"]
+        return Diagnosis(steps=n, step_ms=round(step_ms, 3), on_gpu=on_gpu, causes=[_cannot(c, why) for c in judged],
+                         cannot_judge=judged, notes=[why], source=source, step_times=[round(step_ms, 4)], damaged=True)
     per = lambda us: us / n / 1000.0  # noqa: E731 - µs over all steps -> ms per step
 
     cannot: list[str] = []

@@ -1,46 +1,26 @@
 """``python -m helpers.doctor PATH``: what kind of bottleneck does this profiler trace show?
 
 PATH is a ``.json`` / ``.json.gz`` Chrome trace or a ``tensorboard_trace_handler`` folder, from any job (also
-installed as ``perf-doctor``). It prints the trace-quality checks (``quality``), the Overview (time per step by
-category), the GPU's temporal breakdown, the top operators and kernels, and the diagnosis (``diagnosis``). A folder
-of ranks (the workers of a distributed job, or files named by rank) is diagnosed rank by rank: one row per rank,
-the straggler, one verdict for the job (``job``).
-
-``--json`` prints one object instead, always strict JSON (a NaN or infinite number is null). One trace::
-
-    {"trace": PATH, "steps": int, "step_ms": float,            # the mean profiled step
-     "quality": [{"check", "message"}],                         # what to trust before the diagnosis
-     "overview": {category: ms per step},                       # adds up to step_ms
-     "gpu": {"idle_pct", "compute_pct", "non_compute_pct", "source"} | null,   # HTA's (or the doctor's own)
-     "gpu_doctor": {... , "communication_pct"} | null,          # the doctor's own, same definitions as HTA's
-     "diagnosis": [{"cause", "ms", "share", "finding", "evidence", "see"}],   # communication: + exposed_ms,
-     "top_cause": str, "cannot_judge": [...], "notes": [...],                 #   overlapped_ms
-     "ranks": null, "straggler": null}
-
-A folder of ranks: the same keys for the job (``diagnosis``: each cause's mean over the ranks) with ``ranks`` (one
-entry per rank: rank, steps, step_ms, top_cause, causes, diagnosis, waits_ms, last_in, gpu, quality),
-``straggler`` (``{"rank", "ms", ...}`` or null) and ``verdict``.
-
-``python -m helpers.doctor compare BEFORE AFTER`` is the command's other half, which times one trace against another
-with the notebooks' comparison: ``helpers.doctor`` and ``helpers.measure.trace_compare`` (the trace toolkit needs
-nothing from ``measure``).
-
-Bad input (not a trace, a truncated ``.gz``, an unreadable or empty folder, a file over the reading limit, another
-tool's trace...) gets one line naming the file and what to do, and exit status 2. Taught in ``05_diagnose``.
+``perf-doctor``): the quality checks, the Overview, the GPU's breakdown, the top operators and kernels and the
+diagnosis (``report``); a folder of ranks rank by rank, with the straggler and one verdict (``job``). ``--json``: one
+strict JSON object (NaN as null). ``compare BEFORE AFTER`` is ``helpers.doctor``'s (``helpers.measure`` needed).
+Bad input gets one line naming the file and what to do, and exit status 2. Taught in ``05_diagnose``.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from .job import diagnose_job, job_text
 from .stream import progress_to
 from .quality import finite
-from .report import DoctorError, trace_text
+from .report import SCHEMA_VERSION, DoctorError, trace_text
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130     # Ctrl-C: one line on stderr, no traceback
@@ -52,16 +32,12 @@ __all__ = ["DoctorError", "EXIT_BAD_INPUT", "emit", "json_report", "main", "pct_
 
 
 def report(path: Path | str, *, views: bool = True, workers: int = 1) -> dict[str, Any]:
-    """Everything the command prints, as one JSON-ready dict (raises ``DoctorError`` on bad input): a trace's
-    report, or a folder of ranks' job report (``workers``: ranks read at once). ``views=False`` skips the Overview
-    and HTA (the slow part)."""
+    """Everything the command prints, as one JSON-ready dict: a trace's or a folder of ranks' report."""
     return diagnose_job(path, views=views, workers=workers)
 
 
 def json_report(rep: dict[str, Any]) -> str:
     """Strict JSON: private keys left out, NaN and infinities as null (``allow_nan=False`` proves it)."""
-    from .report import SCHEMA_VERSION
-
     body = {k: v for k, v in rep.items() if not k.startswith("_")}
     body = {"schema_version": SCHEMA_VERSION, "verdict": body.pop("verdict", None), **body}
     return json.dumps(finite(body), indent=1, allow_nan=False)
@@ -71,16 +47,6 @@ def text_report(rep: dict[str, Any], top: int = 10) -> str:
     return job_text(rep) if rep.get("ranks") else trace_text(rep, top=top)
 
 
-def pct_arg(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 <= x < 1e6:
-        raise argparse.ArgumentTypeError(f"a percentage from 0 up, not {text!r}")
-    return x
-
-
 class Parser(argparse.ArgumentParser):
     """argparse, with a usage error said in one line (status 2), not the usage block."""
 
@@ -88,35 +54,33 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: {message} (--help for the usage)\n")
 
 
-def positive(kind: type):
-    """An argparse type: a number of ``kind`` above 0 (``--top 0``, ``--top -1``, ``--max-mb 0`` are refused)."""
+def positive(kind: type, high: float = 1e9, zero: bool = False, need: str = "must be above 0"):
+    """An argparse type: a number of ``kind`` above 0 (``zero``: from 0) and under ``high`` (``--top 0`` is refused)."""
     def parse(text: str):
         try:
             x = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"not {'a whole number' if kind is int else 'a number'}: {text!r}") from None
-        if not 0 < x < 1e9:
-            raise argparse.ArgumentTypeError(f"must be above 0, not {text!r}")
+            raise argparse.ArgumentTypeError(f"not a{' whole' if kind is int else ''} number: {text!r}") from None
+        if not ((0 <= x) if zero else (0 < x)) or not x < high:
+            raise argparse.ArgumentTypeError(f"{need}, not {text!r}")
         return x
     return parse
 
 
+pct_arg = positive(float, 1e6, zero=True, need="a percentage from 0 up")
+
+
 def prog() -> str:
-    """The command as invoked: ``perf-doctor`` when run as the installed script, ``python -m helpers.doctor``
-    otherwise."""
+    """The command as invoked: ``perf-doctor`` (the installed script) or ``python -m helpers.doctor``."""
     name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
     return name if name.startswith("perf-doctor") else "python -m helpers.doctor"
 
 
 def version() -> str:
     """The package's version: its installed metadata, else ``pyproject.toml`` beside the package."""
-    from importlib import metadata
-
     try:
         return metadata.version("pytorch-performance-lab")
     except metadata.PackageNotFoundError:
-        import re
-
         text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8")
         m = re.search(r'^version\s*=\s*"([^"]+)"', text, re.M)
         return m.group(1) if m else "unknown"
@@ -134,8 +98,8 @@ def emit(text: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = Parser(prog=prog(), description=__doc__.splitlines()[0].split(": ", 1)[-1],
-                                 epilog=f"{prog()} compare BEFORE AFTER [--json] [--fail-if-slower PCT]: did a change "
-                                        f"help? (--help after compare for more). {EXIT_CODES}.")
+                epilog=f"{prog()} compare BEFORE AFTER [--json] [--fail-if-slower PCT]: did a change help? (--help "
+                       f"after compare for more). {EXIT_CODES}.")
     ap.add_argument("path", help="a .json / .json.gz profiler trace or a tensorboard_trace_handler folder")
     ap.add_argument("--json", action="store_true", help="print one JSON object (with schema_version and verdict)")
     ap.add_argument("--top", type=positive(int), default=10, help="rows of the operator and kernel tables (default 10)")

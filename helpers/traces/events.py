@@ -1,10 +1,8 @@
 """What a trace's events are: one category table, the host/device test, steps, phases, launches.
 
-A Chrome trace from ``torch.profiler`` (Kineto) is a list of events; each complete event (``ph == "X"``) has a
-category (``cat``). This module is the one place that says what a category means, for the old schema (torch <= 1.9:
-``Operator``, ``Runtime``, ``Kernel``, ``Memcpy``, ``Memset``) and the new one (``cpu_op``, ``cuda_runtime``,
-``kernel``, ``gpu_memcpy`` ...), on CUDA, ROCm (HIP), MTIA and XPU alike. Every reader of traces in this package
-(views, syncs, diagnosis, backward attribution, timeline) classifies events through it.
+The one place that says what a Kineto event category (``cat``) means, for the old schema (torch <= 1.9:
+``Operator``, ``Runtime``, ``Kernel`` ...) and the new one (``cpu_op``, ``cuda_runtime``, ``kernel`` ...), on CUDA,
+ROCm, MTIA and XPU alike: every reader of traces in this package classifies events through it.
 """
 from __future__ import annotations
 
@@ -17,7 +15,6 @@ from typing import Any
 
 from . import intervals as iv
 
-# --- the category table --------------------------------------------------------------------------------------
 # kind of each category (normalised: lower case, spaces and hyphens as "_"; see ``category``): "kernel", "memcpy",
 # "memset" (device work), "launch" (a host runtime/driver call that queues device work), "device_annotation" (a
 # record_function label copied onto the device timeline), "device_sync" (the accelerator's own record of a
@@ -60,14 +57,13 @@ _KIND_CACHE: dict = {}
 
 
 def category(cat: Any) -> str:
-    """A category's normalised spelling: lower case, spaces and hyphens as ``_`` (``Kernel``, ``KERNEL`` and
-    ``kernel`` are one category; so are ``GPU Memcpy`` and ``gpu_memcpy``)."""
+    """A category's normalised spelling: lower case, spaces and hyphens as ``_`` (``GPU Memcpy`` is ``gpu_memcpy``)."""
     return re.sub(r"[\s\-]+", "_", str(cat).strip().lower())
 
 
 def is_mapping(x: Any) -> bool:
-    """A trace event or its ``args`` (a mapping): a dict is checked as such first, as the ``Mapping`` ABC's own check
-    is ~20 times slower and ran on every event of every pass (a fifth of a diagnosis on a 700k-event trace)."""
+    """A trace event or its ``args`` (a mapping): a dict is checked first, as the ``Mapping`` ABC's check is ~20x
+    slower and ran on every event of every pass (a fifth of a diagnosis on a 700k-event trace)."""
     return type(x) is dict or isinstance(x, Mapping)
 
 
@@ -77,15 +73,13 @@ def kind(e: Mapping[str, Any]) -> str:
     try:
         return _KIND_CACHE[cat]
     except KeyError:
-        k = _KIND_CACHE[cat] = CATEGORY_KIND.get(category(cat), "host")
-        return k
+        return _KIND_CACHE.setdefault(cat, CATEGORY_KIND.get(category(cat), "host"))
     except TypeError:  # an unhashable category (a list ...): not PyTorch's
         return "host"
 
 
 def is_host(e) -> bool:
-    """A host-side event: for a trace dict, by its category (not device work, not a device-timeline copy of a
-    label, not a device-side sync record); for a profiler ``FunctionEvent`` (``prof.events()``), by its device type."""
+    """A host-side event: by its category (not ``DEVICE_SIDE``), or a ``FunctionEvent`` by its device type."""
     if is_mapping(e):
         return kind(e) not in DEVICE_SIDE
     return str(getattr(e, "device_type", "CPU")).endswith("CPU")
@@ -102,8 +96,7 @@ def is_launch(e: Mapping[str, Any]) -> bool:
 
 
 def is_collective(e: Mapping[str, Any]) -> bool:
-    """A collective: on the device, a communication kernel (``COMM_KERNEL``, or XPU's ``collective_comm``); on the
-    host, a ProcessGroup label or ``c10d::`` operator (``COMM_HOST``)."""
+    """A collective: a communication kernel (``COMM_KERNEL``, XPU's ``collective_comm``) or a host ``COMM_HOST``."""
     k = kind(e)
     name = str(e.get("name", ""))
     if k == "kernel":
@@ -118,29 +111,30 @@ def events(trace) -> list:
     return trace.get("traceEvents", []) if isinstance(trace, Mapping) else []
 
 
+def loop_synced(trace) -> bool:
+    """The trace says its profiling loop synchronised the device after each step (``LOOP_SYNC_METADATA``)."""
+    return isinstance(trace, Mapping) and str(trace.get(LOOP_SYNC_METADATA, "0")).strip('"') not in (
+        "0", "", "False", "false")
+
+
 MAX_DURATION_US = 86_400e6    # a day: no profiled event lasts longer
 MAX_TIME_US = 1e18            # beyond any clock Kineto writes (epoch µs are ~1.7e15)
 
 
 def valid_time(e: Mapping[str, Any]) -> bool:
-    """A complete event whose start is a finite number and whose duration is a finite number >= 0 (NaN, Infinity,
-    a negative, a missing or an absurd time is an impossible value: such events are left out, and ``quality`` says
-    so)."""
+    """A complete event with a finite start and a finite duration >= 0 (others are left out; ``quality`` says so)."""
     ts, dur = e.get("ts"), e.get("dur")
     return (type(ts) in (int, float) and type(dur) in (int, float) and 0 <= dur <= MAX_DURATION_US
             and -MAX_TIME_US <= ts <= MAX_TIME_US)
 
 
-# --- one trace read many times --------------------------------------------------------------------------------
 _memo: dict | None = None   # (reader, id(events list)) -> (the list, its length, the answer); only inside memoized()
 
 
 @contextlib.contextmanager
 def memoized():
-    """Inside the block, ``complete`` and ``step_events`` of one events list are computed once: the doctor's views
-    and causes ask for them many times over the same trace (11 and 18 times on a 6-step A100 trace, each a pass
-    over all its events). Each caller still gets a list of its own. Nothing is kept once the block ends; the events
-    must not be changed inside it (no reader here changes them)."""
+    """Inside the block, ``complete`` and ``step_events`` of one events list are computed once (the doctor asked for
+    them 11 and 18 times on a 6-step A100 trace, each a pass over all its events); each caller gets its own list."""
     global _memo
     outer = _memo
     if outer is None:
@@ -153,16 +147,13 @@ def memoized():
 
 
 def forget() -> None:
-    """Inside ``memoized()``, drop what it holds: a job's ranks are read one after another, and each rank's events
-    must be freed before the next is read."""
+    """Inside ``memoized()``, drop what it holds (a job's rank is freed before the next is read)."""
     if _memo is not None:
         _memo.clear()
 
 
 def ops_by_thread(evs: Iterable) -> dict:
-    """The operators of each thread, for ``around``: ``{(pid, str(tid)): (spans by start, their starts, the longest
-    span)}``; a span is ``(start, end, name)``. The thread id as a string: old traces write it as one on operators
-    and as a number on other events."""
+    """Each thread's operators, for ``around``: ``{(pid, str(tid)): (spans (start, end, name), starts, longest)}``."""
     ops: dict = {}
     for e in evs:
         if kind(e) == "op":
@@ -174,8 +165,7 @@ def ops_by_thread(evs: Iterable) -> dict:
 
 
 def around(ops: dict, e: Mapping[str, Any], a: float, b: float) -> list:
-    """The operators of ``ops_by_thread`` on ``e``'s thread that enclose ``[a, b]``, outermost first (only those
-    starting within the longest operator's length before ``a`` are looked at)."""
+    """The operators of ``ops_by_thread`` on ``e``'s thread that enclose ``[a, b]``, outermost first."""
     seq, starts, longest = ops.get((e.get("pid"), str(e.get("tid"))), ([], [], 0.0))
     lo, hi = bisect.bisect_left(starts, a - longest), bisect.bisect_right(starts, a)
     return sorted((o for o in seq[lo:hi] if o[1] >= b), key=lambda o: (o[0], -o[1]))
@@ -225,8 +215,7 @@ def corr(e: Mapping[str, Any]):
 
 
 def api_name(name: str) -> str:
-    """A CUDA runtime call's base name: CUPTI's own names carry a version and/or per-thread-stream suffix
-    (``cudaStreamSynchronize_v3020``, ``cudaStreamSynchronize_ptsz``); Kineto's table drops the version."""
+    """A CUDA runtime call's base name, without CUPTI's version or per-thread-stream suffix (``_v3020``, ``_ptsz``)."""
     return _API_SUFFIX.sub("", name)
 
 
@@ -235,11 +224,8 @@ def has_gpu(trace) -> bool:
     return any(is_mapping(e) and is_device_work(e) for e in events(trace))
 
 
-# --- steps and phases ------------------------------------------------------------------------------------------
 def step_events(trace) -> list:
-    """The host ``ProfilerStep#N`` events, in time order ([] when the trace has none). On CUDA the profiler also
-    draws each step on the GPU timeline (``gpu_user_annotation``); those copies are not steps. ``trace`` may be
-    a trace dict or a list of its events (as for the other readers below)."""
+    """The host ``ProfilerStep#N`` events of a trace or event list, in time order (not their GPU-timeline copies)."""
     evs = events(trace)
 
     def compute():
@@ -249,17 +235,13 @@ def step_events(trace) -> list:
 
 
 def step_ranges(trace) -> list[tuple[str, float, float]]:
-    """``(name, start_us, end_us)`` of each ``ProfilerStep#N`` (host ranges, in time order); [] when the trace has
-    none (then the views analyse the whole trace as one step and say so)."""
+    """``(name, start_us, end_us)`` of each ``ProfilerStep#N`` (host ranges, in time order)."""
     return [(str(e["name"]), *span(e)) for e in step_events(trace)]
 
 
 def step_windows(trace, evs: list | None = None) -> list[tuple[str, float, float]]:
-    """``(name, start_us, end_us)`` of each profiled step as the TensorBoard plugin's Overview counts it: its host
-    ``ProfilerStep#N`` range, extended to the end of the device work launched from inside it, and starting no
-    earlier than the previous step's end (so the steps tile the time without overlap). A trace with no launch
-    linked to device work keeps the host ranges; trailing steps that launched nothing are left out, as the plugin
-    does. The doctor splits these windows, so its causes and the Overview's categories add up to the same step."""
+    """``(name, start_us, end_us)`` of each step as TensorBoard's Overview counts it: its host range extended to the end
+    of the device work it launched, from the previous step's end; trailing steps that launched nothing left out."""
     evs = complete(trace) if evs is None else evs
     ranges = step_ranges(evs)
     calls = launches(evs)
@@ -277,13 +259,11 @@ def step_windows(trace, evs: list | None = None) -> list[tuple[str, float, float
     per_step: list[list] = [[] for _ in ranges]   # device spans launched from inside each host step
     starts = [a for _, a, _ in ranges]
     matched = set()
-    for c, call in calls.items():
-        if c not in dev:
-            continue
-        a, b = span(call)
+    for c, spans in dev.items():
+        a, b = span(calls[c])
         i = bisect.bisect_right(starts, a) - 1
         if i >= 0 and b <= ranges[i][2]:
-            per_step[i] += dev[c]
+            per_step[i] += spans
             matched.add(c)
     if not matched:
         return ranges
@@ -304,11 +284,7 @@ def step_windows(trace, evs: list | None = None) -> list[tuple[str, float, float
 
 
 def phase_ranges(trace, phase: str = "backward") -> list[tuple[float, float]]:
-    """(start, end) in microseconds of every host event named ``phase`` (a ``record_function`` label).
-
-    ``phase="ProfilerStep"`` (or any name followed by ``#``) also matches the numbered labels ``ProfilerStep#12``.
-    Only the host-side range counts: the label's copy on the GPU timeline (later than the host range) is skipped.
-    """
+    """(start, end) µs of every host event named ``phase`` or ``phase#N`` (not the label's GPU-timeline copy)."""
     pre = phase + "#"
     return sorted(span(e) for e in complete(trace)
                   if (e.get("name") == phase or str(e.get("name", "")).startswith(pre)) and is_host(e))
@@ -317,21 +293,16 @@ def phase_ranges(trace, phase: str = "backward") -> list[tuple[float, float]]:
 def dataloader_ranges(trace) -> list[tuple[float, float]]:
     """Host ranges of the DataLoader's ``enumerate(DataLoader)#...__next__`` (the wait for the next batch)."""
     return sorted(span(e) for e in complete(trace) if is_host(e)
-                  and str(e.get("name", "")).startswith(DATALOADER_PREFIX) and str(e.get("name", "")).endswith("__next__"))
+                  and (n := str(e.get("name", ""))).startswith(DATALOADER_PREFIX) and n.endswith("__next__"))
 
 
-# --- launches and the device work they queued --------------------------------------------------------------------
 def launches(trace_or_events) -> dict:
-    """``{correlation id: launch call}``: every host runtime/driver call that carries a correlation id. A device
-    event's launch is ``launches(trace).get(corr(event))``: the one pairing of device work to the call that queued
-    it (launch latency, syncs, trimming, backward attribution and the profiler's phase times all use it)."""
+    """``{correlation id: launch call}``: a device event's launch is ``launches(trace).get(corr(event))``."""
     evs = trace_or_events if isinstance(trace_or_events, list) else complete(trace_or_events)
     out = {}
     for e in evs:
-        if e.get("ph") == "X" and is_launch(e):
-            c = corr(e)
-            if c is not None:
-                out.setdefault(c, e)
+        if e.get("ph") == "X" and is_launch(e) and (c := corr(e)) is not None:
+            out.setdefault(c, e)
     return out
 
 
@@ -342,21 +313,15 @@ def device_work(trace_or_events) -> list:
                   key=lambda e: float(e["ts"]))
 
 
-def names(trace, kinds: Iterable[str] = ("thread_name", "process_name")) -> dict:
+def names(trace) -> dict:
     """Thread and process names from the metadata events: ``{(kind, pid, tid or None): name}``."""
-    kinds = set(kinds)
-    out = {}
-    for e in events(trace):
-        if is_mapping(e) and e.get("ph") == "M" and e.get("name") in kinds:
-            out[(e["name"], e.get("pid"), e.get("tid") if e["name"] == "thread_name" else None)] = str(
-                args(e).get("name", ""))
-    return out
+    return {(e["name"], e.get("pid"), e.get("tid") if e["name"] == "thread_name" else None):
+            str(args(e).get("name", "")) for e in events(trace)
+            if is_mapping(e) and e.get("ph") == "M" and e.get("name") in ("thread_name", "process_name")}
 
 
 def dataloader_wait_share(trace) -> dict[str, float]:
-    """Time in the DataLoader's ``__next__`` against the profiled steps (taught in ``02_data_pipeline``):
-    ``{"next_ms", "step_ms", "share"}`` summed over the ``ProfilerStep#N`` ranges (only the parts of ``__next__``
-    inside a step count)."""
+    """Time in DataLoader ``__next__`` within the ProfilerSteps: ``{"next_ms", "step_ms", "share"}``."""
     steps = [(a, b) for _, a, b in step_ranges(trace)]
     step_us = sum(b - a for a, b in steps)
     next_us = iv.length(iv.intersect(iv.merge(steps), iv.merge(dataloader_ranges(trace))))

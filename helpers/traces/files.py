@@ -1,10 +1,7 @@
-"""Which trace files a path holds: a file is itself; a folder (what ``tensorboard_trace_handler`` writes: one
-``<worker>.<time>.pt.trace.json[.gz]`` per profiled run and worker) holds one or more *workers*, each with one or
-more runs. ``find_trace`` gives one file (the newest); ``find_workers`` gives the newest file of every worker, with
-its rank where the file's name or its ``distributedInfo`` says it (a folder of ranks: ``helpers.traces.job``).
-
-A folder or file that cannot be read (permissions) is a one-line ``TraceError``; an unreadable subfolder is
-skipped and named in the notes, never silently.
+"""Which trace files a path holds: a file is itself; a ``tensorboard_trace_handler`` folder holds one
+``<worker>.<time>.pt.trace.json[.gz]`` per run and worker. ``find_trace`` gives the newest file; ``find_workers``
+the newest of every worker, with its rank. What cannot be read is a one-line ``TraceError``; an unreadable
+subfolder is skipped and named in the notes, never silently.
 """
 from __future__ import annotations
 
@@ -13,9 +10,9 @@ import os
 import re
 import stat
 import zlib
+from collections import Counter
 from pathlib import Path
 
-PATTERNS = ("*.pt.trace.json", "*.pt.trace.json.gz")
 # a worker's rank in its file's name: worker0_step_12.<time>.pt.trace.json, rank-3.<time>.json.gz, rank1.<time>...
 RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])(?:rank|worker)[-_]?(\d+)(?![0-9])", re.IGNORECASE)
 # Kineto writes the job's distributedInfo in the file's header, before the events
@@ -24,8 +21,7 @@ HEADER_BYTES = 1 << 16
 
 
 class TraceError(ValueError):
-    """A file or folder that cannot be read as a profiler trace, or a view this trace cannot give; the message is
-    one line naming the file and what to do."""
+    """A file or folder that cannot be read as a trace, or a view it cannot give: one line, what to do."""
 
 
 def _stat(p: Path):
@@ -40,24 +36,17 @@ def _stat(p: Path):
 
 
 def trace_files(folder: Path | str) -> tuple[list[Path], list[str]]:
-    """Every trace file under ``folder`` (``*.pt.trace.json[.gz]`` at any depth, else ``*.json[.gz]`` in the folder
-    itself), oldest first, and notes naming the subfolders that could not be read. ``TraceError`` when the folder
-    itself cannot be read or holds no trace file."""
+    """Every trace file under ``folder`` (``*.pt.trace.json[.gz]`` at any depth, else its ``*.json[.gz]``), oldest
+    first, and notes naming unreadable subfolders; ``TraceError`` when the folder cannot be read or holds no trace."""
     p = Path(folder)
     try:
         os.listdir(p)
     except OSError as exc:
         raise TraceError(f"{p}: cannot read the folder ({exc.strerror or exc}); check its permissions") from None
     unreadable: list[str] = []
-
-    def skipped(exc: OSError) -> None:
-        unreadable.append(str(exc.filename or exc))
-
-    files = []
-    for root, _dirs, names in os.walk(p, onerror=skipped):
-        for n in names:
-            if n.endswith((".pt.trace.json", ".pt.trace.json.gz")):
-                files.append(Path(root) / n)
+    files = [Path(root) / n for root, _dirs, names
+             in os.walk(p, onerror=lambda exc: unreadable.append(str(exc.filename or exc))) for n in names
+             if n.endswith((".pt.trace.json", ".pt.trace.json.gz"))]
     if not files:
         files = [f for pat in ("*.json", "*.json.gz") for f in p.glob(pat)]
     notes = [f"{p}: {len(unreadable)} subfolder(s) could not be read and were skipped: {', '.join(unreadable[:3])}"
@@ -79,8 +68,7 @@ def trace_files(folder: Path | str) -> tuple[list[Path], list[str]]:
 
 
 def find_trace(path_or_dir: Path | str) -> tuple[Path, list[str]]:
-    """The trace file to read, and notes for the reader: a file is itself; in a folder the newest (the notes say
-    how many there were; ``find_workers`` gives every worker's)."""
+    """The trace file to read (a file, or a folder's newest: the notes say how many there were) and notes."""
     p = Path(path_or_dir)
     if not stat.S_ISDIR(_stat(p).st_mode):
         return p, []
@@ -91,8 +79,7 @@ def find_trace(path_or_dir: Path | str) -> tuple[Path, list[str]]:
 
 
 def worker_name(f: Path) -> str:
-    """A trace file's worker: its name before the first dot (``tensorboard_trace_handler`` writes
-    ``<worker_name>.<time>.pt.trace.json``)."""
+    """A trace file's worker: its name before the first dot (``<worker_name>.<time>.pt.trace.json``)."""
     return f.name.split(".", 1)[0]
 
 
@@ -110,19 +97,15 @@ def header_rank(f: Path) -> int | None:
 
 
 def find_workers(path_or_dir: Path | str) -> tuple[list[tuple[int | None, str, Path]], list[str]]:
-    """``[(rank, worker, file)]``: the newest trace file of each worker in a folder, by rank (a file: itself), and
-    notes. The rank comes from the file's ``distributedInfo`` header, else from its name (``worker3``,
-    ``rank-3``), else None. Several runs of one worker: the newest is kept and a note says so."""
+    """``([(rank, worker, file)], notes)``: the newest trace of each worker (a file: itself), by rank (from its
+    ``distributedInfo``, else its name: ``worker3``, ``rank-3``, else None); a note when a worker has several runs."""
     p = Path(path_or_dir)
     first, notes = find_trace(p)
     if first == p:
         return [(header_rank(p), worker_name(p), p)], notes
     files, notes = trace_files(p)
-    newest: dict[str, Path] = {}
-    runs: dict[str, int] = {}
-    for f in files:  # oldest first: the last one of a worker is its newest
-        newest[worker_name(f)] = f
-        runs[worker_name(f)] = runs.get(worker_name(f), 0) + 1
+    newest = {worker_name(f): f for f in files}   # oldest first: the last one of a worker is its newest
+    runs = Counter(worker_name(f) for f in files)
     out = []
     for w, f in newest.items():
         rank = header_rank(f)
@@ -130,8 +113,7 @@ def find_workers(path_or_dir: Path | str) -> tuple[list[tuple[int | None, str, P
             rank = int(m.group(1))
         out.append((rank, w, f))
     out.sort(key=lambda r: (r[0] is None, r[0] if r[0] is not None else 0, r[1]))
-    several = {w: k for w, k in runs.items() if k > 1}
-    if several:
+    if several := {w: k for w, k in runs.items() if k > 1}:
         notes.append(f"{p}: {sum(several.values())} trace files of {len(several)} worker(s) hold several runs; "
                      f"the newest of each is read")
     return out, notes

@@ -1,20 +1,16 @@
 """Why was the GPU idle? Each idle gap inside the profiled steps, attributed to what the host was doing then.
 
-The GPU is idle where no kernel, copy or memset runs (any stream) inside a step window (``events.step_windows``).
-That idle time is the diagnosis' input + host sync + memory + launch/overhead (``split.split_gpu``, whose
-intervals are used here unchanged), split finer, each microsecond to one cause, so the causes add up to the idle
-time (the approach of Holistic Trace Analysis' idle breakdown and TraceLens' ``sync_drain`` / ``CPU_DOMINATED``,
-by host activity rather than by stream):
+The GPU is idle where no kernel, copy or memset runs (any stream) inside a step window. That idle time is the
+diagnosis' input + host sync + memory + launch/overhead (``split.split_gpu``'s intervals, unchanged), split finer,
+each microsecond to one cause (as HTA's idle breakdown and TraceLens' ``sync_drain`` do, by host activity):
 
-1. **waiting for data** — the host is in the DataLoader's ``__next__`` (``enumerate(DataLoader)#…__next__``);
-2. **host sync** — after a synchronisation (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``, a blocking
-   ``cudaMemcpy`` D2H, ``.item()``), until the next GPU work, at most as long as the host was blocked (the
+1. **waiting for data** — the host is in the DataLoader's ``__next__``;
+2. **host sync** — after a synchronisation, until the next GPU work, at most as long as the host was blocked (the
    diagnosis' rule); ``sync_by`` names the operators that issued them (``aten::item > aten::_local_scalar_dense``);
 3. **allocator** — the host is in ``cudaMalloc`` / ``cudaFree``;
 4. **communication wait** — the host is in a collective (``nccl:``/``gloo:`` labels, ``c10d::`` operators);
-5. **launch queue** — the host is launching tiny kernels back to back: from a launch call to the start of the next
-   launch's device work, where the launches are at most ``split.TINY_OP_US`` apart and the first kernel ran for
-   less than that gap (the GPU drains each kernel faster than the host can queue the next);
+5. **launch queue** — from a launch call to the start of the next launch's device work, where the launches are at
+   most ``split.TINY_OP_US`` apart and the first kernel ran for less (the GPU drains faster than the host queues);
 6. **Python/operator overhead** — host operators or Python frames run, but no launch reaches the GPU;
 7. **nothing recorded** — the host trace shows nothing (un-profiled Python, another process, the OS).
 """
@@ -34,8 +30,7 @@ IDLE_CAUSES = ("waiting for data", "host sync", "allocator", "communication wait
 
 
 def _issuer(e: Mapping[str, Any], ops: dict) -> str:
-    """The operators around a host event on its thread: "outermost > innermost" ("aten::item >
-    aten::_local_scalar_dense"), one name when they are the same, "no operator" when none encloses it."""
+    """The operators around a host event: "outermost > innermost", one name if the same, or "no operator"."""
     found = ev.around(ops, e, *ev.span(e))
     if not found:
         return "no operator"
@@ -68,16 +63,12 @@ def _launch_queue(events: list) -> list[tuple[float, float]]:
 @ev.memoizing
 def idle_causes(trace: Mapping[str, Any] | str, *, loop_syncs: bool | None = None,
                 split: tuple | None = None) -> dict[str, Any] | None:
-    """The GPU's idle time inside the steps by cause, in ms per step (the module docstring's rules), or None on a
-    CPU-only trace or one with no step window. ``{"idle_ms", "step_ms", "steps", "causes": [{"cause", "ms",
-    "share"}] (share of the idle time; all of ``IDLE_CAUSES``, in that order), "sync_by": [{"op", "ms", "calls"}]}``.
-    The causes' ms add up to ``idle_ms`` (up to rounding). ``split``: the diagnosis' own ``(steps, {cause:
-    intervals})`` (``Diagnosis.split``) of this trace, refined here instead of splitting the steps again (the
-    report passes it: the split takes seconds on a large trace)."""
+    """The GPU's idle time in the steps by cause, ms per step (the module docstring's rules), or None (CPU-only):
+    ``{"idle_ms", "step_ms", "steps", "causes": [{"cause", "ms", "share"}] (all ``IDLE_CAUSES``), "sync_by": [{"op",
+    "ms", "calls"}]}``. ``split``: ``Diagnosis.split``, refined here, not split again (seconds on a large trace)."""
     if not isinstance(trace, Mapping):
         trace = load_trace(trace)
-    if loop_syncs is None:
-        loop_syncs = str(trace.get(ev.LOOP_SYNC_METADATA, "0")).strip('"') not in ("0", "", "False", "false")
+    loop_syncs = ev.loop_synced(trace) if loop_syncs is None else loop_syncs
     events = ev.complete(trace)
     if not any(ev.is_device_work(e) for e in events):
         return None

@@ -1,14 +1,9 @@
-"""The GPU's time, computed here: Holistic Trace Analysis' temporal breakdown with the same definitions, so the
-doctor has GPU figures where HTA cannot load or fails on a trace (and a check on HTA where it works: a test holds
-them within a point of each other on every real trace in ``../shared``).
+"""The GPU's time, computed here with Holistic Trace Analysis' definitions, so the doctor has GPU figures where HTA
+fails on a trace (a test holds the two within a point of each other on every real trace in ``../shared``).
 
-HTA's definitions (``hta/analyzers/breakdown_analysis.py``, ``get_temporal_breakdown``): the device events it
-keeps are the kernels, copies and memsets (and the device's own sync records) launched before the last
-``ProfilerStep`` starts (it leaves out the last step, whose work may run past the trace; with fewer than two
-steps it keeps all); their span is from the first one's start to the last one's end; **idle** is the span minus
-their union; **compute** is the union of compute kernels (every kernel but communication, memory, syncs: HTA's
-``ComputeKernelGroupingPattern``, below); **non-compute** is the rest. ``communication_pct`` adds the share of the
-span in which only collective kernels run (exposed communication).
+HTA's ``get_temporal_breakdown`` keeps the device work (and sync records) launched before the last ``ProfilerStep``
+starts (all with fewer than two steps); **idle** is their span minus their union; **compute** the union of compute
+kernels (``NOT_COMPUTE`` aside); **non-compute** the rest. ``communication_pct``: only collective kernels run.
 """
 from __future__ import annotations
 
@@ -24,17 +19,12 @@ from . import intervals as iv
 NOT_COMPUTE = re.compile(r"(^nccl)|(.*Memcpy)|(.*Memset)|(.*dma)|(^.*Sync)|(^Stream Wait Event)|(cuda.*LaunchKernel)"
                          r"|(^runFunction)|(^hip)|(^job_exe)|(^packet)|(^pe_exe)|(^cpum_exe_subgraph)|(^hccl)"
                          r"|(^collective_subgraph_execution)")
-BREAKDOWN_KEYS = ("idle_pct", "compute_pct", "non_compute_pct", "communication_pct")
-
-
-def _stream(e: Mapping[str, Any]) -> Any:
-    s = ev.args(e).get("stream")
-    return -1 if s is None else s
 
 
 def kept_device_events(events: list) -> list:
     """The device events HTA's breakdown keeps (see the module docstring)."""
-    gpu = [e for e in events if ev.is_device_work(e) or (ev.kind(e) == "device_sync" and _stream(e) != -1)]
+    gpu = [e for e in events
+           if ev.is_device_work(e) or (ev.kind(e) == "device_sync" and ev.args(e).get("stream") not in (None, -1))]
     step_names = {str(e.get("name")) for e in events if str(e.get("name", "")).startswith(ev.STEP_PREFIX)}
     if len(step_names) < 2:
         return gpu
@@ -46,15 +36,13 @@ def kept_device_events(events: list) -> list:
 
 
 def whole_us(e: Mapping[str, Any]) -> tuple[float, float]:
-    """An event's span in whole microseconds, rounded inwards (start up, end down) as HTA rounds the times of a
-    nanosecond-resolution trace (pytorch/pytorch#122425: their rounding made neighbouring events overlap)."""
+    """An event's span in whole µs, rounded inwards as HTA rounds a ns-resolution trace (pytorch/pytorch#122425)."""
     a, b = ev.span(e)
     return (float(math.ceil(a)), float(math.floor(b))) if isinstance(e["ts"], float) else (a, b)
 
 
 def breakdown(trace_or_events) -> dict[str, float] | None:
-    """``{"idle_pct", "compute_pct", "non_compute_pct", "communication_pct"}`` of the GPU's span (percent, two
-    decimals as HTA rounds), or None when the trace holds no device work."""
+    """``{"idle_pct", "compute_pct", "non_compute_pct", "communication_pct"}`` as HTA rounds; None: no device work."""
     kept = kept_device_events(ev.complete(trace_or_events))
     if not kept:
         return None

@@ -1,7 +1,5 @@
-"""Interval arithmetic on time ranges (microseconds): the one implementation every trace reader uses.
-
-An interval list is a list of ``(start, end)``; ``merge`` turns any list into a *merged* one (sorted, disjoint,
-no empty intervals), which the other functions expect.
+"""Interval arithmetic on time ranges (µs), for every trace reader: lists of ``(start, end)``; ``merge`` makes one
+*merged* (sorted, disjoint, no empty intervals), as the other functions expect.
 """
 from __future__ import annotations
 
@@ -52,8 +50,7 @@ def intersect(x: list[tuple[float, float]], y: list[tuple[float, float]]) -> lis
 
 def subtract(x: list[tuple[float, float]], y: list[tuple[float, float]]) -> list[tuple[float, float]]:
     """The parts of merged ``x`` outside merged ``y``."""
-    out = []
-    j = 0
+    out, j = [], 0
     for a, b in x:
         cur = a
         while j < len(y) and y[j][1] <= cur:

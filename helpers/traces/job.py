@@ -1,8 +1,8 @@
 """A job of several ranks: every rank diagnosed, the straggler named, one verdict for the job.
 
-``diagnose_job(folder)`` reads a folder of ranks: what ``tensorboard_trace_handler`` writes for a distributed job
-(one worker per process; the rank from each file's ``distributedInfo``), or files named by rank (``worker3``,
-``rank-3``). Workers that name no rank at all are separate runs, not ranks: the newest is read. Each rank is diagnosed as one trace is (``report.trace_report``), then put beside the others::
+``diagnose_job(folder)`` reads a folder of ranks (the rank from each file's ``distributedInfo``, or its name:
+``worker3``, ``rank-3``; workers that name no rank are separate runs: the newest is read). Each rank is diagnosed
+as one trace is (``report.trace_report``), then put beside the others::
 
     job = diagnose_job("runs/ddp")           # or python -m helpers.doctor runs/ddp [--json]
     job["ranks"]        # one entry per rank: rank, worker, trace, steps, step_ms, top_cause, causes {cause: ms},
@@ -12,13 +12,11 @@
                         #   step their wait costs them (the mean over the other ranks); None when none stands out
     job["diagnosis"], job["top_cause"], job["verdict"]    # the job's causes (mean over ranks) and one verdict
 
-How the straggler is found, without trusting the ranks' clocks to agree: every rank runs the same collectives in
-the same order, and a collective ends on all ranks at about the same time, when the last rank has joined it. So the
-k-th collective of a kind takes longest on the rank that joined first and shortest on the rank that joined last;
-each rank's wait in it is its duration minus the shortest. The rank that is last most costs the others the most:
-it is the straggler when its cost is at least ``STRAGGLER_SHARE`` of the mean step and it is last in at least
-``STRAGGLER_LAST`` of the collectives. Collectives are NCCL/RCCL kernels on a GPU, ProcessGroup labels
-(``gloo:all_reduce``...) on a CPU.
+The straggler, without trusting the ranks' clocks to agree: every rank runs the same collectives in the same
+order, and a collective ends on all ranks when the last has joined it, so the k-th collective of a kind is shortest
+on the rank that joined last; each rank's wait is its duration minus the shortest. The rank last most costs the
+others the most: the straggler when that cost is ``STRAGGLER_SHARE`` of the mean step or more and it is last in
+``STRAGGLER_LAST`` of the collectives (NCCL/RCCL kernels on a GPU, ProcessGroup labels on a CPU).
 """
 from __future__ import annotations
 
@@ -29,8 +27,9 @@ from typing import Any
 
 from . import diagnosis as dg
 from . import events as ev
+from . import gaps
 from .files import TraceError, find_workers
-from .report import DoctorError, trace_report
+from .report import DoctorError, fit, quality_lines, see_text, trace_report
 
 RANK_VIEWS_MAX = 8         # above this many ranks, each rank's library views (HTA, TensorBoard's Overview) are left out
 STRAGGLER_SHARE = 0.05     # its cost to the others, as a share of the mean step (the doctor's finding threshold)
@@ -39,8 +38,7 @@ HOST_COLLECTIVE = ("gloo:", "nccl:", "mpi:", "ucc:", "xccl:", "hccl:")
 
 
 def collectives(doc, on_gpu: bool) -> dict[str, list[float]]:
-    """``{kind: [duration_us, ...]}`` in time order: the trace's collective kernels (GPU) or ProcessGroup labels
-    (CPU), by name."""
+    """``{name: [duration_us, ...]}`` in time order: collective kernels (GPU) or ProcessGroup labels (CPU)."""
     evs = ev.complete(doc)
     if on_gpu:
         picked = [e for e in ev.device_work(evs) if ev.is_collective(e)]
@@ -54,11 +52,8 @@ def collectives(doc, on_gpu: bool) -> dict[str, list[float]]:
 
 
 def waits(per_rank: dict[int, dict[str, list[float]]]) -> dict[str, dict[int, float]]:
-    """From each rank's collectives: ``{"waited": {rank: µs}, "cost": {rank: µs}, "last": {rank: n}, "matched": n}``
-    (``cost``: what the others waited for this rank, the mean over them; see the module docstring)."""
-    waited: dict[int, float] = defaultdict(float)
-    cost: dict[int, float] = defaultdict(float)
-    last: dict[int, int] = defaultdict(int)
+    """``{"waited": {rank: µs}, "cost": {rank: µs}, "last": {rank: n}, "matched": n}`` (the module docstring)."""
+    waited, cost, last = defaultdict(float), defaultdict(float), defaultdict(int)   # rank -> µs, µs, times
     matched = 0
     kinds = set().union(*(set(c) for c in per_rank.values())) if per_rank else set()
     for kind in sorted(kinds):
@@ -84,8 +79,7 @@ def _rank_row(rank: int, worker: str, rep: dict[str, Any]) -> dict[str, Any]:
 
 
 def _job_causes(reps: list[dict[str, Any]], step_ms: float) -> list[dict[str, Any]]:
-    """The job's causes: each the mean over the ranks of its ms per step (a cause a rank cannot judge is left out of
-    that rank's mean), with the range over the ranks."""
+    """The job's causes: each one's mean ms per step over the ranks that judge it, with its range."""
     by: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for rep in reps:
         for c in rep["diagnosis"]:
@@ -105,14 +99,10 @@ def _job_causes(reps: list[dict[str, Any]], step_ms: float) -> list[dict[str, An
 
 
 def straggler_cause(row: dict[str, Any], others: list[dict[str, Any]]) -> tuple[str | None, float | None]:
-    """What makes the straggler late: of its causes (communication aside: it waits least), the one with the most ms
-    per step above the other ranks' median of that cause; ``(cause, extra ms)``. Its own top cause when no cause
-    exceeds the others' (its lateness is then outside what the trace attributes)."""
-    extra = {}
-    for c, ms in row["causes"].items():
-        theirs = [o["causes"].get(c) for o in others if o["causes"].get(c) is not None]
-        if c != "communication" and ms is not None and theirs:
-            extra[c] = ms - statistics.median(theirs)
+    """``(cause, extra ms)``: the straggler's cause furthest above the others' median (else its top cause, None)."""
+    extra = {c: ms - statistics.median(theirs) for c, ms in row["causes"].items()
+             if c != "communication" and ms is not None
+             and (theirs := [o["causes"].get(c) for o in others if o["causes"].get(c) is not None])}
     if not extra or max(extra.values()) <= 0:
         return row["top_cause"], None
     cause = max(extra, key=extra.get)
@@ -120,8 +110,7 @@ def straggler_cause(row: dict[str, Any], others: list[dict[str, Any]]) -> tuple[
 
 
 def _one_rank(job: tuple) -> tuple:
-    """One rank read and diagnosed (here or in a worker process): ``(rank, worker, file, report, collectives)``, or
-    the error's line in place of the report. Its events are freed before the next rank is read."""
+    """One rank read and diagnosed: ``(rank, worker, file, report or the error's line, collectives)``."""
     rank, worker, f, views, idle = job
     try:
         rep = trace_report(f, views=views, idle=idle)
@@ -147,10 +136,8 @@ def _each_rank(jobs: list[tuple], workers: int):
 
 @ev.memoizing
 def diagnose_job(path: Path | str, *, views: bool = True, workers: int = 1) -> dict[str, Any]:
-    """The job report of a folder of ranks (the module docstring). A folder with one worker, or a file, gives that
-    trace's own report (``ranks`` and ``straggler`` null). ``DoctorError`` for bad input. ``workers``: ranks read in
-    that many processes at once (the command line: one per core, at most 4). Above ``RANK_VIEWS_MAX`` ranks the
-    library views of each rank are left out (said in the notes): the doctor's own figures stand."""
+    """The job report of a folder of ranks (the module docstring; one worker or a file: that trace's report); ranks read
+    by ``workers`` processes; above ``RANK_VIEWS_MAX`` ranks each rank's library views are left out (a note says so)."""
     try:
         found, notes = find_workers(path)
     except TraceError as exc:
@@ -204,21 +191,21 @@ def diagnose_job(path: Path | str, *, views: bool = True, workers: int = 1) -> d
     entries += [{"check": "unreadable", "message": f"rank {x['rank']}: {x['error']}", "rank": x["rank"]}
                 for x in failed]
     overviews = [r["overview"] for r in reps if r["overview"]]
-    overview = ({k: round(statistics.fmean((o.get(k) or 0.0) for o in overviews), 3) for k in dict.fromkeys(k for o in overviews for k in o)}
-                if overviews else None)
+    overview = ({k: round(statistics.fmean((o.get(k) or 0.0) for o in overviews), 3)
+                 for k in dict.fromkeys(k for o in overviews for k in o)} if overviews else None)
     top = causes[0]["cause"] if causes else None
     idle = job_idle([r.get("idle_causes") for r in reps])
     return {"idle_causes": idle, "trace": str(path), "steps": steps, "step_ms": round(step_ms, 3), "quality": entries,
             "overview": overview, "gpu": None, "gpu_doctor": None, "diagnosis": causes, "top_cause": top,
             "cannot_judge": sorted({c for r in reps for c in r["cannot_judge"]}), "notes": notes,
-            "ranks": sorted(rows + failed, key=lambda r: r["rank"]), "straggler": straggler, "verdict": verdict(rows, causes, straggler, step_ms),
+            "ranks": sorted(rows + failed, key=lambda r: r["rank"]), "straggler": straggler,
+            "verdict": verdict(rows, causes, straggler, step_ms),
             "_diagnoses": [r["_diagnosis"] for r in reps],
             "_signatures": [r["_signature"] for r in reps], "_on_gpu": any(r["_on_gpu"] for r in reps)}
 
 
 def job_idle(per_rank: list[dict[str, Any] | None]) -> dict[str, Any] | None:
-    """The job's GPU idle by cause (``gaps.idle_causes`` of each rank): each cause's mean ms per step over the ranks
-    that have one, the same keys as one trace's plus ``ranks`` (how many); None when no rank has idle causes."""
+    """The job's GPU idle by cause: each one's mean over the ranks with ``gaps.idle_causes`` (+ ``ranks``), or None."""
     got = [x for x in per_rank if x]
     if not got:
         return None
@@ -259,12 +246,8 @@ SHORT = {"launch/overhead": "launch", "communication": "comm", "host sync": "syn
 
 
 def job_text(job: dict[str, Any]) -> str:
-    """The text report of a job, answer first (the verdict, the straggler and its cause, what to do), then one row
-    per rank, the job's causes and its GPU idle by cause. Every line within ``report.WIDTH`` columns."""
+    """The text report of a job, answer first (verdict, straggler, what to do), then the ranks, causes and GPU idle."""
     import pandas as pd
-
-    from . import gaps
-    from .report import fit, quality_lines, see_text
 
     out = [f"job: {job['trace']} ({len(job['ranks'])} ranks)", f"Verdict: {job['verdict']}"]
     s = job["straggler"]
@@ -272,8 +255,7 @@ def job_text(job: dict[str, Any]) -> str:
                f"the last to {s['last_in']} of {s['of']}); its cause: {s.get('cause') or s['top_cause']}"
                + (f" (+{s['extra_ms']:.2f} ms per step over the other ranks' median)" if s.get("extra_ms") else "")
                if s else "Straggler: none stands out")
-    judged = [c for c in job["diagnosis"] if c["ms"] is not None]
-    if judged:
+    if judged := [c for c in job["diagnosis"] if c["ms"] is not None]:
         out.append(f"What to do ({judged[0]['cause']}): {see_text(judged[0]['see'])}")
     out.append("")
     out += quality_lines(job["quality"])
@@ -291,8 +273,7 @@ def job_text(job: dict[str, Any]) -> str:
                    f"{c['evidence']}.")
         out.append(f"     what to do: {see_text(c['see'])}")
     out.append("")
-    idle = job.get("idle_causes")
-    if idle:
+    if idle := job.get("idle_causes"):
         out += [f"(mean over {idle['ranks']} rank(s))"] + gaps.idle_lines(idle)
     out += [f"  note: {n}" for n in job["notes"]]
     return "\n".join(fit(out))

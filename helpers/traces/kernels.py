@@ -1,10 +1,8 @@
-"""Kernel names, read: a short readable name for tables (``short_name``) and whether a kernel runs on tensor
-cores (``uses_tensor_cores``), classified here from the kernel's name.
-
-Why our own classifier: torch-tb-profiler marks a kernel as using tensor cores by a list of substrings, which is
-wrong both ways on an H100 trace: it marks cuBLAS's ``sm80_xmma_gemm_f32f32_f32f32_f32_…_ffma_…`` (an FP32 GEMM on
-the CUDA cores: FFMA) as tensor-core, and cuDNN's ``sm90_xmma_fprop_implicit_gemm_…tf32…`` (TF32 on tensor cores)
-as not. The rules below follow the naming conventions of NVIDIA's libraries (and AMD's Tensile):
+"""Kernel names, read: a short readable name for tables (``short_name``), whether a kernel runs on tensor cores
+(``uses_tensor_cores``) and its data type (``kernel_dtype``). Why our own classifier: torch-tb-profiler's substring
+list is wrong both ways on an H100 trace: it marks cuBLAS's ``sm80_xmma_gemm_f32f32_f32f32_f32_…_ffma_…`` (FP32 on
+the CUDA cores) as tensor-core, and cuDNN's ``sm90_xmma_fprop_implicit_gemm_…tf32…`` as not. The rules follow the
+naming conventions of NVIDIA's libraries (and AMD's Tensile):
 
 - an instruction that only tensor cores run is named: ``hmma``/``gmma``/``wgmma``/``imma``/``dmma``/``wmma``,
   ``tensorop`` (CUTLASS's ``OpClassTensorOp``), cuDNN's ``tensor16x8x8``, the MMA shapes of cuBLAS/cuDNN/CUTLASS
@@ -18,10 +16,7 @@ as not. The rules below follow the naming conventions of NVIDIA's libraries (and
 - a GEMM/convolution kernel whose data type only tensor cores take at speed (``tf32``, ``bf16``, ``f16``, FP8,
   INT8) -> True; PyTorch's memory-efficient attention (``fmha_cutlass…_sm80`` and later: CUTLASS's TensorOp with
   3xTF32 for float32) and FlashAttention -> True;
-- any other GEMM-like kernel (e.g. a Triton matmul template, whose precision its name does not say) -> None:
-  not known from the name.
-
-Nothing here reads a trace: the views (``views.Trace.kernels``) apply it to each kernel.
+- any other GEMM-like kernel (e.g. a Triton matmul template, whose precision its name does not say) -> None.
 """
 from __future__ import annotations
 
@@ -54,7 +49,7 @@ _WRAPPERS = {"Kernel", "Kernel2", "device_kernel", "kernel"}   # CUTLASS's kerne
 _ALREADY_SHORT = re.compile(r"[\w:.\-]+(?:<[\w:]*>?)?" + ELLIPSIS + "?")
 
 
-def _match(s: str, i: int, open_: str, close: str) -> int:
+def _match(s: str, i: int) -> int:
     """The index of the bracket closing the one at ``s[i]`` (``<>`` and ``()`` both nest), or len(s)."""
     depth = 0
     for j in range(i, len(s)):
@@ -86,8 +81,7 @@ def _split_top(s: str) -> list[str]:
 
 
 def _hint(targs: str) -> str | None:
-    """The template argument that tells a generic kernel apart: the first functor/op/implementation named in
-    ``targs``, or the first function whose lambda the kernel runs."""
+    """The template argument that tells a generic kernel apart: a functor/op/implementation, or a lambda's function."""
     for m in re.finditer(r"([A-Za-z_]\w*)\s*([(<]?)", targs):
         word, after = m.group(1), m.group(2)
         if word in _NOT_HINT or word in ("std", "at", "native", "c10", "cuda", "detail", "lambda", "operator"):
@@ -102,9 +96,8 @@ def _hint(targs: str) -> str | None:
 
 @lru_cache(maxsize=4096)
 def _parse(name: str) -> tuple[str, str, str]:
-    """``(core, hint, targs)``: the kernel's own name (a C++ signature's qualified name without return type,
-    template arguments and arguments; CUTLASS's wrapped kernel's name; a cuBLAS/cuDNN xmma name without its tuning
-    parts), the template argument worth showing beside it ('' when none) and the template arguments themselves."""
+    """``(core, hint, targs)``: the kernel's own name (no return type, template arguments, arguments or xmma tuning
+    parts; CUTLASS's wrapped kernel's), the template argument worth showing beside it, and the template arguments."""
     s = _ANON.sub("", str(name).strip())
     s = _RETURN_TYPE.sub("", s)
     core, hint, targs = s, "", ""
@@ -112,7 +105,7 @@ def _parse(name: str) -> tuple[str, str, str]:
     if m and m.end() < len(s) and s[m.end()] in "<(":
         head, rest = m.group(0), s[m.end():]
         if rest[0] == "<":
-            end = _match(rest, 0, "<", ">")
+            end = _match(rest, 0)
             targs = rest[1:end]
             after = rest[end + 1:].lstrip()
             if after and after[0] not in "(:" and not after.startswith("::"):
@@ -136,29 +129,22 @@ _SIGNATURE = re.compile(r"^(?:void\s+)?[A-Za-z_][\w:]*(?:<.*>)?\(.*\)$|^void\s|\
 
 
 def looks_like_signature(name: str) -> bool:
-    """True for a C++ signature (a CUDA kernel's demangled name: ``void ns::kernel<...>(...)``), which
-    ``short_name`` shortens even where it fits."""
+    """True for a C++ signature (``void ns::kernel<...>(...)``), which ``short_name`` shortens even where it fits."""
     return bool(_SIGNATURE.search(str(name)))
 
 
 def short_name(name: str, width: int = 60) -> str:
-    """A kernel's or operator's name as a table shows it: a C++ signature without ``void``, return type,
-    template arguments and argument list (``void cudnn::bn_bw_1C11_kernel_new<float, ...>(...)`` ->
-    ``cudnn::bn_bw_1C11_kernel_new``), with the functor of a generic PyTorch kernel beside it
-    (``at::native::vectorized_elementwise_kernel<CUDAFunctor_add>``), CUTLASS's wrapped kernel by its own name,
-    a cuBLAS/cuDNN xmma name without its tuning parts (stages, warps, alignment); cut to ``width`` characters with
-    '…'. Other names (``aten::addmm``, Python frames) are only cut. Stable and idempotent."""
+    """A kernel's or operator's name as a table shows it (``_parse``: ``void ns::bn_kernel<float>(...)`` ->
+    ``ns::bn_kernel``; ``elementwise_kernel<CUDAFunctor_add>``), cut to ``width`` with '…'. Stable and idempotent."""
     name = str(name)
     width = max(int(width), 2)
     if len(name) <= width and _ALREADY_SHORT.fullmatch(name):
         return name
     core, hint, _ = _parse(name)
-    out = f"{core}<{hint}>" if hint else core
-    out = " ".join(out.split())
+    out = " ".join((f"{core}<{hint}>" if hint else core).split())
     return out if len(out) <= width else out[:width - 1] + ELLIPSIS
 
 
-# ---- tensor cores ------------------------------------------------------------------------------------------------
 _TC_INSTRUCTION = re.compile(r"hmma|gmma|imma|qmma|dmma|wmma|mfma|xdlops|_xdl_|tensorop|tensor\d+x\d+x\d+"
                              r"|[a-z](?:16816|1688|884|8816|16832|16864)(?=[a-z_])"
                              r"|sm[789]\d_\d+x\d+x\d+_|_mi\d+x\d+x\d+")
@@ -175,8 +161,7 @@ _FMHA_SM80 = re.compile(r"fmha_cutlass.*_sm(?:8\d|9\d|1\d\d)")
 
 @lru_cache(maxsize=4096)
 def uses_tensor_cores(name: str) -> bool | None:
-    """Whether the kernel ``name`` runs on tensor cores, from its name (rules in the module docstring): True,
-    False, or None for a GEMM-like kernel whose name does not say (e.g. a Triton matmul template)."""
+    """Whether kernel ``name`` runs on tensor cores (the module docstring's rules); None: the name does not say."""
     whole = str(name).lower()
     core = _parse(str(name))[0].lower()
     if _LIBRARY_HELPER.search(core):
@@ -197,7 +182,6 @@ def tensor_core_label(value: bool | None) -> str:
     return "unknown" if value is None else ("yes" if value else "no")
 
 
-# ---- data types and throughput -------------------------------------------------------------------------------------
 DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
 _CUTLASS_T = [("tfloat32_t", "tf32"), ("bfloat16_t", "bf16"), ("half_t", "fp16"), ("float_e4m3_t", "fp8"),
               ("float_e5m2_t", "fp8"), ("int8_t", "int8")]
@@ -214,22 +198,19 @@ _NVJET_T = {"h": "fp16", "b": "bf16", "t": "tf32", "s": "fp32", "q": "fp8", "e":
 
 @lru_cache(maxsize=4096)
 def kernel_dtype(name: str) -> str | None:
-    """The data type a matrix kernel (GEMM, convolution, attention: ``uses_tensor_cores`` not False, or a CUDA-core
-    GEMM) computes in, from its name: one of ``DTYPES``, or None (not a matrix kernel, or a name that does not say,
-    e.g. a Triton template). NVIDIA: cuBLAS/cuDNN xmma names give input and math types (``f32f32_tf32f32_f32`` ->
-    tf32, ``f32f32_f32f32_f32_…ffma`` -> fp32), the ``ampere_bf16_s16816gemm`` / ``volta_h884gemm`` / ``sgemm``
-    families, nvjet's letters (``nvjet_hsh`` fp16, ``nvjet_tst`` tf32, ``nvjet_qqb`` fp8), CUTLASS's template types
-    (``cutlass::bfloat16_t``). AMD: Tensile/hipBLASLt's type letters (``Cijk_Ailk_Bljk_HHS_`` fp16, ``_BBS_`` bf16,
-    ``_SSS_`` fp32; ``I8II`` int8, ``F8`` fp8), rocBLAS' ``rocblas_{s,d,h}gemm``, MIOpen's ``igemm_…_bf16_``,
-    Composable Kernel's mangled types (``t`` = ck::bhalf_t, ``DF16_`` = half, ``f`` = float)."""
+    """The data type a matrix kernel (GEMM, convolution, attention) computes in, from its name: one of ``DTYPES``, or
+    None (not a matrix kernel, or a name that does not say). NVIDIA: xmma's math type (``f32f32_tf32f32_f32`` tf32,
+    ``…ffma`` fp32), ``ampere_bf16_s16816gemm`` / ``volta_h884gemm`` / ``sgemm``, nvjet's letters (``nvjet_hsh`` fp16,
+    ``nvjet_tst`` tf32, ``nvjet_qqb`` fp8), CUTLASS's types. AMD: Tensile/hipBLASLt's letters (``Cijk_Ailk_Bljk_HHS_``
+    fp16, ``_BBS_`` bf16, ``_SSS_`` fp32, ``I8II``, ``F8``), rocBLAS, MIOpen's ``igemm_…_bf16_``, Composable Kernel's
+    mangled types (``t`` = ck::bhalf_t, ``DF16_`` = half, ``f`` = float)."""
     raw = str(name)
     whole = raw.lower()
     core = _parse(raw)[0].lower()
     tc = uses_tensor_cores(raw)
     if tc is False and not (_GEMM_LIKE.search(core) or "gemm" in whole) or _LIBRARY_HELPER.search(core):
         return None
-    m = _TENSILE.search(whole)
-    if m:
+    if m := _TENSILE.search(whole):
         tok = m.group(1)
         if tok.startswith(("i8", "4xi8")):
             return "int8"
@@ -238,14 +219,12 @@ def kernel_dtype(name: str) -> str | None:
         if "xf32" in whole and tok[0] == "s":
             return "tf32"
         return _TENSILE_T.get(tok[0])
-    m = re.match(r"nvjet_([a-z])", core)
-    if m:
+    if m := re.match(r"nvjet_([a-z])", core):
         return _NVJET_T.get(m.group(1))
     if raw.startswith("_ZN2ck"):     # Composable Kernel: the first run of mangled scalar types after the GEMM's name
         if "DF16_" in raw:
             return "fp16"
-        m = re.search(r"(?:E|I|_)([tfhdaDF8_]{3,})(?:L|N|E|S)", raw)
-        if m:
+        if m := re.search(r"(?:E|I|_)([tfhdaDF8_]{3,})(?:L|N|E|S)", raw):
             t = m.group(1)
             return "bf16" if t.startswith("t") else "fp32" if t.startswith("f") else None
         return None

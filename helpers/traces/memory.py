@@ -1,12 +1,10 @@
-"""What a trace recorded with ``profile_memory=True`` says of memory: each device's peak allocated inside the steps
-and the operators that allocated the most (issue 34: the doctor reads memory).
-
-``memory_report(trace)`` -> ``{"devices": [{"device", "peak_mb", "absolute"}], "top_ops": [{"op",
-"mb_per_step", "allocs_per_step"}], "steps", "events"}`` or None when the trace holds no ``[memory]`` events.
-Kineto writes one instant event ``[memory]`` per allocation (``Bytes`` > 0) and free (< 0) with the device's ``Total Allocated`` after it: on a GPU that is the
-caching allocator's own count (absolute), on a CPU the count since the profile started (relative: ``absolute``
-False); traces of before ~2021 have no total, and a running sum of ``Bytes`` since the trace's start stands in
-(relative too). An allocation is charged to the innermost operator around it on its thread (``no operator`` outside any).
+"""What a ``profile_memory=True`` trace says of memory: each device's peak allocated in the steps and the operators
+that allocated the most (issue 34). ``memory_report(trace)`` -> ``{"devices": [{"device", "peak_mb", "absolute"}],
+"top_ops": [{"op", "mb_per_step", "allocs_per_step"}], "steps", "events"}`` or None (no ``[memory]`` events).
+Kineto writes one instant event ``[memory]`` per allocation (``Bytes`` > 0) and free (< 0) with the device's
+``Total Allocated`` after it: on a GPU the caching allocator's own count (absolute), on a CPU the count since the
+profile started (relative); traces of before ~2021 have no total: a running sum of ``Bytes`` stands in (relative).
+An allocation is charged to the innermost operator around it on its thread (``no operator`` outside any).
 """
 from __future__ import annotations
 
@@ -19,11 +17,6 @@ MB = 2**20
 DEVICE_TYPES = {0: "cpu", 1: "cuda"}   # c10::DeviceType values Kineto writes in "Device Type"
 
 
-def memory_events(evs: list) -> list:
-    return [e for e in evs if e.get("name") == "[memory]" and isinstance(e.get("args"), Mapping)
-            and isinstance(e.get("ts"), (int, float))]
-
-
 def _device(a: Mapping[str, Any]) -> str:
     kind = DEVICE_TYPES.get(a.get("Device Type"), f"device type {a.get('Device Type')}")
     idx = a.get("Device Id", -1)
@@ -32,8 +25,8 @@ def _device(a: Mapping[str, Any]) -> str:
 
 def memory_report(trace: Mapping[str, Any], top: int = 10) -> dict[str, Any] | None:
     """The trace's memory figures (the module docstring), inside its step windows where it has steps."""
-    evs = trace.get("traceEvents") or []
-    mem = memory_events(evs)
+    mem = [e for e in trace.get("traceEvents") or [] if e.get("name") == "[memory]"
+           and isinstance(e.get("args"), Mapping) and isinstance(e.get("ts"), (int, float))]
     if not mem:
         return None
     windows = [(a, b) for _, a, b in ev.step_windows(trace)] or [(float("-inf"), float("inf"))]
@@ -42,9 +35,7 @@ def memory_report(trace: Mapping[str, Any], top: int = 10) -> dict[str, Any] | N
     def inside(t: float) -> bool:
         i = bisect.bisect_right(starts, t) - 1
         return i >= 0 and t <= windows[i][1]
-    peaks: dict[str, float] = {}
-    running: dict[str, float] = {}
-    absolute: dict[str, bool] = {}
+    peaks, running, absolute = {}, {}, {}   # device -> peak bytes, bytes now, whether its count is absolute
     for e in sorted(mem, key=lambda e: float(e["ts"])):   # old traces have no Total Allocated: a running sum
         a, d = e["args"], _device(e["args"])
         total = a.get("Total Allocated")

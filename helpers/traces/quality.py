@@ -1,16 +1,13 @@
 """Is this trace fit to be diagnosed? The checks the doctor runs before any diagnosis.
 
-``assess(doc)`` returns one entry per problem found, ``{"check", "message"}`` (the doctor prints each as a line
-and lists them as ``quality`` in its JSON), and raises ``TraceError`` for a trace that cannot be diagnosed at all
-(no event of PyTorch's profiler; no event with a valid time). The checks, by name:
+``assess(doc)`` returns one ``{"check", "message"}`` per problem found (the JSON's ``quality``), and raises
+``TraceError`` for a trace that cannot be diagnosed at all (no PyTorch profiler event, or none with a valid time):
 
 - ``no_profiler_step``  no ``ProfilerStep#N``: the whole trace is one step;
 - ``few_steps``         fewer than ``MIN_STEPS`` steps: no average to speak of, no interval for ``compare``;
 - ``warmup_in_window``  the first step is far slower than the others (``WARMUP_RATIO``): warm-up was profiled;
-- ``ops_without_kernels``  launches with no device work recorded for them (``ProfilerActivity.CUDA`` missing, or
-                        the profiler's buffers overflowed): the device view is partial or missing; or an
-                        accelerator on the machine and no device activity, unless the job said it ran on the CPU
-                        (``cpu_job``: its own metadata, or a gloo process group);
+- ``ops_without_kernels``  launches with no device work recorded (``ProfilerActivity.CUDA`` missing, or buffers
+                        overflowed); or an accelerator and no device activity unless the job ran on a CPU (``cpu_job``);
 - ``mixed_ranks``       ``ProfilerStep``s of several processes in one file (ranks merged into one trace);
 - ``not_pytorch``       events of categories PyTorch's profiler does not write (another tool's, merged in);
 - ``damaged_steps``     ``ProfilerStep``s with an impossible time: left out; when all are, no cause is diagnosed;
@@ -33,10 +30,10 @@ MIN_STEPS = 3
 WARMUP_RATIO = 1.5
 # launches without device work: a few are normal (the last launches of the window run after it closes)
 MISSING_KERNEL_SHARE = 0.10
-# the other categories Kineto writes (its ActivityType names) and torch-tb-profiler's "Trace" span
-PYTORCH_EXTRA = {"trace", "overhead", "cpu_instant_event", "external_correlation", "cuda_profiler_range",
-                 "glow_runtime", "mtia_insight", "cuda_event", "mtia_counters", "xpu_scope_profiler", "memory",
-                 "ac2g", "fwdbwd", "async", "flow"}
+# the categories Kineto writes (its ActivityType names) and torch-tb-profiler's "Trace" span
+PYTORCH_CATEGORIES = set(ev.CATEGORY_KIND) | {
+    "trace", "overhead", "cpu_instant_event", "external_correlation", "cuda_profiler_range", "glow_runtime",
+    "mtia_insight", "cuda_event", "mtia_counters", "xpu_scope_profiler", "memory", "ac2g", "fwdbwd", "async", "flow"}
 LAUNCH_WORDS = ("launch", "memcpy", "memset")
 # A job says where it ran with this top-level key (``prof.add_metadata_json(JOB_DEVICE_METADATA, '"cpu"')``); a
 # gloo process group's ``distributedInfo`` says so too: such a trace lacks device activity on purpose.
@@ -44,8 +41,7 @@ JOB_DEVICE_METADATA = "perf_lab_device"
 
 
 def cpu_job(doc: Mapping[str, Any]) -> bool:
-    """The trace says its job ran on the CPU: its own ``JOB_DEVICE_METADATA`` is ``cpu``, or (without it) its
-    process group's backend is gloo (the CPU backend; NCCL is the GPUs')."""
+    """The job ran on the CPU: its ``JOB_DEVICE_METADATA`` says ``cpu``, or else its process group is gloo."""
     said = doc.get(JOB_DEVICE_METADATA)
     if said is not None:
         return str(said).strip('"').lower() == "cpu"
@@ -57,18 +53,12 @@ def _entry(check: str, message: str) -> dict[str, str]:
     return {"check": check, "message": message}
 
 
-def _is_pytorch(cat: Any) -> bool:
-    c = ev.category(cat)
-    return c in ev.CATEGORY_KIND or c in PYTORCH_EXTRA
-
-
 def assess(doc: Mapping[str, Any], label: str = "the trace") -> list[dict[str, str]]:
-    """The quality entries of a loaded trace (see the module docstring; ``warmup`` judges the steps' times).
-    Raises ``TraceError`` when nothing in it can be diagnosed."""
+    """The quality entries of a loaded trace (the module docstring); ``TraceError`` when nothing can be diagnosed."""
     out: list[dict[str, str]] = []
     timed = [e for e in ev.events(doc) if ev.is_mapping(e) and e.get("ph") == "X"]
     cats = Counter(str(e.get("cat", "")) for e in timed)
-    foreign = {c: n for c, n in cats.items() if not _is_pytorch(c)}
+    foreign = {c: n for c, n in cats.items() if ev.category(c) not in PYTORCH_CATEGORIES}
     if timed and sum(foreign.values()) == len(timed):
         shown = ", ".join(f"{c or '(none)'}" for c, _ in Counter(foreign).most_common(3))
         raise TraceError(f"{label}: not a PyTorch profiler trace (its events are of categories {shown}: another "
@@ -77,8 +67,7 @@ def assess(doc: Mapping[str, Any], label: str = "the trace") -> list[dict[str, s
     if not valid:
         raise TraceError(f"{label}: no event has a valid time (NaN, Infinity, negative, missing or absurd times); "
                          f"the file is damaged: export the trace again")
-    bad = len(timed) - len(valid)
-    if bad:
+    if bad := len(timed) - len(valid):
         out.append(_entry("impossible_values", f"{bad} event(s) with an impossible time (NaN, Infinity, a negative, "
                                                f"missing or absurd duration) were left out of the diagnosis"))
     if foreign:
@@ -108,12 +97,8 @@ def assess(doc: Mapping[str, Any], label: str = "the trace") -> list[dict[str, s
             out.append(_entry("few_steps", f"only {len(steps)} profiled step(s): an average of fewer than "
                                            f"{MIN_STEPS} steps is no steady state, and compare has no interval; "
                                            f"profile more (schedule(active={MIN_STEPS}) or more)"))
-    launched = {}
-    for e in valid:
-        if ev.is_launch(e) and any(w in str(e.get("name", "")).lower() for w in LAUNCH_WORDS):
-            c = ev.corr(e)
-            if c is not None:
-                launched[c] = e
+    launched = {ev.corr(e) for e in valid if ev.is_launch(e) and ev.corr(e) is not None
+                and any(w in str(e.get("name", "")).lower() for w in LAUNCH_WORDS)}
     if launched:
         seen = {ev.corr(e) for e in valid if ev.is_device_work(e)}
         missing = sum(1 for c in launched if c not in seen)
@@ -134,8 +119,7 @@ def assess(doc: Mapping[str, Any], label: str = "the trace") -> list[dict[str, s
 
 
 def warmup(step_times: list[float]) -> list[dict[str, str]]:
-    """``warmup_in_window`` when the first of at least ``MIN_STEPS`` steps (ms) takes ``WARMUP_RATIO`` times the
-    median of the others or more."""
+    """``warmup_in_window``: the first of ``MIN_STEPS``+ steps takes ``WARMUP_RATIO`` x the others' median or more."""
     if len(step_times) < MIN_STEPS:
         return []
     rest = statistics.median(step_times[1:])

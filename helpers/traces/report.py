@@ -17,9 +17,9 @@ The dict (its ``--json``; every number finite or null)::
      "idle_causes": {"idle_ms", "step_ms", "steps", "causes": [{"cause", "ms", "share"}],   # gaps.idle_causes:
                      "sync_by": [{"op", "ms", "calls"}]} | null,  # the GPU's idle ms per step by cause; null CPU-only
      "throughput": [{"name", "calls", "gflop", "device_ms", "tflops", "dtype", "peak_tflops", "peak_pct"}],
+                                                        # throughput.op_throughput: matmul/conv ops with shapes
      "memory": {"devices": [{"device", "peak_mb", "absolute"}], "top_ops": [{"op", "mb_per_step", ...}], ...} | null}
-                                            # memory.memory_report: a trace recorded with profile_memory=True
-                                                        # kernels.op_throughput: matmul/conv ops with recorded shapes
+                                                        # memory.memory_report (profile_memory=True)
 """
 from __future__ import annotations
 
@@ -35,11 +35,12 @@ from . import events as ev
 from . import gaps, gputime, quality
 from .throughput import op_throughput, throughput_advice
 from .files import TraceError
+from .kernels import short_name
 from .views import Trace, open_trace, quiet
 
 HTA = "Holistic Trace Analysis"
-SCHEMA_VERSION = 3      # the --json contract: 2 (issue 32) added schema_version, verdict, bound, idle_causes, throughput;
-#                         3 (issue 34) memory
+SCHEMA_VERSION = 3      # the --json contract: 2 (issue 32) added schema_version, verdict, bound, idle_causes,
+#                         throughput; 3 (issue 34) memory
 WIDTH = 120             # every line of the text report fits a 120-column terminal
 NAME_WIDTH = 48         # the most a table's name column takes (kernels.short_name)
 
@@ -63,11 +64,8 @@ def fit(lines: list[str], width: int = WIDTH) -> list[str]:
 
 
 def table(df, top: int, width: int = WIDTH) -> str:
-    """A view's first ``top`` rows as text within ``width`` columns: names shortened (``kernels.short_name``) to the
-    room the other columns leave, floats rounded (2 decimals, 3 under 1), columns with no value left out, no index.
-    (pandas' ``max_colwidth`` is ignored by ``to_string()``, so the table is laid out here.)"""
-    from .kernels import short_name
-
+    """A view's first ``top`` rows as text within ``width``: names ``short_name``d to the room left, floats rounded,
+    empty columns left out (pandas' ``to_string()`` ignores ``max_colwidth``, so the table is laid out here)."""
     df = df.head(top)
     cols = [c for c in df.columns if df[c].notna().any()]
 
@@ -115,7 +113,7 @@ def view(t: Trace, name: str, *args) -> tuple[Any, str | None]:
 
 
 def overview_per_step(t: Trace) -> tuple[dict[str, float] | None, str | None]:
-    """Category -> ms per step: the ``average`` row of the trace's overview (tb-profiler's categories)."""
+    """Category -> ms per step: the Overview's ``average`` row, or (None, why)."""
     ov, why = view(t, "overview")
     if ov is None:
         return None, why
@@ -124,9 +122,7 @@ def overview_per_step(t: Trace) -> tuple[dict[str, float] | None, str | None]:
 
 
 def gpu_breakdown(t: Trace) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None]:
-    """``(gpu, gpu_doctor, note)``: HTA's temporal breakdown (``source``: HTA), or where HTA fails the doctor's
-    own (``gputime``, same definitions; ``source``: doctor) with HTA's reason in the note; and the doctor's own
-    always. All None on a CPU-only trace, with the reason."""
+    """``(gpu, gpu_doctor, note)``: HTA's breakdown, or the doctor's own where HTA fails (the note says why)."""
     if not t.has_gpu:
         return None, None, f"{t.label}: a CPU-only trace has no GPU timeline, so no GPU breakdown (profile on a GPU)"
     own = gputime.breakdown(t.doc)
@@ -142,9 +138,7 @@ def gpu_breakdown(t: Trace) -> tuple[dict[str, Any] | None, dict[str, Any] | Non
 
 
 def load(path: Path | str | Trace) -> Trace:
-    """The trace at ``path`` (a file or a trace folder) as a ``Trace``; ``DoctorError`` (one line naming the file)
-    for bad input: a missing or unreadable file, an empty folder, a truncated ``.gz``, over the reading limit,
-    not a trace."""
+    """The trace at ``path`` (a file or a trace folder) as a ``Trace``; bad input: a one-line ``DoctorError``."""
     if isinstance(path, Trace):
         return path
     try:
@@ -158,10 +152,8 @@ def load(path: Path | str | Trace) -> Trace:
 
 @ev.memoizing
 def trace_report(path: Path | str | Trace, *, views: bool = True, idle: bool | None = None) -> dict[str, Any]:
-    """One trace's report (the dict in the module docstring); raises ``DoctorError`` on bad input. ``views=False``
-    skips the Overview, HTA, the idle causes and the throughput (the slow parts on a large trace; ``compare``); ``idle``
-    (default: ``views``) computes the idle causes and the throughput all the same (a large job's ranks). Keys starting with ``_`` hold the ``Diagnosis``
-    and the ``Trace`` for the text report; the JSON leaves them out."""
+    """One trace's report (the module docstring's dict; ``DoctorError`` on bad input). ``views=False`` skips Overview
+    and HTA, and by default (``idle``) idle causes and throughput; ``_`` keys are for the text report, not the JSON."""
     t = load(path)
     try:
         entries = quality.assess(t.doc, t.label)
@@ -201,14 +193,12 @@ def trace_report(path: Path | str | Trace, *, views: bool = True, idle: bool | N
             "device_ms": d.device_ms, "quality": entries, "overview": overview,
             "gpu": gpu, "gpu_doctor": own, "diagnosis": d.to_list(), "top_cause": d.top,
             "cannot_judge": d.cannot_judge, "notes": notes, "ranks": None, "straggler": None,
-            "idle_causes": idle, "throughput": tput, "memory": mem, "verdict": trace_verdict(d), "_diagnosis": d, "_trace": t, "_on_gpu": d.on_gpu,
-            "_signature": signature(t.doc, d.steps)}
+            "idle_causes": idle, "throughput": tput, "memory": mem, "verdict": trace_verdict(d), "_diagnosis": d,
+            "_trace": t, "_on_gpu": d.on_gpu, "_signature": signature(t.doc, d.steps)}
 
 
 def add_up(overview: dict[str, float] | None, step_ms: float) -> tuple[dict[str, float] | None, str | None]:
-    """The Overview made to add up to the doctor's step (its window): torch-tb-profiler's own step can be shorter
-    (without ProfilerStep it spans only the events it counts; with a first step trimmed differently), and the time
-    it leaves out is the category ``outside``; a plugin step longer than the doctor's is said in a note."""
+    """The Overview made to add up to the doctor's step (``outside``: what the plugin's step leaves out), and a note."""
     if not overview:
         return overview, None
     total = sum(v for v in overview.values() if v is not None)
@@ -227,9 +217,7 @@ OLD_SCHEMA = {"operator", "runtime"}    # torch <= 1.9's capitalised categories 
 
 
 def signature(doc: dict[str, Any], steps: int) -> dict[str, Any]:
-    """What a trace ran, for ``compare``'s comparability check: ``ops`` (operator name -> calls per step),
-    ``kernels`` (the set of kernel names), ``shapes`` (the set of (operator, input shapes) where the profiler
-    recorded shapes), ``devices`` (the accelerators' names), ``schema`` ("old": torch <= 1.9's categories)."""
+    """What a trace ran, for ``compare``: ``ops`` (calls per step), ``kernels``, ``shapes``, ``devices``, ``schema``."""
     ops: dict[str, float] = {}
     kernels, shapes = set(), set()
     old = False
@@ -238,8 +226,7 @@ def signature(doc: dict[str, Any], steps: int) -> dict[str, Any]:
         if k == "op":
             name = str(e.get("name", ""))
             ops[name] = ops.get(name, 0.0) + 1.0 / max(steps, 1)
-            dims = ev.args(e).get("Input Dims", ev.args(e).get("Input dims"))
-            if dims:
+            if dims := ev.args(e).get("Input Dims", ev.args(e).get("Input dims")):
                 shapes.add((name, repr(dims)))
             old = old or ev.category(e.get("cat", "")) in OLD_SCHEMA
         elif k == "kernel":
@@ -249,8 +236,7 @@ def signature(doc: dict[str, Any], steps: int) -> dict[str, Any]:
 
 
 def quality_lines(entries: list[dict[str, Any]]) -> list[str]:
-    """The report's trace-quality block: one line per problem (in a job, one per problem with the ranks it is
-    found on)."""
+    """The report's trace-quality block: one line per problem (in a job, with the ranks it is found on)."""
     if not entries:
         return ["Trace quality: no problem found (steps, warm-up, kernels, ranks, categories, times)", ""]
     lines: dict[tuple[str, str], list] = {}
@@ -283,8 +269,7 @@ def trace_verdict(d: dg.Diagnosis) -> str:
 
 
 def headline(rep: dict[str, Any]) -> list[str]:
-    """The report's first lines, the answer: the step and its bound, the top cause, what to do, the findings, the
-    GPU's busy and idle shares."""
+    """The report's first lines, the answer: step and bound, top cause, what to do, findings, GPU busy and idle."""
     d = rep["_diagnosis"]
     whole = any(q.get("check") == "no_profiler_step" for q in rep.get("quality") or [])
     if d.damaged:
@@ -308,13 +293,11 @@ def headline(rep: dict[str, Any]) -> list[str]:
                        + "; ".join(f"{c['cause']} {c['ms']:.2f} ms ({c['share']:.0%})" for c in finds))
     elif not d.damaged:
         out.append("Top cause: none could be judged")
-    if rep.get("gpu"):
-        g = rep["gpu"]
+    if g := rep.get("gpu"):
         comm = (rep.get("gpu_doctor") or {}).get("communication_pct")
         out.append(f"GPU ({g['source']}): idle {g['idle_pct']:.1f}%, compute {g['compute_pct']:.1f}%, "
                    f"non-compute {g['non_compute_pct']:.1f}%" + (f" (communication {comm:.1f}%)" if comm else ""))
-    idle = rep.get("idle_causes")
-    if idle and idle["idle_ms"] > 0:
+    if (idle := rep.get("idle_causes")) and idle["idle_ms"] > 0:
         big = sorted((c for c in idle["causes"] if c["ms"] > 0), key=lambda c: -c["ms"])[:3]
         out.append(f"GPU idle {idle['idle_ms']:.2f} ms per step, mostly: "
                    + "; ".join(f"{c['cause']} {c['ms']:.2f} ms ({c['share']:.0%})" for c in big))
@@ -338,9 +321,7 @@ def diagnosis_lines(rep: dict[str, Any]) -> list[str]:
 
 
 def trace_text(rep: dict[str, Any], top: int = 10) -> str:
-    """The text report of one trace, answer first: the headline (step, bound, top cause, what to do: the first
-    screen), then the quality checks, the Overview, the GPU's idle by cause, the top operators and kernels, and every
-    cause with its evidence. Every line within ``WIDTH`` columns."""
+    """The text report of one trace, answer first (``headline``), then the details, within ``WIDTH`` columns."""
     out = [f"trace: {rep['trace']}"] + headline(rep) + [""]
     out += quality_lines(rep["quality"])
     if rep["overview"]:

@@ -1,14 +1,10 @@
 """``show(path_or_dir)``: a trace's offline views in a notebook, no server and no network (beside ``%tensorboard``
 in notebooks 01-04, and in ``05_diagnose``). The views themselves are computed in ``views.py``.
 
-What a reader sees: the trace named once (its file; the folder in the first line only), each view's table with the
-columns that carry something on this trace (a CPU-only trace has no device columns: they would all be 0), text
-wrapped at spaces and path separators, missing values as '–', and a timeline titled with ``title``.
-
-The toolkit draws nothing of its own beyond the timeline: the tables and lines go through ``Table`` and ``say``,
-plain here (a DataFrame as pandas shows it, a line printed) and replaced by ``render_with`` with a notebook's
-readable ones (``helpers.notebook.display`` installs its ``Table`` and ``say`` when imported), so the trace toolkit
-needs nothing from the notebook layer."""
+The trace is named once (its file; the folder in the first line only); each table keeps the columns that carry
+something on this trace (a CPU-only trace has no device columns). Tables and lines go through ``Table`` and ``say``:
+plain here, replaced by ``render_with`` (``helpers.notebook.display`` installs its own when imported), so the trace
+toolkit needs nothing from the notebook layer."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -53,9 +49,7 @@ def short_names(df, width: int = NAME_WIDTH):
 
 
 def shown_columns(df, has_gpu: bool, device_cols=(), precision: int = 2):
-    """``df`` as a view shows it: on a CPU-only trace without ``device_cols`` and without any other column that is
-    below the table's resolution (``10**-precision``) on every row (a category that never happened, or 0.00-0.01 ms
-    throughout: a CPU trace's ``cpu_exec_ms`` under a stand-in step); on a GPU trace as it is."""
+    """``df`` as shown: on a CPU-only trace without ``device_cols`` and numeric columns under ``10**-precision``."""
     import pandas as pd
 
     if has_gpu:
@@ -74,11 +68,8 @@ def _short(msg: str, t: Trace) -> str:
 
 @ev.memoizing
 def show(path_or_dir, steps: int = 3, top: int = 10, title: str | None = None) -> None:
-    """Show the offline views of a trace: a summary line, the Overview (step-time breakdown per step and on
-    average), the GPU's time (HTA), Operators, Kernels, Memory and a timeline of the first ``steps`` steps titled
-    ``title`` (the experiment, e.g. "01: the training step"; the default says "profiled steps"); tables hold the
-    ``top`` rows. A view that cannot be computed on this trace says so in one line and the others are still shown.
-    Bad input (not a trace, damaged file, empty folder) is one line too, never a traceback."""
+    """Show a trace's offline views: a summary line, the Overview, GPU time (HTA), Operators, Kernels, Memory (``top``
+    rows) and a timeline of ``steps`` steps; a view that fails, or bad input, is one line, never a traceback."""
     from IPython.display import display
 
     try:
@@ -120,14 +111,14 @@ def show(path_or_dir, steps: int = 3, top: int = 10, title: str | None = None) -
     if t.has_gpu:
         import pandas as pd
 
-        view("GPU time (%; Holistic Trace Analysis' temporal breakdown)", lambda: Table(pd.DataFrame([t.gpu_breakdown()])))
+        view("GPU time (%; Holistic Trace Analysis' temporal breakdown)",
+             lambda: Table(pd.DataFrame([t.gpu_breakdown()])))
         view("GPU idle time by cause (Holistic Trace Analysis)", lambda: Table(t.idle_breakdown().round(3)))
         view("Kernel launches (Holistic Trace Analysis; medians)",
              lambda: Table(pd.DataFrame([t.launch_summary()]).round(3)))
 
     def operators_view():
-        note = t.operators_note()
-        if note:
+        if note := t.operators_note():
             say(f"  {_short(note, t)}", small=True)
         ops = t.operators().head(top).round(3).drop(columns=list(HIDDEN_OPERATORS), errors="ignore")
         return Table(short_names(shown_columns(ops, t.has_gpu, DEVICE_OPERATORS, precision=3)), precision=3)

@@ -1,9 +1,8 @@
 """The interval work behind ``diagnosis.diagnose``: a trace's steps split into the time ranges of each cause.
 
-``split_gpu`` and ``split_cpu`` take the trace's complete events and its step windows (``events.step_windows``)
-and return ``Part``s: a cause, the time ranges given to it (merged, inside the steps, disjoint from every other
-part's, so the parts add up to the steps), its evidence and any extra figures. ``diagnosis`` turns them into
-milliseconds per step, on average and step by step. The order of precedence is in ``diagnosis``'s docstring.
+``split_gpu`` and ``split_cpu`` take the trace's complete events and its step windows and return ``Part``s: a
+cause, its time ranges (merged, inside the steps, disjoint from every other part's, so the parts add up to the
+steps), its evidence and extra figures. The order of precedence is in ``diagnosis``'s docstring.
 """
 from __future__ import annotations
 
@@ -43,20 +42,14 @@ class Part:
 
 
 def step_periods(events: list, windows: Ivs) -> tuple[Ivs, list[float], list[float | None]]:
-    """Each step's period: the longer of its CPU span (its ``ProfilerStep``) and the span of the device work it
-    launched (first start to last end). ``windows`` are ``events.step_windows``' ranges, which start the first step
-    where earlier device work ends; the first step is made its period: a device-bound one (the GPU queue runs
-    behind) starts with its device work, a host-bound one (the GPU idles before its first kernel) keeps its CPU
-    span. The later steps tile the time as ``step_windows`` gives them. Returns
-    ``(windows, host_us, device_us)``: the windows (the first one's start corrected), each step's CPU span and
-    each step's device span (None: it launched nothing recorded)."""
+    """``(windows, host_us, device_us)``: ``events.step_windows`` with the first made its period (device-bound: it
+    starts with its device work; host-bound: keeps its CPU span), and each step's CPU and device spans (None: none)."""
     steps = ev.step_events(events)
     if not steps or not windows:
         return windows, [b - a for a, b in windows], [None] * len(windows)
     calls = ev.launches(events)
     starts = [float(s["ts"]) for s in steps]
-    lo: list[float] = [math.inf] * len(steps)
-    hi: list[float] = [-math.inf] * len(steps)
+    lo, hi = [math.inf] * len(steps), [-math.inf] * len(steps)   # each step's device work: first start, last end
     call_step = {}
     for c, call in calls.items():
         a, b = ev.span(call)
@@ -65,8 +58,7 @@ def step_periods(events: list, windows: Ivs) -> tuple[Ivs, list[float], list[flo
             call_step[c] = i
     for e in events:
         if ev.is_device_work(e):
-            i = call_step.get(ev.corr(e))
-            if i is not None:
+            if (i := call_step.get(ev.corr(e))) is not None:
                 a, b = ev.span(e)
                 lo[i], hi[i] = min(lo[i], a), max(hi[i], b)
     host = [ev.span(s)[1] - ev.span(s)[0] for s in steps][:len(windows)]
@@ -83,8 +75,7 @@ def step_periods(events: list, windows: Ivs) -> tuple[Ivs, list[float], list[flo
 
 def _comm_part(comm: Ivs, other: Ivs, S: Ivs, n_calls: int, n: int, per: Callable[[float], float],
                where: str) -> tuple[Part, Ivs]:
-    """The communication part: collective time when nothing else runs (exposed); the rest of the collectives'
-    time overlaps other work (``overlapped_ms``, reported beside it)."""
+    """The communication part: collective time when nothing else runs (exposed); overlapped time beside it."""
     exposed = iv.intersect(S, iv.subtract(comm, other))
     overlapped = iv.intersect(S, iv.intersect(comm, other))
     ex_ms, ov_ms = per(iv.length(exposed)), per(iv.length(overlapped))
@@ -232,10 +223,7 @@ def split_cpu(events: list, steps: Ivs, main_tid, per: Callable[[float], float])
     comp_iv = iv.intersect(rest, large)
     over_iv = iv.subtract(rest, large)
     tiny = [o for o in top_in if o[2] not in large_names]
-    big: dict[str, float] = {}
-    for a, b, nm in top_in:
-        if nm in large_names:
-            big[nm] = big.get(nm, 0.0) + (b - a)
+    big = {nm: sum(d) for nm, d in calls_us.items() if nm in large_names}
     lead = ", ".join(f"{k} {per(v):.2f} ms" for k, v in sorted(big.items(), key=lambda kv: -kv[1])[:3]) or "none"
     gaps = iv.length(iv.subtract(rest, iv.merge((a, b) for a, b, _ in top_in)))
     med_op = statistics.median([b - a for a, b, _ in top_in]) if top_in else 0.0

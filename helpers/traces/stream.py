@@ -4,27 +4,23 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import gzip
+import itertools
 import json
 import math
-import os
 import re
 import time
-import zlib
 from array import array
 from pathlib import Path
 from typing import Any, Iterator
 
 from . import events as ev
 from .files import TraceError, find_trace
-from .load import (CHUNK, MAX_EVENTS, MAX_STEPS, QUOTE_BUG, too_big, load_trace, max_trace_bytes, no_gc,
-                   repair_quotes, steps_kept, trim)
+from .load import (CHUNK, MAX_EVENTS, MAX_STEPS, QUOTE_BUG, byte_chunks, gc_paused, load_trace, max_trace_bytes,
+                   not_json, not_trace, nothing_profiled, repair_quotes, steps_kept, trim)
 
-# --- the lean reader: the first steps of a trace, streamed -----------------------------------------------------
-# A whole-trace read holds the file's bytes and ~5 bytes of Python objects per byte of JSON; the doctor keeps only the
-# first steps (``trim``). ``read_trimmed`` streams the ``traceEvents`` array in chunks of complete events and keeps what
-# ``trim`` would keep, so its memory follows the steps kept, not the file. Its limit therefore protects time (about a
-# minute a GB on a 2-core machine), not memory: ``STREAM_MAX_MB`` unless PERF_TRACE_MAX_MB sets both.
+# ``read_trimmed`` streams the ``traceEvents`` array in chunks of complete events and keeps what ``trim`` would keep,
+# so its memory follows the steps kept, not the file; its limit (``load.STREAM_MAX_MB``) bounds time (about a minute a
+# GB on a 2-core machine).
 KEEP_MB = 64            # a trace that decompresses to no more than this is read in one pass and trimmed in memory
 PROGRESS_AFTER_S = 2.0  # progress lines on the progress stream for reads longer than this
 _progress: Any = None   # the stream for progress lines (``progress_to``): the command line's stderr, else None
@@ -32,9 +28,8 @@ _CUT = re.compile(r"\}\s*,\s*\Z")                  # what precedes an event that
 _WS = re.compile(r"[ \t\r\n]*")
 @contextlib.contextmanager
 def progress_to(stream) -> Iterator[None]:
-    """Inside the block, reads longer than ``PROGRESS_AFTER_S`` report their progress on ``stream`` (the command
-    line passes ``sys.stderr``: never stdout, so ``--json`` stays clean): one line refreshed in place on a terminal,
-    else a line at most every ``PROGRESS_AFTER_S`` seconds."""
+    """Inside the block, reads longer than ``PROGRESS_AFTER_S`` report their progress on ``stream`` (``sys.stderr``, so
+    ``--json`` stays clean): one line refreshed in place on a terminal, else a line every ``PROGRESS_AFTER_S``."""
     global _progress
     outer, _progress = _progress, stream
     try:
@@ -44,86 +39,37 @@ def progress_to(stream) -> Iterator[None]:
 
 
 class _Progress:
-    def __init__(self, p: Path, total: int, what: str):
-        self.p, self.total, self.what, self.t0, self.last, self.shown = p, total, what, time.monotonic(), 0.0, False
+    def __init__(self, p: Path, what: str):
+        self.p, self.what, self.t0, self.last, self.shown = p, what, time.monotonic(), 0.0, False
         self.tty = bool(getattr(_progress, "isatty", lambda: False)())
 
-    def __call__(self, done: int) -> None:
+    def __call__(self, done: int, total: int) -> None:
         if _progress is None:
             return
         now = time.monotonic()
         if now - self.t0 < PROGRESS_AFTER_S or now - self.last < (0.5 if self.tty else PROGRESS_AFTER_S):
             return
         self.last, self.shown = now, True
-        line = f"reading {self.p.name}{self.what}: {done / 1e6:,.0f} / {self.total / 1e6:,.0f} MB"
-        try:
-            _progress.write(f"\r{line}\x1b[K" if self.tty else line + "\n")
-            _progress.flush()
-        except (OSError, ValueError):
-            pass
+        line = f"reading {self.p.name}{self.what}: {done / 1e6:,.0f} / {total / 1e6:,.0f} MB"
+        self._write(f"\r{line}\x1b[K" if self.tty else line + "\n")
 
     def end(self) -> None:
         if self.shown and self.tty:
-            with contextlib.suppress(OSError, ValueError):
-                _progress.write("\r\x1b[K")
-                _progress.flush()
+            self._write("\r\x1b[K")
 
-
-def _text_chunks(p: Path, limit: int, what: str = "") -> Iterator[str]:
-    """The file's text (gunzipped when it starts with gzip's magic bytes), chunk by chunk, under the same rules as
-    ``read_bytes``: never more than ``limit`` bytes decompressed, data that cannot start a JSON document refused at
-    its first chunk, one-line ``TraceError`` for a damaged file."""
-    try:
-        raw = open(p, "rb")
-    except OSError as exc:
-        raise TraceError(f"{p}: cannot read it ({exc.strerror or exc}); check its permissions") from None
-    with raw:
-        try:
-            zipped = raw.read(2) == b"\x1f\x8b"
-            raw.seek(0)
-            size = os.fstat(raw.fileno()).st_size
-            if not zipped and size > limit:
-                raise too_big(p, limit, False, True)
-            f = gzip.GzipFile(fileobj=raw, mode="rb") if zipped else raw
-            text = codecs.getincrementaldecoder("utf-8-sig")()
-            shown, n, first = _Progress(p, size, what), 0, True
-            while chunk := f.read(CHUNK):
-                if first:
-                    head = chunk.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
-                    if head and head not in b"{[":
-                        raise TraceError(f"{p}: not a complete JSON profiler trace (it starts with {chunk[:12]!r}); "
-                                         "give the file that prof.export_chrome_trace or tensorboard_trace_handler "
-                                         "wrote")
-                    first = False
-                n += len(chunk)
-                if n > limit:
-                    raise too_big(p, limit, zipped, True)
-                shown(raw.tell())
-                yield text.decode(chunk)
-            yield text.decode(b"", final=True)
-            shown.end()
-        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-            raise TraceError(f"{p}: the .gz file is truncated or damaged ({exc}); copy or export the trace "
-                             "again") from None
-        except UnicodeDecodeError as exc:
-            raise TraceError(f"{p}: not a complete JSON profiler trace ({str(exc)[:80]}); give the file that "
-                             "prof.export_chrome_trace or tensorboard_trace_handler wrote") from None
-        except OSError as exc:
-            raise TraceError(f"{p}: cannot read it ({exc.strerror or exc}); check its permissions") from None
-
-
-def _not_json(p: Path, exc: Exception) -> TraceError:
-    return TraceError(f"{p}: not a complete JSON profiler trace ({str(exc).splitlines()[0][:80]}); give the file "
-                      "that prof.export_chrome_trace or tensorboard_trace_handler wrote")
+    @staticmethod
+    def _write(text: str) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            _progress.write(text)
+            _progress.flush()
 
 
 class _Events:
-    """The elements of a trace's ``traceEvents`` array, streamed: iterate for them (lists of whole events, one list
-    per chunk); ``header`` then holds the document's other keys, ``repaired`` the names ``repair_quotes`` fixed."""
+    """A trace's ``traceEvents``, streamed as lists of whole events; then ``header`` (other keys) and ``repaired``."""
 
     def __init__(self, p: Path, limit: int, what: str = "", plan: dict | None = None, skip=None):
-        """``plan`` (a first pass's ``cuts``: chunk number -> (batch number, characters it took)) and ``skip``
-        (batch number -> True to pass it undecoded) let a second pass decode only the batches it needs."""
+        """``plan`` (a first pass's ``cuts``: chunk -> (batch, characters it took)) and ``skip`` (batch -> True: pass
+        it undecoded) let a second pass decode only the batches it needs."""
         self.p, self.limit, self.what, self.plan, self.skip = p, limit, what, plan, skip
         self.cuts: dict = {}
         self.header: dict = {}
@@ -140,15 +86,13 @@ class _Events:
                     return v, j, buf
             except json.JSONDecodeError as exc:
                 if more is None:
-                    raise _not_json(self.p, exc) from None
+                    raise not_json(self.p, exc) from None
             buf, more = self._grow(buf, more)
 
     @staticmethod
     def _grow(buf: str, more):
         nxt = next(more, None)
-        if nxt is None:
-            return buf, None
-        return buf + nxt, more
+        return (buf, None) if nxt is None else (buf + nxt, more)
 
     def _skip(self, buf: str, i: int, more) -> tuple[int, str, Any]:
         """Past white space, reading more text where the buffer ends: (index of the next character, buf, more)."""
@@ -156,30 +100,37 @@ class _Events:
             i = _WS.match(buf, i).end()
             if i < len(buf) or more is None:
                 return i, buf, more
-            buf, i = "", 0
-            buf, more = self._grow(buf, more)
+            i = 0
+            buf, more = self._grow("", more)
 
     def _chunks(self) -> Iterator[str]:
-        for text in _text_chunks(self.p, self.limit, self.what):
-            self.chars += len(text)
-            yield text
+        """The file's text, chunk by chunk (``load.byte_chunks``), its progress shown and counted in ``chars``."""
+        text, shown = codecs.getincrementaldecoder("utf-8-sig")(), _Progress(self.p, self.what)
+        try:
+            for chunk in itertools.chain(byte_chunks(self.p, self.limit, True, shown, CHUNK), [b""]):
+                out = text.decode(chunk, final=not chunk)
+                self.chars += len(out)
+                yield out
+        except UnicodeDecodeError as exc:
+            raise not_json(self.p, exc) from None
+        shown.end()
 
     def __iter__(self) -> Iterator[list]:
         more = self._chunks()
         buf, i = "", 0
         i, buf, more = self._skip(buf, i, more)
-        if buf[i:i + 1] == "[":
-            bare = True
-        elif buf[i:i + 1] == "{":
-            bare = False
+        if buf[i:i + 1] not in ("[", "{"):
+            raise not_json(self.p, "no JSON document")
+        bare = buf[i:i + 1] == "["
+        if not bare:
             i, buf, more = self._skip(buf, i + 1, more)
             while True:   # the keys before traceEvents
                 if buf[i:i + 1] == "}":
-                    raise self._not_trace()
+                    raise not_trace(self.p)
                 key, i, buf = self._value(buf, i, more)
                 i, buf, more = self._skip(buf, i, more)
                 if buf[i:i + 1] != ":":
-                    raise _not_json(self.p, ValueError(f"expected ':' at character {i}"))
+                    raise not_json(self.p, f"expected ':' at character {i}")
                 i, buf, more = self._skip(buf, i + 1, more)
                 if key == "traceEvents" and buf[i:i + 1] == "[":
                     break
@@ -188,26 +139,17 @@ class _Events:
                 if buf[i:i + 1] == ",":
                     i, buf, more = self._skip(buf, i + 1, more)
                 elif buf[i:i + 1] == "}":
-                    raise self._not_trace()
+                    raise not_trace(self.p)
                 else:
-                    raise _not_json(self.p, ValueError(f"expected ',' or '}}' at character {i}"))
-        else:
-            raise _not_json(self.p, ValueError("no JSON document"))
+                    raise not_json(self.p, f"expected ',' or '}}' at character {i}")
         # the array: whole events up to the last "}, {" of the buffer are decoded at once (json's C scanner);
         # what is left waits for the next chunk
         i, buf, more = self._skip(buf, i + 1, more)
         buf = buf[i:]
-        c = 0
-        while more is not None:
-            nxt = next(more, None)
-            if nxt is None:
-                more = None
-                break
+        for c, nxt in enumerate(more or (), 1):
             buf += nxt
-            c += 1
             if self.plan is not None:   # a second pass: the first pass's batches, decoded where they are needed
-                step = self.plan.get(c)
-                if step is None:
+                if (step := self.plan.get(c)) is None:
                     continue
                 if self.skip(step[0]):
                     buf = buf[step[1]:]
@@ -230,23 +172,19 @@ class _Events:
             if buf[i:i + 1] == ",":
                 i += 1
             elif buf[i:i + 1] != "]":
-                raise _not_json(self.p, ValueError("expected ',' or ']' near the end of the events"))
+                raise not_json(self.p, "expected ',' or ']' near the end of the events")
         if out:
             yield out
         rest = buf[i:].strip()
         if bare:
             if rest:
-                raise _not_json(self.p, ValueError("extra data after the events"))
+                raise not_json(self.p, "extra data after the events")
             return
         try:
             tail = self.dec.decode("{" + rest.lstrip(",")) if rest != "}" else {}
         except json.JSONDecodeError as exc:
-            raise _not_json(self.p, exc) from None
+            raise not_json(self.p, exc) from None
         self.header.update({k: v for k, v in tail.items() if k != "traceEvents"})
-
-    def _not_trace(self) -> TraceError:
-        return TraceError(f"{self.p}: JSON, but not a Chrome trace (no traceEvents list); give the file that "
-                          "prof.export_chrome_trace or tensorboard_trace_handler wrote")
 
     def _decode_one(self, buf: str, i: int) -> tuple[Any, int, str]:
         """One event at ``buf[i:]``: (event, its end, the buffer, repaired from ``i`` on where it had to be)."""
@@ -261,7 +199,7 @@ class _Events:
                     raise TraceError(f"{self.p}: {QUOTE_BUG}") from None
                 self.repaired += n
                 return v, j, fixed
-            raise _not_json(self.p, exc) from None
+            raise not_json(self.p, exc) from None
 
     def _batch(self, buf: str) -> tuple[list, str]:
         """The whole events at the start of ``buf`` and the text after them."""
@@ -294,10 +232,7 @@ class _Events:
 def read_trimmed(path: Path | str, max_steps: int | None = MAX_STEPS, max_events: int | None = MAX_EVENTS,
                  keep_mb: float = KEEP_MB) -> tuple[dict, str | None, list[str]]:
     """``trim(load_trace(path), max_steps, max_events)`` in memory that follows the steps kept, not the file:
-    ``(trimmed dict, trim's note, notes)``. A trace that decompresses to at most ``keep_mb`` MiB is read in one
-    pass and trimmed as ``trim`` does; a larger one in two passes over the file (the first finds the steps, the
-    launches and how many events each step holds; the second keeps the events ``trim`` keeps). The limit is
-    ``max_trace_bytes(streamed=True)``. The notes say when event names with unescaped quotes were repaired."""
+    ``(doc, note, notes)``. Up to ``keep_mb`` MiB in one pass; larger in two (steps first, then what ``trim`` keeps)."""
     p, _ = find_trace(path)
     limit = max_trace_bytes(streamed=True)
     keep_bytes = keep_mb * 2**20
@@ -308,7 +243,7 @@ def read_trimmed(path: Path | str, max_steps: int | None = MAX_STEPS, max_events
     profiled = False
     reader = _Events(p, limit)
     try:
-        with no_gc():
+        with gc_paused(collect=False):
             for batch in reader:
                 t_lo = c_lo = math.inf
                 t_hi = c_hi = -math.inf
@@ -355,15 +290,12 @@ def read_trimmed(path: Path | str, max_steps: int | None = MAX_STEPS, max_events
     notes = [f"{p}: {reader.repaired} event name(s) with unescaped quotes (Kineto's with_stack bug before its July "
              f"2026 fix) were repaired"] if reader.repaired else []
     if not profiled:
-        raise TraceError(f"{p}: the trace holds no profiled events; run the code to profile inside the profiler "
-                         "(and past its schedule's wait and warm-up steps) before the trace is written")
+        raise nothing_profiled(p)
     if whole is not None:   # one pass: the events are in memory
         return (*trim({**reader.header, "traceEvents": whole}, max_steps, max_events), notes)
     steps = ev.step_ranges(named)
     del named
-    k = len(steps)
-    if steps and (max_steps is not None or max_events is not None):
-        k = steps_kept([a for _, a, _ in steps], stamps, max_steps, max_events)   # as trim keeps
+    k = steps_kept([a for _, a, _ in steps], stamps, max_steps, max_events) if steps else 0   # as trim keeps
     del stamps
     cut = steps and k < len(steps)
     lo, hi = (steps[0][1], steps[k][1]) if cut else (-math.inf, math.inf)
@@ -374,8 +306,7 @@ def read_trimmed(path: Path | str, max_steps: int | None = MAX_STEPS, max_events
     any_corr = len(ints) < len(corrs)   # a correlation id that is not an int: any device work may be late work
 
     def skip(n: int) -> bool:
-        """Batch ``n`` holds nothing ``trim`` keeps: no event in the window, no metadata, no device work whose
-        correlation id could be a kept launch's."""
+        """Batch ``n`` holds nothing ``trim`` keeps (no event in the window, metadata, or kept launch's device work)."""
         t_lo, t_hi, c_lo, c_hi, odd = batches[n]
         return not (odd or (t_lo < hi and t_hi >= lo) or (c_lo <= w_hi and c_hi >= w_lo)
                     or (any_corr and c_lo <= c_hi))
@@ -383,35 +314,28 @@ def read_trimmed(path: Path | str, max_steps: int | None = MAX_STEPS, max_events
     kept, late, names = [], [], {}
     plan = reader.cuts if cut and not reader.repaired else None
     reader = _Events(p, limit, " (second pass)", plan=plan, skip=skip)
-    with no_gc():
+    with gc_paused(collect=False):
         for batch in reader:
             for e in batch:
                 ts = e.get("ts")
-                timed = isinstance(ts, (int, float))
-                if not cut or not timed or lo <= ts < hi:
-                    pass
-                elif ts >= hi and not ev.is_host(e) and ev.corr(e) in corrs:
-                    late.append(e)
+                if cut and isinstance(ts, (int, float)) and not lo <= ts < hi:
+                    if ts >= hi and not ev.is_host(e) and ev.corr(e) in corrs:
+                        late.append(e)
                     continue
-                else:
-                    continue
-                for key in ("name", "cat", "ph"):   # one string object for each repeated name
-                    v = e.get(key)
-                    if type(v) is str:
-                        e[key] = names.setdefault(v, v)
-                kept.append(e)
-    for e in late:
-        for key in ("name", "cat", "ph"):
-            v = e.get(key)
-            if type(v) is str:
-                e[key] = names.setdefault(v, v)
-    kept += late
-    doc = {**reader.header, "traceEvents": kept}
-    if not cut:
-        return doc, None, notes
-    note = (f"the trace holds {len(steps)} ProfilerSteps ({total:,} events); the first {k} "
-            f"({len(kept):,} events) are analysed; open_trace(path, max_steps=None) for all of them")
-    return doc, note, notes
+                kept.append(_intern(e, names))
+    kept += [_intern(e, names) for e in late]
+    note = (f"the trace holds {len(steps)} ProfilerSteps ({total:,} events); the first {k} ({len(kept):,} events) "
+            f"are analysed; open_trace(path, max_steps=None) for all of them") if cut else None
+    return {**reader.header, "traceEvents": kept}, note, notes
+
+
+def _intern(e: dict, names: dict) -> dict:
+    """``e`` with one string object for each repeated name, category and phase (``names``: those seen)."""
+    for key in ("name", "cat", "ph"):
+        v = e.get(key)
+        if type(v) is str:
+            e[key] = names.setdefault(v, v)
+    return e
 
 
 class _Fallback(Exception):

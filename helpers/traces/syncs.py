@@ -1,6 +1,5 @@
 """Host-device synchronisations in a trace: each counted once, and what each cost (taught in ``03_backward_hooks``).
-
-A CPU-only trace has none of these events: every count is 0 and ``sync_costs`` is empty.
+A CPU-only trace has none: every count is 0 and ``sync_costs`` is empty.
 """
 from __future__ import annotations
 
@@ -46,18 +45,11 @@ def sync_events(trace: Mapping[str, Any], pairs: dict | None = None) -> list[tup
     """Every host-device synchronisation in the trace, once each, in time order: ``(host event, kind)``.
 
     - an explicit sync call (runtime or driver API: stream, device/context, event) is one sync;
-    - a synchronous copy call (``cudaMemcpy``, ``cuMemcpyDtoH`` ...) is one sync, unless its GPU record shows a
-      device-to-device copy (the host does not wait for those);
-    - an asynchronous device-to-host copy into pageable memory blocks like a sync; when the same thread's next
-      API call is an explicit sync (PyTorch's ``.item()`` / ``.cpu()``: ``cudaMemcpyAsync`` then
-      ``cudaStreamSynchronize``), the pair is one sync, counted as that call; a copy into pinned memory
-      (``non_blocking=True``) is no sync;
-    - a ``cuda_sync`` GPU record (Kineto's sync events) duplicates its host call; it counts only when the trace
-      holds no host call with its correlation id.
-
-    ``pairs``, when given, is filled with ``{id(sync call): copy call}`` for each copy-and-sync pair: the host
-    waits inside the copy call (a copy to pageable memory returns only when it is done), so the pair's wait
-    starts there.
+    - a synchronous copy call (``cudaMemcpy``, ``cuMemcpyDtoH`` ...) is one, unless it is device-to-device;
+    - an asynchronous device-to-host copy into pageable memory blocks like a sync; followed by an explicit sync on
+      its thread (``.item()``: ``cudaMemcpyAsync`` then ``cudaStreamSynchronize``), the pair is one, counted as that
+      call (``pairs`` gets ``{id(sync call): copy call}``); into pinned memory (``non_blocking=True``) it is none;
+    - a ``cuda_sync`` GPU record counts only when no host call has its correlation id.
     """
     done = ev.complete(trace)
     gpu_copy = {ev.corr(e): str(e.get("name", "")) for e in done if ev.kind(e) == "memcpy" and ev.corr(e) is not None}
@@ -72,8 +64,7 @@ def sync_events(trace: Mapping[str, Any], pairs: dict | None = None) -> list[tup
         pending = None  # an async DtoH copy into pageable memory, not yet followed by a sync call
         for e in calls:
             name = ev.api_name(str(e.get("name", "")))
-            kind = SYNC_KINDS.get(name)
-            if kind:
+            if kind := SYNC_KINDS.get(name):
                 out.append((e, kind))
                 if pending is not None and pairs is not None:
                     pairs[id(e)] = pending
@@ -101,18 +92,9 @@ def sync_events(trace: Mapping[str, Any], pairs: dict | None = None) -> list[tup
 
 
 def count_syncs(trace: Mapping[str, Any], phase: str | None = "backward") -> dict[str, Any]:
-    """Host-device synchronisations inside ``phase`` (or the whole trace with ``phase=None``), each counted once.
-
-    What counts as one synchronisation is explained in ``sync_events``: ``.item()`` (a device-to-host copy and
-    its stream sync) is one, a non-blocking copy into pinned memory is none, driver-API syncs
-    (``cuStreamSynchronize``, ``cuCtxSynchronize``, ``cuEventSynchronize``) and the blocking ``cudaMemcpy`` count.
-    A sync belongs to the phase its host call starts in.
-
-    Returns a dict: ``total``; ``phases`` (how many ``phase`` ranges were found, 1 for the whole trace);
-    ``per_step`` (total / phases); ``by_kind`` ({kind: count} over ``KINDS``), the same counts as top-level keys;
-    and ``dtoh_copies``, the device-to-host copies launched in the phase (informative: most belong to a sync).
-    A CPU-only trace has none of these events: every count is 0.
-    """
+    """Host-device synchronisations (``sync_events``) whose host call starts inside ``phase`` (None: the whole trace):
+    ``total``, ``phases`` (ranges found), ``per_step``, ``by_kind`` ({kind: count} over ``KINDS``, also as top-level
+    keys) and ``dtoh_copies`` (device-to-host copies launched there: most belong to a sync)."""
     ranges = ev.phase_ranges(trace, phase) if phase else None
     where = iv.merge(ranges) if ranges is not None else None
     inside = (lambda ts: True) if where is None else (lambda ts: iv.contains(where, ts))
@@ -130,8 +112,7 @@ def count_syncs(trace: Mapping[str, Any], phase: str | None = "backward") -> dic
 
 
 def launch_latency_us(trace: Mapping[str, Any]) -> float:
-    """The trace's own launch latency: the median time from a launch call's start to its device work's start,
-    over the work launched while the device was idle (so no queue delay is included); 0 if there is none."""
+    """The median launch-to-start delay of the work launched while the device was idle (no queue delay); or 0."""
     launch = ev.launches(trace)
     lat, busy_until = [], float("-inf")
     for e in ev.device_work(trace):
@@ -144,18 +125,9 @@ def launch_latency_us(trace: Mapping[str, Any]) -> float:
 
 
 def sync_costs(trace: Mapping[str, Any], phase: str | None = None):
-    """One row per synchronisation (counted once, as in ``count_syncs``) with what it cost.
-
-    A sync costs waiting, not device time: ``host_us`` is the host call's duration (the CPU waits), and
-    ``gpu_idle_us`` is the GPU idle time it caused, measured on the trace's own GPU timeline (all GPU
-    activity, every stream): the idle time from the sync call's start until the next GPU activity starts, but
-    at most until the end of the host call plus the trace's launch latency (``launch_latency_us``) -- idle after
-    that is the CPU's doing (it launched nothing), not the sync's. For a device-to-host copy followed by its
-    sync (``.item()``: ``cudaMemcpyAsync`` into pageable memory, then ``cudaStreamSynchronize``) the host waits
-    mostly inside the copy call, so "the host call" is the pair: from the copy call's start to the sync's end
-    (``ts_us`` stays the sync call's).
-    Columns ``ts_us, name, kind, host_us, gpu_idle_us``; empty (same columns) for a CPU-only trace.
-    """
+    """One row per synchronisation (as ``count_syncs``) and its cost (``SYNC_COST_COLUMNS``; empty on a CPU trace):
+    ``host_us`` the call's duration (a copy-and-sync pair's from the copy), ``gpu_idle_us`` the GPU idle from the call
+    until the next GPU work, at most to the call's end plus ``launch_latency_us``: later idle is the CPU's doing."""
     import pandas as pd
 
     where = iv.merge(ev.phase_ranges(trace, phase)) if phase else None

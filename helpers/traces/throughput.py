@@ -1,7 +1,6 @@
 """Achieved throughput of matrix operators: FLOPs from the shapes a trace recorded (``record_shapes=True``), the
-device time of the kernels they launched, and the device's dense peak for the data type those kernels ran in
-(``kernels.kernel_dtype``). Used by the operators view (``views.Trace.operators``: ``tflops``, ``peak_pct``) and the
-doctor's report (``throughput``, and the TF32 advice for an FP32 product far under the TF32 peak)."""
+device time of the kernels they launched, and the device's dense peak for their data type. Used by
+``views.Trace.operators`` (``tflops``, ``peak_pct``) and the doctor's report (``throughput``, the TF32 advice)."""
 from __future__ import annotations
 
 import bisect
@@ -21,11 +20,9 @@ from .kernels import kernel_dtype
 #   AMD Instinct MI300X data sheet: FP64 81.7 (matrix 163.4), FP32 163.4, TF32 653.7, BF16/FP16 1307.4,
 #     FP8 2614.9, INT8 2614.9;
 #   NVIDIA L4 datasheet: FP32 30.3, TF32 60, BF16/FP16 121, FP8 242.5, INT8 242.5.
+_H100 = {"fp64": 67.0, "fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8": 1978.9, "int8": 1978.9}
 PEAK_TFLOPS = {
-    "H100": {"fp64": 67.0, "fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8": 1978.9,
-             "int8": 1978.9},
-    "H200": {"fp64": 67.0, "fp32": 67.0, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8": 1978.9,
-             "int8": 1978.9},
+    "H100": _H100, "H200": _H100,
     "A100": {"fp64": 19.5, "fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0, "int8": 624.0},
     "V100": {"fp64": 7.8, "fp32": 15.7, "fp16": 125.0},
     "MI300X": {"fp64": 163.4, "fp32": 163.4, "tf32": 653.7, "fp16": 1307.4, "bf16": 1307.4, "fp8": 2614.9,
@@ -35,8 +32,7 @@ PEAK_TFLOPS = {
 
 
 def device_model(device_name: str | None) -> str | None:
-    """The key of ``PEAK_TFLOPS`` for a device name as a trace's ``deviceProperties`` gives it ("NVIDIA H100 80GB
-    HBM3" -> "H100"); None for another device, or an H100 PCIe / NVL (their peaks are lower: not in the table)."""
+    """The ``PEAK_TFLOPS`` key of a ``deviceProperties`` name ("NVIDIA H100 80GB HBM3" -> "H100"; not PCIe/NVL)."""
     n = str(device_name or "").upper()
     if "H100" in n and ("PCIE" in n or "NVL" in n):
         return None
@@ -57,38 +53,25 @@ CONV_OPS = ("aten::convolution", "aten::_convolution", "aten::conv1d", "aten::co
             "aten::cudnn_convolution", "aten::miopen_convolution", "aten::mkldnn_convolution")
 
 
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= int(x)
-    return out
-
-
 def op_flops(name: str, dims) -> float | None:
-    """Floating-point operations of one call of a matmul or convolution operator from its recorded ``Input Dims``
-    (``record_shapes=True``): 2·M·N·K for a product (batched: times the batch), 2·N·C_out·(C_in/groups)·k·out for
-    a convolution (output size from stride, padding and dilation when the call recorded them, else the input's:
-    a 'same' convolution). None for another operator or shapes that do not fit."""
+    """FLOPs of one matmul or convolution call from its ``Input Dims``: 2·M·N·K (times the batch), or for a
+    convolution 2·N·C_out·(C_in/groups)·k·out (out: the input's size, refined by ``_conv_out_ratio``); else None."""
     try:
         d = [list(map(int, x)) if isinstance(x, (list, tuple)) else [] for x in dims]
-        if name in ("aten::mm",) and len(d) >= 2 and len(d[0]) == 2 and len(d[1]) == 2:
-            return 2.0 * d[0][0] * d[0][1] * d[1][1]
-        if name == "aten::addmm" and len(d) >= 3 and len(d[1]) == 2 and len(d[2]) == 2:
-            return 2.0 * d[1][0] * d[1][1] * d[2][1]
-        if name == "aten::bmm" and len(d) >= 2 and len(d[0]) == 3 and len(d[1]) == 3:
-            return 2.0 * d[0][0] * d[0][1] * d[0][2] * d[1][2]
-        if name == "aten::baddbmm" and len(d) >= 3 and len(d[1]) == 3 and len(d[2]) == 3:
-            return 2.0 * d[1][0] * d[1][1] * d[1][2] * d[2][2]
+        if name in ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"):   # (input,) [B,] M x K, [B,] K x N
+            i, rank = int(name.endswith(("addmm", "addbmm"))), 3 if "bmm" in name else 2
+            if len(d) >= i + 2 and len(d[i]) == rank == len(d[i + 1]):
+                return 2.0 * math.prod(d[i]) * d[i + 1][-1]
         if name == "aten::linear" and len(d) >= 2 and d[0] and len(d[1]) == 2:
-            return 2.0 * _prod(d[0][:-1]) * d[0][-1] * d[1][0]
+            return 2.0 * math.prod(d[0][:-1]) * d[0][-1] * d[1][0]
         if name == "aten::matmul" and len(d) >= 2 and d[0] and d[1]:
             a, b = d[0], d[1]
             if len(b) == 1:
-                return 2.0 * _prod(a)
-            return 2.0 * _prod(a[:-1]) * a[-1] * b[-1] * (_prod(b[:-2]) // max(_prod(a[:-2]), 1) or 1)
+                return 2.0 * math.prod(a)
+            return 2.0 * math.prod(a[:-1]) * a[-1] * b[-1] * (math.prod(b[:-2]) // max(math.prod(a[:-2]), 1) or 1)
         if name in CONV_OPS and len(d) >= 2 and len(d[0]) >= 3 and len(d[0]) == len(d[1]):
             x, w = d[0], d[1]
-            return 2.0 * x[0] * w[0] * _prod(w[1:]) * _prod(x[2:])     # refined by conv_out in op_throughput
+            return 2.0 * x[0] * w[0] * math.prod(w[1:]) * math.prod(x[2:])     # refined by conv_out in op_throughput
     except (TypeError, ValueError):
         return None
     return None
@@ -100,8 +83,7 @@ _CONV_ARGS = {"aten::cudnn_convolution": (3, 2, 4), "aten::miopen_convolution": 
 
 
 def _conv_out_ratio(x: list[int], w: list[int], concrete, name: str = "") -> float:
-    """Output positions over input positions of a convolution call (stride, padding, dilation from its
-    ``Concrete Inputs``: the strings "[2, 2]" PyTorch records; 1 when absent)."""
+    """A convolution call's output over input positions (stride, padding, dilation from ``Concrete Inputs``)."""
     def ints(s):
         try:
             return [int(v) for v in str(s).strip("[] ").split(",") if v.strip()]
@@ -111,11 +93,8 @@ def _conv_out_ratio(x: list[int], w: list[int], concrete, name: str = "") -> flo
     stride, pad, dil = (ints(c[i]) if len(c) > i else [] for i in _CONV_ARGS.get(name, (3, 4, 5)))
     ratio = 1.0
     for i, n in enumerate(x[2:]):
-        k = w[2 + i]
-        s = stride[i] if i < len(stride) else 1
-        p = pad[i] if i < len(pad) else 0
-        dd = dil[i] if i < len(dil) else 1
-        out = (n + 2 * p - dd * (k - 1) - 1) // max(s, 1) + 1
+        s, p, dd = (v[i] if i < len(v) else default for v, default in ((stride, 1), (pad, 0), (dil, 1)))
+        out = (n + 2 * p - dd * (w[2 + i] - 1) - 1) // max(s, 1) + 1
         ratio *= max(out, 0) / n if n else 0.0
     return ratio
 
@@ -126,14 +105,8 @@ FAR_UNDER_PEAK = 0.5
 
 
 def op_throughput(trace) -> list[dict]:
-    """Achieved TFLOP/s of the matmul and convolution operators whose shapes the trace recorded (``Input Dims``:
-    ``record_shapes=True``), one row per operator name (``THROUGHPUT_COLUMNS``): FLOPs from the shapes
-    (``op_flops``), the device time of the kernels launched inside the calls (a launch on the call's thread within
-    its host span, linked to its kernel by correlation id), the data type of those kernels (``kernel_dtype``, the
-    one with the most time) and the device's dense peak for it (``PEAK_TFLOPS``; the device from the trace's
-    ``deviceProperties``). Every operator name has its row (``aten::conv2d`` and the ``aten::miopen_convolution``
-    inside it: the same work); ``outer`` marks the names called outside any other (a summary counts those only).
-    [] when no call recorded shapes."""
+    """Achieved TFLOP/s of matmul/conv operators with recorded shapes, a row per name (``THROUGHPUT_COLUMNS``):
+    FLOPs (``op_flops``) over their kernels' device time, main ``kernel_dtype`` and its peak; ``outer``: not nested."""
     evs = ev.complete(trace)
     props = trace.get("deviceProperties") if isinstance(trace, dict) else None
     device = next((p.get("name") for p in props or [] if isinstance(p, dict) and p.get("name")), None)
@@ -174,8 +147,7 @@ def op_throughput(trace) -> list[dict]:
             for k in kern[launches[i][1]]:
                 d = float(k["dur"])
                 dev_us += d
-                dt = kernel_dtype(str(k.get("name", "")))
-                if dt:
+                if dt := kernel_dtype(str(k.get("name", ""))):
                     by_dt[dt] = by_dt.get(dt, 0.0) + d
             i += 1
         r = rows.setdefault(name, {"name": name, "calls": 0, "flop": 0.0, "us": 0.0, "by_dt": {}, "outer": False})
@@ -201,9 +173,7 @@ def op_throughput(trace) -> list[dict]:
 
 
 def throughput_advice(rows: list[dict]) -> list[str]:
-    """One line per operator whose throughput names a fix: an FP32 matrix product (FFMA/SIMT kernels) on a device
-    with TF32 tensor cores, where TF32's peak is several times FP32's: ``torch.set_float32_matmul_precision("high")``
-    (notebook 04's precision matrix). The figures are the measured TFLOP/s and the data sheet's peaks."""
+    """One line per FP32 matrix product far under its device's TF32 peak: ``set_float32_matmul_precision``."""
     out = []
     for r in rows:
         if r.get("dtype") != "fp32" or not r.get("outer", True):

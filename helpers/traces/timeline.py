@@ -1,12 +1,10 @@
 """A Perfetto-like timeline picture of a few profiler steps, drawn with matplotlib (``Trace.timeline``).
 
-Lanes from top to bottom: each host thread (its ops nested by depth, as Perfetto stacks them, in one neutral
-family of greys, darker with depth, so that no host operator reads as a device category; DataLoader waits in
-orange, ProfilerStep ranges the lightest grey), the synchronisations (red: the step's own; slate grey: the profiling
-loop's own, ``sync_split``), then each GPU stream (kernels blue,
-copies green, memsets purple, communication kernels brown). The legend lists only what is drawn. A bar carries its
-name where the name fits at a readable size (``LABEL_PT``, 11 px at the notebook's 100 dpi), cut with '…' to the
-bar, and none when the bar is too narrow for a few letters. Times in ms from the first step's start.
+Lanes from top to bottom: each host thread (ops nested by depth, as Perfetto stacks them, in greys darker with
+depth, so that no host operator reads as a device category; DataLoader waits orange, ProfilerSteps lightest grey),
+the syncs (red: the step's own; slate grey: the profiling loop's, ``sync_split``), then each GPU stream (kernels
+blue, copies green, memsets purple, communication brown). The legend lists only what is drawn; a bar's name is
+drawn where it fits at ``LABEL_PT`` (cut with '…'). Times in ms from the first step's start.
 """
 from __future__ import annotations
 
@@ -26,8 +24,7 @@ _STEP, _DATALOADER = "#e6e6e6", "#ff7f0e"
 _HOST_GREYS = ("#c8c8c8", "#b0b0b0", "#999999", "#858585")   # host operators by nesting depth
 _LEGEND = {_STEP: "ProfilerStep", "host": "host operator (grey, darker when nested)", _DATALOADER: "DataLoader wait",
            _SYNC: "sync in the step", _LOOP_SYNC: "profiling loop's own sync",
-           "#1f77b4": "kernel", "#2ca02c": "memcpy", "#9467bd": "memset",
-           _COMMUNICATION: "communication"}
+           **{colour: kind for kind, colour in _GPU_COLOURS.items()}, _COMMUNICATION: "communication"}
 
 
 def _host_colour(name: str, depth: int = 0) -> str:
@@ -39,29 +36,18 @@ def _host_colour(name: str, depth: int = 0) -> str:
 
 
 def fitted_label(name: str, width_px: float, min_chars: int = 4) -> str:
-    """``name`` as it fits in a bar ``width_px`` wide at ``LABEL_PT``: whole, cut with '…', or '' when fewer than
-    ``min_chars`` characters would fit."""
+    """``name`` fitted to a bar ``width_px`` wide: whole, cut with '…', or '' under ``min_chars`` characters."""
     fits = int(width_px / _CHAR_PX) - 1
     if fits < min_chars:
         return ""
     return name if len(name) <= fits else name[:fits - 1] + "…"
 
 
-def _loop_synced(doc) -> bool:
-    """True when the trace says its profiling loop synchronised the device after each step (``profile_steps``
-    writes ``events.LOOP_SYNC_METADATA``)."""
-    return str(doc.get(ev.LOOP_SYNC_METADATA, "0")).strip('"') not in ("0", "", "False", "false") \
-        if isinstance(doc, dict) else False
-
-
 def sync_split(doc) -> tuple[list, list]:
-    """The trace's host-device synchronisations (``syncs.sync_events``, each once) split into ``(the step's own,
-    the profiling loop's own)``. The loop's: on a trace whose loop synchronised after each step
-    (``events.LOOP_SYNC_METADATA``, written by ``profile_steps``), the last device sync (``cudaDeviceSynchronize``)
-    of each ProfilerStep, and one after the last step ends (the last step's, recorded past its range) - the rule
-    the diagnosis leaves them out by. On other traces none is the loop's: every sync is the step's."""
+    """The syncs as ``(the step's own, the profiling loop's)``: on a ``loop_synced`` trace, the last device sync of each
+    step and one after the last, as the diagnosis leaves them out; elsewhere none is the loop's."""
     found = sync_events(doc)
-    if not _loop_synced(doc):
+    if not ev.loop_synced(doc):
         return [e for e, _ in found], []
     ranges = ev.step_ranges(doc)
     loop = set()
@@ -85,8 +71,7 @@ def _window(doc, steps: int) -> tuple[float, float]:
 
 
 def draw_timeline(doc, steps: int = 3, title: str | None = None):
-    """The figure (see the module docstring), titled "``title``: timeline of N step(s)" (``title`` names the
-    experiment; the default "Profiled steps"). Raises ``TraceError`` when the window holds no events."""
+    """The figure, titled "``title``: timeline of N step(s)"; ``TraceError`` when the window holds no events."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
@@ -132,12 +117,9 @@ def draw_timeline(doc, steps: int = 3, title: str | None = None):
         lanes.append(("syncs", [(0, (float(e["ts"]) - t0) / 1e3, float(e.get("dur", 0.0)) / 1e3,
                                  _LOOP_SYNC if id(e) in loop_ids else _SYNC, "") for e in syncs], 1))
     for (pid, stream), evs in sorted(gpu.items(), key=lambda kv: str(kv[0])):
-        bars = []
-        for e in evs:
-            col = _GPU_COLOURS[ev.kind(e)]
-            if ev.kind(e) == "kernel" and "nccl" in str(e.get("name", "")).lower():
-                col = _COMMUNICATION
-            bars.append((0, (float(e["ts"]) - t0) / 1e3, float(e.get("dur", 0.0)) / 1e3, col, ""))
+        bars = [(0, (float(e["ts"]) - t0) / 1e3, float(e.get("dur", 0.0)) / 1e3,
+                 _COMMUNICATION if ev.kind(e) == "kernel" and "nccl" in str(e.get("name", "")).lower()
+                 else _GPU_COLOURS[ev.kind(e)], "") for e in evs]
         lanes.append((f"GPU {pid} stream {stream}", bars, 1))
 
     heights = [rows for _, _, rows in lanes]

@@ -42,7 +42,7 @@ def test_a_busy_port_is_replaced_and_the_note_says_so():
         busy = s.getsockname()[1]
         port, note = launch.pick_port(busy)
         assert port != busy and "in use" in note and str(port) in note
-        assert launch.port_free(port)
+        assert launch.tb.port_is_free(port)
     port, note = launch.pick_port(busy)   # released: the preferred port again
     assert port == busy and "free" in note
 

@@ -92,7 +92,7 @@ def test_the_reference_column_holds_the_reference_runs_values(ref_root, capsys):
 def test_figures_and_trace_are_shown_labelled(ref_root, monkeypatch):
     shown = []
     monkeypatch.setattr("IPython.display.display", lambda *objs, **kw: shown.extend(objs))
-    ref = reference.find(NB, root=ref_root)
+    ref = reference.lookup(NB, root=ref_root)[0]
     figs = reference.show_figures(ref, ["step_times"])
     assert [f.name for f in figs] == ["step_times.png"]
     captions = [o.data for o in shown if type(o).__name__ == "Markdown"]
@@ -127,11 +127,11 @@ def test_a_damaged_reference_is_one_line(tmp_path):
 
 
 def test_the_gpu_is_chosen_by_name_or_environment(ref_root, monkeypatch):
-    assert reference.find(NB, gpu="h100", root=ref_root) is None
+    assert reference.lookup(NB, gpu="h100", root=ref_root)[0] is None
     monkeypatch.setenv(reference.GPU_ENV, "smoke-cpu")
-    assert reference.find(NB, root=ref_root).gpu == "smoke-cpu"
+    assert reference.lookup(NB, root=ref_root)[0].gpu == "smoke-cpu"
     monkeypatch.setenv(reference.ROOT_ENV, str(ref_root))
-    assert reference.reference_root() == ref_root and reference.find(NB).gpu == "smoke-cpu"
+    assert reference.reference_root() == ref_root and reference.lookup(NB)[0].gpu == "smoke-cpu"
 
 
 def test_make_tests_smoke_results_work_as_a_reference(tmp_path):
@@ -142,7 +142,7 @@ def test_make_tests_smoke_results_work_as_a_reference(tmp_path):
     runs = Path(os.environ.get("PERF_RUNS_DIR", ""))
     pack.pack(results, tmp_path / "01.tar.gz", pack.new_traces(runs, 0), runs / "traces")
     pack.unpack(tmp_path / "01.tar.gz", tmp_path / "ref" / "cpu")
-    ref = reference.find("01_profiler_basics", root=tmp_path / "ref")
+    ref = reference.lookup("01_profiler_basics", root=tmp_path / "ref")[0]
     doc = json.loads((results / "results.json").read_text())
     ok = [e for e in doc["experiments"] if e["status"] == "ok" and "step_ms_median" in e["metrics"]]
     assert ok, "notebook 01 recorded no timed row"
@@ -193,7 +193,7 @@ def test_a_comparison_recorded_the_other_way_round_is_turned(tmp_path):
     folder = tmp_path / "gpu" / NB
     folder.mkdir(parents=True)
     (folder / "results.json").write_text(json.dumps({"experiments": [], "comparisons": [_c(2.0, 1.6, 2.5)]}))
-    ref = reference.find(NB, gpu="gpu", root=tmp_path)
+    ref = reference.lookup(NB, gpu="gpu", root=tmp_path)[0]
     assert ref.comparison("a", "b")["ratio"] == 2.0
     turned = ref.comparison("b", "a")
     assert (turned["a"], turned["ratio"], turned["low"], turned["high"]) == ("b", 0.5, 0.4, 0.625)

@@ -67,7 +67,7 @@ def test_kernel_view_does_not_count_ffma_gemms_as_tensor_cores():
     k = t.kernels()
     ffma = k[k["name"].str.contains("_ffma_")]
     assert len(ffma) and not ffma["tensor_cores"].isin([True, "yes"]).any()
-    assert t.tensor_core_share() is None or t.tensor_core_share() < 0.1
+    assert t.tensor_core_split() is None or t.tensor_core_split()["yes"] < 0.1
 
 
 def test_article_table_shows_the_resolved_small_fix():

@@ -45,11 +45,11 @@ def test_host_sync_plant_on_the_h100_is_a_finding_beside_compute():
 
 def test_the_fp32_ffma_gemm_is_not_counted_as_tensor_core_work():
     """05-2: "52% of kernel time in kernels using tensor cores" counted the FFMA kernels. The share the notebook
-    prints (``Trace.tensor_core_share``) is 0 on the compute plant's trace: every GEMM there is FP32 FFMA/SIMT."""
+    prints (``Trace.tensor_core_split``'s ``yes``) is 0 on the compute plant's trace: every GEMM there is FP32 FFMA/SIMT."""
     from helpers.traces.views import open_trace
 
-    share = open_trace(h100_trace(NB, "compute")).tensor_core_share()
-    assert share is None or share < 0.01, share
+    split = open_trace(h100_trace(NB, "compute")).tensor_core_split()
+    assert split is None or split["yes"] < 0.01, split
 
 
 def test_a_plant_reads_as_what_it_does_to_the_step():

@@ -95,7 +95,7 @@ def test_kernel_tables_classify_tensor_cores_from_names_not_the_plugins_list():
     assert {by[n] for n in by if "_ffma_" in n} == {"no"}
     t05, k05, _ = view("05_diagnose", "compute")
     assert all(v == "no" for n, v in zip(k05["name"], k05["tensor_cores"]) if "gemm" in n.lower())
-    assert t05.tensor_core_share() == pytest.approx(0.0)
+    assert t05.tensor_core_split()["yes"] == pytest.approx(0.0)
     split = view("01_profiler_basics", "train_step/2")[0].tensor_core_split()
     assert 0 < split["yes"] < 1 and sum(split.values()) == pytest.approx(1.0)
 

@@ -62,7 +62,7 @@ def test_two_clocks_on_a_cpu_trace_and_per_step():
 def test_two_clocks_on_a_real_a100_trace():
     doc = trace.load_trace(gpu_trace("hta_control.json.gz"))   # ../shared/gpu-traces/
     ops = bl.backward_ops(doc, costs=NO_SYNCS)
-    steps = bl.profiled_steps(doc)
+    steps = len(ev.step_events(doc))
     assert steps == 6
     nodes = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"
              and e["name"].startswith(bl.BWD_PREFIX)]

@@ -1,7 +1,6 @@
 """Notebook 03's runs: the ViT step built, timed and profiled per configuration (``Lab``), its trace read by
 ``trace_metrics``, the matrix timed in interleaved rounds. Bad values and failures become failed rows; a time guard
 (``notebook.budget.Budget``) skips or stops runs. On a CPU every step runs with one intra-op thread."""
-from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
@@ -68,9 +67,7 @@ class Lab:
         self.batch_size, self.rounds = params["batch_size"], params["rounds"]
         self.patch_drop_rate, self.lr, self.momentum, self.seed = patch_drop_rate, lr, momentum, seed
         self.acts = profiling.activities(self.device)
-        self.profs: dict[str, Any] = {}
-        self.docs: dict[str, dict] = {}
-        self.budget = budget
+        self.profs, self.docs, self.budget = {}, {}, budget   # profiles and traces by row name
 
     def guard(self, fn: Callable[[], Any], guarded: bool = True) -> Callable[[], Any]:
         """``fn`` under the time guard (``Budget.wrap``: ``OverBudget`` once it is spent), or as it is without one."""
@@ -143,15 +140,9 @@ class Lab:
 
     def interleaved(self, steps: Mapping[Any, tuple[bool, Callable[[], Any]]], rounds: int | None = None):
         """Time ``steps`` ({key: (deterministic, step_fn)}) in turns under the time guard: ``{key: StepTimes}``."""
-        def in_mode(det, fn):
-            def run():
-                with env.deterministic(det):
-                    return fn()
-            return run
-
-        def run():
+        def run():   # a contextmanager decorates: each call of a step enters its deterministic mode anew
             with timing.torch_threads(self.threads), timing.gc_paused():
-                return timing.interleaved_times({k: in_mode(d, fn) for k, (d, fn) in steps.items()},
+                return timing.interleaved_times({k: env.deterministic(d)(fn) for k, (d, fn) in steps.items()},
                                                 self.rounds if rounds is None else rounds, self.device,
                                                 warmup=self.p["warmup"])
 

@@ -1,6 +1,5 @@
 """timm's ``PatchDropout`` with the kept patches selected by indexing (backward ``IndexBackward0``) instead of
 ``gather`` (``GatherBackward0``); notebook 03."""
-from __future__ import annotations
 
 import torch
 from torch import nn

@@ -1,5 +1,4 @@
 """Notebook 03's tables and chart, built from its profiles, traces and results (figures only, no sentences)."""
-from __future__ import annotations
 
 import re
 from typing import Any, Mapping
@@ -25,12 +24,11 @@ def module_table(prof, steps: int):
     out = df[df["name"].str.startswith(PREFIX)].copy()
     out["module"] = out["name"].str.slice(len(PREFIX))
     out["depth"] = [0 if m in ("model", "loss") else m.count(".") + 1 for m in out["module"]]
-    out["calls"] = out["calls"] / steps
-    out["backward_ms"] = out["cpu_total_ms"] / steps
-    out["device_ms"] = out["device_total_ms"] / steps
+    out = out.assign(calls=out["calls"] / steps, backward_ms=out["cpu_total_ms"] / steps,
+                     device_ms=out["device_total_ms"] / steps)
     out["share"] = out["backward_ms"] / bwd if bwd else float("nan")
-    cols = ["module", "depth", "calls", "backward_ms", "device_ms", "share"]
-    return out.sort_values("backward_ms", ascending=False).reset_index(drop=True)[cols]
+    out = out.sort_values("backward_ms", ascending=False).reset_index(drop=True)
+    return out[["module", "depth", "calls", "backward_ms", "device_ms", "share"]]
 
 
 def two_clocks(doc: Mapping[str, Any]):
@@ -77,14 +75,11 @@ def _per_name(doc: Mapping[str, Any]) -> dict[tuple[str, str], list[float]]:
 
 def trace_diff(a: Mapping[str, Any], b: Mapping[str, Any], labels: tuple[str, str] = ("default", "deterministic"),
                top: int | None = 12):
-    """Per step, the ops and kernels whose calls (or, on a GPU, device time by > 0.01 ms) differ between two traces,
-    with ``delta_ms`` (b - a), largest difference first; the first ``top``."""
+    """The first ``top`` ops and kernels whose calls per step (on a GPU: or time, by > 0.01 ms) differ, ``delta_ms``."""
     la, lb = labels
     timed = all(ev.device_work(d) for d in (a, b))
-    per = []
-    for doc in (a, b):
-        steps = max(len(tr.step_ranges(doc)), 1)
-        per.append({k: (c / steps, us / 1000.0 / steps) for k, (c, us) in _per_name(doc).items()})
+    per = [{k: (c / n, us / 1000.0 / n) for k, (c, us) in _per_name(doc).items()}
+           for doc, n in ((d, max(len(tr.step_ranges(d)), 1)) for d in (a, b))]
     recs = []
     for key in sorted(set(per[0]) | set(per[1])):
         (ca, ma), (cb, mb) = per[0].get(key, (0.0, 0.0)), per[1].get(key, (0.0, 0.0))
@@ -151,8 +146,7 @@ def runs_table(results, on_gpu: bool):
 
 
 def results_chart(times: Mapping[tuple[bool, str], Any], modules, title: str):
-    """Left: the matrix's interleaved step times (IQR whiskers). Right: the depth 1-2 modules' shares of the
-    backward."""
+    """Left: the matrix's interleaved step times (IQR whiskers); right: depth 1-2 modules' shares of backward."""
     import matplotlib.pyplot as plt
     cells = list(times)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10.5, 3.4))
@@ -184,8 +178,7 @@ def stack_line(origin: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def reread(entry: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """An entry recorded without ``floor_from`` with its verdict re-read from its interval (floor 0), as
-    ``measure.compare`` now decides; others as they are."""
+    """An entry without ``floor_from``: its verdict re-read from its interval (floor 0), as ``measure.compare`` does."""
     if not entry or "floor_from" in entry or not isinstance(entry.get("ratio"), (int, float)):
         return dict(entry) if entry else None
     from ...measure.compare import SMALL

@@ -1,6 +1,5 @@
 """Notebook 02's runs: the stand-in device, interleaved rows (``measure``) compared by worker-cycle means, profiles,
 idle shares and the panel. The DataLoader loop is the notebook's own (its ``run``)."""
-from __future__ import annotations
 
 import contextlib
 import math
@@ -174,8 +173,8 @@ def compare(results, a: str, b: str) -> dict[str, Any] | None:
 
 
 def profile(run: Callable[..., Any], trace_dir, *, wait: int, active: int, device, threads: int | None = 1, **kw):
-    """``run(**kw)`` under ``torch.profiler`` (``wait`` steps, one warm-up, ``active`` recorded into ``trace_dir``) with
-    ``threads`` intra-op threads (1, as a worker runs its transforms)."""
+    """``run(**kw)`` profiled (``wait``, one warm-up, ``active`` into ``trace_dir``) on ``threads`` intra-op threads
+    (1: as a worker runs its transforms)."""
     from torch.profiler import profile as torch_profile, schedule, tensorboard_trace_handler
     profiling.quiet_profiler_warning()
     with torch_profile(activities=profiling.activities(device), schedule=schedule(wait=wait, warmup=1, active=active,
@@ -270,7 +269,8 @@ def panel(results, measure_row, *, num_workers: int, batch_size: int, cores: int
          "variant": w.Dropdown(options=list(VARIANTS), value="crop_first", description="variant"),
          "batch_size": w.BoundedIntText(value=batch_size, min=0, max=4096, description="batch size"),
          "persistent_workers": w.Checkbox(value=False, description="persistent_workers")},
-        validate=lambda v: validate_panel(v, cores, on_gpu), title="Time a pipeline with your settings", results=results)
+        validate=lambda v: validate_panel(v, cores, on_gpu), title="Time a pipeline with your settings",
+        results=results)
 
 
 def panel_table(results, last: int = 6):

@@ -1,6 +1,5 @@
 """What notebook 02's DataLoader workers run (top level, for ``spawn``): dataset, transforms, collates, GPU decode and
 the checks before a worker starts."""
-from __future__ import annotations
 
 import contextlib
 import functools

@@ -1,5 +1,4 @@
 """Notebook 02's tables (``*_table``) and charts (``plot_*``: drawn, saved beside results.json, shown)."""
-from __future__ import annotations
 
 import math
 
@@ -74,8 +73,7 @@ def best(results, variants) -> str | None:
 
 
 def mask_ops(trace, label: str = "RandomMask", top: int = 5):
-    """The operators directly under each ``label`` span: ms per sample, share of the stage, and the time in no
-    operator."""
+    """The operators directly under each ``label`` span (ms per sample, share of the stage) and the time in none."""
     import bisect
     from ...traces import load_trace
     from ...traces.events import complete
@@ -179,7 +177,8 @@ def plot_variants(results, planned, against: str = "baseline") -> None:
 # this notebook compares for it (None: the sweep's pair), why where a run does not reproduce it)
 ARTICLE = [
     ("baseline input-bound (ceiling / baseline step)", "1.3 s/step with 4 workers, GPU 18% used", 0.18,
-     ("ceiling (rounds)", "baseline"), "the device's busy share: set by its speed against the workers' (on a CPU, a stand-in's)"),
+     ("ceiling (rounds)", "baseline"),
+     "the device's busy share: set by its speed against the workers' (on a CPU, a stand-in's)"),
     ("4 -> 8 workers", "1.3 -> 1.17 s (0.90x the time)", 1.3 / 1.17, None,
      "8 vCPUs there left 8 workers no room; 16 cores on the H100 (not run on fewer than 8 cores)"),
     ("boolean dilation", "1.17 -> 0.78 s (-33%)", 1.17 / 0.78, ("baseline", "bool_dilation"),
@@ -196,8 +195,8 @@ ARTICLE = [
 def _ref_figure(ref, pair, sweep_pair) -> tuple[str | None, float | None]:
     """The reference's figure for an effect it did not compare, as text and ratio a/b; ``(None, None)``."""
     mean = {n: ref.metric(n, "step_ms_mean") for n in ("ceiling", "baseline nw=4", *(sweep_pair or ()))} if ref else {}
-    if ref and pair == ("ceiling (rounds)", "baseline") and mean["ceiling"] and (b := mean["baseline nw=4"]):
-        return f"{b:.1f} ms/step against a {mean['ceiling']:.1f} ms ceiling ({b / mean['ceiling']:.1f}x)", mean["ceiling"] / b
+    if ref and pair == ("ceiling (rounds)", "baseline") and (c := mean["ceiling"]) and (b := mean["baseline nw=4"]):
+        return f"{b:.1f} ms/step against a {c:.1f} ms ceiling ({b / c:.1f}x)", c / b
     if ref and pair is None and sweep_pair and all(mean[n] for n in sweep_pair):
         a, b = (mean[n] for n in sweep_pair)
         return f"{a:.1f} -> {b:.1f} ms ({a / b:.2f}x, the sweep)", a / b
@@ -215,12 +214,11 @@ def article_rows(results, ref, sweep_pair: tuple[str, str] | None, ref_sweep_pai
     rows = []
     for effect, figure, ratio, pair, why in ARTICLE:
         a_b, ref_ab = pair or sweep_pair, pair or ref_sweep_pair
-        mine = results.comparison(*a_b) if a_b else None
-        theirs, plain = (ref.comparison(*ref_ab) if ref and ref_ab else None), None
-        if theirs is None:
-            theirs, plain = _ref_figure(ref, pair, ref_sweep_pair)
-        agrees = "not run in the reference run" if plain is None else \
-            ("direction yes" if (plain > 1) == (ratio > 1) else "no, reversed") + " (one figure, no interval)"
-        rows.append(dict(effect=effect, article=figure, article_ratio=ratio, reference=theirs, this_run=mine, why=why,
-                         agrees=agrees))
+        theirs = ref.comparison(*ref_ab) if ref and ref_ab else None
+        if theirs is None:   # the reference's own figure: a direction, no interval
+            text, plain = _ref_figure(ref, pair, ref_sweep_pair)
+            theirs = (text, plain and ("direction yes" if (plain > 1) == (ratio > 1) else "no, reversed")
+                      + " (one figure, no interval)")
+        rows.append(dict(effect=effect, article=figure, article_ratio=ratio, reference=theirs,
+                         this_run=results.comparison(*a_b) if a_b else None, why=why))
     return rows

@@ -1,6 +1,5 @@
 """Notebook 05's harness around the planted steps (``make_step(kind, size, item=True)``, written in the notebook):
 validation, profiled cases as rows, plants against fixes, claims beside savings."""
-from __future__ import annotations
 
 import contextlib
 import gzip

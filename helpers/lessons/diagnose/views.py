@@ -1,5 +1,4 @@
 """Notebook 05's tables and chart: the planted cases' verdicts, the same as bars split into causes, the results."""
-from __future__ import annotations
 
 from typing import Any, Mapping
 
@@ -42,24 +41,21 @@ def results_view(results):
     return t[[c for c in ["experiment", *METRICS, "status"] if c in t.columns]].dropna(axis="columns", how="all")
 
 
-KINDS = ("input", "launch/overhead", "compute", "host sync")
-
-
-def _found(metric, name: str, kind: str) -> tuple[str | None, bool]:
+def _found(metric, name: str, kind: str) -> tuple[str | None, str]:
     """A plant's row read back: its text and whether the doctor found the plant (top cause; host sync: a finding)."""
     from ...traces.diagnosis import MIN_FINDING_SHARE
     top, step, ms = metric(name, "top_cause"), metric(name, "step_ms_mean"), metric(name, f"{kind}_ms")
     if top is None or not step or ms is None:
-        return None, False
-    return f"top {top}; {kind} {ms / step:.0%} of the step", (
-        ms / step >= MIN_FINDING_SHARE if kind == "host sync" else top == kind)
+        return None, ""
+    found = ms / step >= MIN_FINDING_SHARE if kind == "host sync" else top == kind
+    return f"top {top}; {kind} {ms / step:.0%} of the step", "yes" if found else "no"
 
 
-def _records(records, mixed: bool) -> tuple[str | None, bool]:
+def _records(records, mixed: bool) -> tuple[str | None, str]:
     """``saved_vs_claimed`` records as one cell: the mixed plant's split, or how many savings matched the claim."""
     if not records:
-        return None, False
-    ok = all(r.get("agrees") is True for r in records)
+        return None, ""
+    ok = "yes" if all(r.get("agrees") is True for r in records) else "no"
     if not mixed:
         n = sum(r.get("agrees") is True for r in records)
         return f"{n} of {len(records)} savings within 10 points of the claim", ok
@@ -69,25 +65,21 @@ def _records(records, mixed: bool) -> tuple[str | None, bool]:
 
 
 def planted_table(metric, ref, sizes_here: dict, sizes_full: dict, *, saved=None, mixed=None, why_here=None):
-    """What was planted against what the doctor found (``reference.article_table``'s columns): the reference's
-    full-scale rows beside this run's; ``why_here``: {kind: why this run has no such row}."""
+    """What was planted against what the doctor found (``reference.article_table``): the reference's full-scale rows
+    beside this run's; ``why_here``: {kind: why this run has no such row}."""
     from ...notebook import reference as rf
-    from .experiment import case_name
+    from .experiment import PLANTED, case_name
     ref_metric = ref.metric if ref is not None else (lambda *_: None)
-    notes, why_here, rows = ((ref.doc.get("notes") or {}) if ref is not None else {}), why_here or {}, []
-    cells = [(f"planted {k}", "a host-sync finding beside the product it waits for" if k == "host sync" else
-              f"{k}: the top cause", _found(ref_metric, case_name(k, sizes_full.get(k)), k),
-              _found(metric, case_name(k, sizes_here[k]), k) if k in sizes_here else (None, False), why_here.get(k, ""))
-             for k in KINDS]
-    cells += [("mixed plant: input + compute in one step", "each cause found at its planted share (±10 points)",
-               _records(notes.get("mixed_split"), True), _records(mixed, True),
-               "" if notes.get("mixed_split") else "the reference run predates the mixed plant"),
-              ("each saving matches the doctor's claim", "removing a plant saves its claimed share of the step",
-               _records(notes.get("claimed_vs_measured_saving"), False), _records(saved, False), "")]
-    for effect, article, (t, t_ok), (m, m_ok), why in cells:
-        r = {"effect": effect, "article": article, "H100 reference": t or rf.NOT_RUN,
-             "H100 reproduces?": rf.NOT_RUN if t is None else "yes" if t_ok else "no",
-             "this run": m or rf.NOT_MEASURED, "this run reproduces?": rf.NOT_MEASURED if m is None else
-             "yes" if m_ok else "no"}
-        rows.append(r | {"why": "" if r["H100 reproduces?"] == r["this run reproduces?"] == "yes" else why})
-    return pd.DataFrame(rows, columns=rf.ARTICLE_COLUMNS)
+    notes, why_here = ((ref.doc.get("notes") or {}) if ref is not None else {}), why_here or {}
+    rows = [dict(effect=f"planted {k}", article=f"{k}: the top cause" if k != "host sync" else
+                 "a host-sync finding beside the product it waits for",
+                 reference=_found(ref_metric, case_name(k, sizes_full.get(k)), k),
+                 this_run=_found(metric, case_name(k, sizes_here[k]), k) if k in sizes_here else None,
+                 why=why_here.get(k, "")) for k in PLANTED[1:]]   # every plant but "none"
+    return rf.article_table(rows + [
+        dict(effect="mixed plant: input + compute in one step", article="each cause found at its planted share "
+             "(±10 points)", reference=_records(notes.get("mixed_split"), True), this_run=_records(mixed, True),
+             why="" if notes.get("mixed_split") else "the reference run predates the mixed plant"),
+        dict(effect="each saving matches the doctor's claim", article="removing a plant saves its claimed share of "
+             "the step", reference=_records(notes.get("claimed_vs_measured_saving"), False),
+             this_run=_records(saved, False))])

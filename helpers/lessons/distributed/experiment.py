@@ -1,5 +1,4 @@
 """Notebook 06's runs: one launch of the ranks as results rows (``run_job``) and the panel's run."""
-from __future__ import annotations
 
 import json
 import shutil
@@ -15,9 +14,8 @@ PIDS_NOTE = "rank_pids"   # every rank's pid: a test checks that none is left ru
 
 def run_job(name: str, script: Path | str, plan: dict, world: int, out: Path | str, results, *,
             timeout_s: float = 240.0) -> dict[str, Any]:
-    """Run ``script`` on ``world`` ranks into ``out`` (emptied), one row per rank: ``{ok, rows, port, port_note,
-    times}`` (``times``: rank 0's step times per variant, ms). A port taken before rendezvous: one retry on a fresh
-    port."""
+    """``script`` on ``world`` ranks into ``out`` (emptied), a row per rank: ``{ok, rows, port, port_note, times}``
+    (rank 0's step times per variant, ms). A port taken before rendezvous: one retry on a fresh port."""
     out = Path(out)
     port, note = launch.pick_port()
     for attempt in (1, 2):

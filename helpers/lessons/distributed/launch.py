@@ -1,18 +1,17 @@
 """Starting the ranks from a notebook as ``torchrun`` would, never hanging the kernel or leaving a process."""
-from __future__ import annotations
 
 import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from ...measure.validate import InvalidValue
+from ...measure.validate import InvalidValue, validate_whole
+from ...notebook import tensorboard as tb
 
 DEFAULT_PORT = 29500   # torchrun's default MASTER_PORT
 
@@ -25,9 +24,7 @@ def gpu_count() -> int:
 def check_ranks(ranks: Any, threads: int = 1, cores: int | None = None, gpus: int = 0) -> int:
     """The number of ranks, or ``InvalidValue``: not whole and >= 2, or more than the GPUs (or cores)."""
     cores = cores or os.cpu_count() or 1
-    if isinstance(ranks, bool) or not isinstance(ranks, int):
-        raise InvalidValue(f"ranks must be a whole number, not {ranks!r}.")
-    if ranks < 2:
+    if validate_whole(ranks, "ranks") < 2:
         raise InvalidValue(f"ranks must be at least 2 for data-parallel training (got {ranks}).")
     if gpus and ranks > gpus:
         raise InvalidValue(f"{ranks} ranks but {gpus} GPU(s): NCCL runs one rank per GPU.")
@@ -37,22 +34,14 @@ def check_ranks(ranks: Any, threads: int = 1, cores: int | None = None, gpus: in
     return ranks
 
 
-def port_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket() as s, contextlib.suppress(OSError):
-        s.bind((host, port))
-        return True
-    return False
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+def free_port() -> int:
+    """A free port the system hands out (``tensorboard.free_port`` with no preference)."""
+    return tb.free_port(0)
 
 
 def pick_port(preferred: int = DEFAULT_PORT) -> tuple[int, str]:
     """``(port, note)``: the preferred port when free, else one the system hands out (the note says which)."""
-    if port_free(preferred):
+    if tb.port_is_free(preferred):
         return preferred, f"port {preferred} is free"
     port = free_port()
     return port, f"port {preferred} is in use: took port {port}"
@@ -101,14 +90,12 @@ def port_taken(out: Path | str, world: int) -> bool:
 
 def wait(procs: list[subprocess.Popen], out: Path | str, timeout_s: float) -> list[dict[str, Any]]:
     """Wait at most ``timeout_s``; a row per rank. The first failure, or the timeout, stops every rank."""
-    out, t0, first = Path(out), time.monotonic(), None
+    out, t0 = Path(out), time.monotonic()
     try:
-        while any(p.poll() is None for p in procs) and time.monotonic() - t0 <= timeout_s:
-            if any(p.poll() not in (None, 0) for p in procs):
-                break
+        while (any(p.poll() is None for p in procs) and time.monotonic() - t0 <= timeout_s
+               and not any(p.poll() not in (None, 0) for p in procs)):
             time.sleep(0.05)
-        dead = [r for r, p in enumerate(procs) if p.poll() not in (None, 0)]
-        first = dead[0] if dead else None
+        first = next((r for r, p in enumerate(procs) if p.poll() not in (None, 0)), None)
         timed_out = first is None and any(p.poll() is None for p in procs)
     finally:
         stop(procs)

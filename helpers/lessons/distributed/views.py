@@ -1,5 +1,4 @@
 """Notebook 06's readings of the ranks' traces, as tables and figures."""
-from __future__ import annotations
 
 import contextlib
 import io
@@ -91,7 +90,6 @@ def timelines(folder: Path | str, steps: int = 1) -> list[tuple[int, Any]]:
     return [(r, open_trace(f).timeline(steps=steps, title=f"rank {r}")) for r, f in workers]
 
 
-
 def speedup(entry: dict[str, Any], ranks: int, slow: float = 1.25) -> dict[str, Any]:
     """DDP against the single process: ``mean_ratio``, ``super_linear`` (> ``ranks``), and from ``samples``
     ``median_ratio`` and ``slow_steps`` (over ``slow`` × median) of ``n``."""
@@ -112,8 +110,8 @@ def grad_mb(plan: dict[str, Any]) -> float:
 
 
 def effects_table(here: dict[str, Any], ref, ranks: int, accum: int):
-    """06's effects in ``reference.article_table``'s columns, the H100 reference beside this run (``here``: its
-    comparisons, notes' records and ``why``)."""
+    """06's effects in ``reference.article_table``, the H100 reference beside this run (``here``: its comparisons,
+    notes' records and ``why``)."""
     from ...notebook import reference as rf
     notes = (ref.doc.get("notes") or {}) if ref is not None else {}
     theirs = {} if ref is None else {
@@ -146,11 +144,6 @@ def effects_table(here: dict[str, Any], ref, ranks: int, accum: int):
                "no_sync": ("accumulation under no_sync", f"{accum} → 1 all-reduces per optimizer step; faster"),
                "buckets": ("overlapped share of the all-reduce, by bucket_cap_mb", "smaller buckets overlap more"),
                "straggler": ("one slow rank", "every rank waits for it; the doctor names it")}
-    t, m, rows = cells(theirs), cells(here), []
-    for k, (effect, article) in effects.items():
-        (tt, tok), (mt, mok) = t[k], m[k]
-        tok, mok = (tok if tt else rf.NOT_RUN), (mok if mt else rf.NOT_MEASURED)
-        rows.append({"effect": effect, "article": article, "H100 reference": tt or rf.NOT_RUN, "H100 reproduces?": tok,
-                     "this run": mt or rf.NOT_MEASURED, "this run reproduces?": mok, "why": "" if str(tok).startswith(
-                         "yes") and str(mok).startswith("yes") else here.get("why", {}).get(k, "")})
-    return pd.DataFrame(rows, columns=rf.ARTICLE_COLUMNS)
+    t, m = cells(theirs), cells(here)
+    return rf.article_table(dict(effect=effect, article=article, reference=t[k], this_run=m[k],
+                                 why=here.get("why", {}).get(k, "")) for k, (effect, article) in effects.items())

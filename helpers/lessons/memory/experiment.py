@@ -1,7 +1,8 @@
 """Numbers for notebook 07: MemTracker's snapshots by category, the profiler's peak, the largest batch, snapshots."""
-from __future__ import annotations
 
 import copy
+import itertools
+import os
 import pickle
 from pathlib import Path
 from typing import Any, Callable
@@ -34,45 +35,33 @@ class PeakOnlyTracker(_mt.MemTracker):
 
 def by_category(snap: dict) -> dict[str, float]:
     """MemTracker's snapshot (device -> {category: bytes}) summed over devices, in MB, by category and in total."""
-    out = dict.fromkeys(CATEGORIES, 0.0)
-    total = 0.0
-    for per_dev in snap.values():
-        for k, v in per_dev.items():
-            name = str(k).rsplit(".", 1)[-1]
-            if name == "Total":
-                total += v / MB
-            elif name in out:
-                out[name] += v / MB
-    return {**{k: round(v, 2) for k, v in out.items()}, "total": round(total, 2)}
+    out = dict.fromkeys([*CATEGORIES, "Total"], 0.0)
+    for k, v in ((str(k).rsplit(".", 1)[-1], v) for per_dev in snap.values() for k, v in per_dev.items()):
+        if k in out:
+            out[k] += v / MB
+    return {**{k: round(out[k], 2) for k in CATEGORIES}, "total": round(out["Total"], 2)}
 
 
 def module_peaks(mt) -> list[dict[str, Any]]:
     """Per module of a ``MemTracker`` that ran: the total MB live at its peak in forward and in backward."""
-    from torch.distributed._tools.mem_tracker import _ModState
-
     rows = []
     for stats in mt.memory_tracking.values():
-        fw, bw = (stats.snapshots.get(s, []) for s in (_ModState.PEAK_FW, _ModState.PEAK_BW))
+        fw, bw = (stats.snapshots.get(s, []) for s in (_mt._ModState.PEAK_FW, _mt._ModState.PEAK_BW))
         rows.append({"module": stats.mod_fqn, "peak_fw_mb": by_category(fw[-1])["total"] if fw else None,
                      "peak_bw_mb": by_category(bw[-1])["total"] if bw else None})
     return rows
 
 
 def profiler_peak_mb(step: Callable[[], Any]) -> float:
-    """A step's peak of allocated memory above what was live when it started, MB, from the profiler's memory events
-    (``profile_memory=True``: every allocation and free of the CPU or CUDA allocator, in order): the running sum's
-    maximum. An independent reading of the allocator, for the prediction's check on a CPU."""
+    """A step's peak MB allocated above what was live at its start: the running sum of the profiler's memory events
+    (``profile_memory=True``), an independent reading of the allocator for the prediction's check on a CPU."""
     from torch.profiler import ProfilerActivity, profile
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     with profile(activities=acts, profile_memory=True) as prof:
         step()
     events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
-    running = peak = 0
-    for _, nbytes in events:  # allocations positive, frees negative
-        running += nbytes
-        peak = max(peak, running)
-    return round(peak / MB, 2)
+    return round(max([0, *itertools.accumulate(n for _, n in events)]) / MB, 2)   # allocations > 0, frees < 0
 
 
 def error_pct(predicted: float, measured: float) -> float:
@@ -96,8 +85,7 @@ def largest_batch(fits: Callable[[int], bool], low: int, high: int) -> int:
 
 
 def read_snapshot(path: str | Path) -> dict[str, Any]:
-    """A memory snapshot written by ``torch.cuda.memory._dump_snapshot`` (a pickle), checked: one-line
-    ``MemoryInputError`` for a missing, empty or damaged file."""
+    """A snapshot of ``torch.cuda.memory._dump_snapshot``; ``MemoryInputError`` for a missing or damaged file."""
     p = Path(path)
     if not p.is_file():
         raise MemoryInputError(f"no memory snapshot at {p}: record one with _record_memory_history and _dump_snapshot")
@@ -129,12 +117,10 @@ def check_fits(predicted_mb: float, capacity_mb: float, what: str) -> None:
 
 def live_mb(model: torch.nn.Module, opt: torch.optim.Optimizer | None = None) -> float:
     """MB held between steps: parameters, buffers, gradients and the optimizer's state (each storage once)."""
-    seen: dict[int, int] = {}
     tensors = [*model.parameters(), *model.buffers(), *(p.grad for p in model.parameters() if p.grad is not None)]
     if opt is not None:
         tensors += [v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
-    for t in tensors:
-        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    seen = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
     return round(sum(seen.values()) / MB, 2)
 
 
@@ -142,6 +128,4 @@ def capacity_mb(device: torch.device) -> float:
     """Memory a step may use: free GPU memory (``torch.cuda.mem_get_info``), or the machine's available memory."""
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0] / MB
-    import os
-
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / MB

@@ -1,6 +1,5 @@
 """Notebook 01's runs: the profiler's overhead and the two timers, each measured in alternation (``overhead_rounds``,
 ``timer_rounds``), and the panel's experiment (``run_profiled_step``, its values checked by ``validate_panel``)."""
-from __future__ import annotations
 
 import contextlib
 import time
@@ -92,8 +91,7 @@ def validate_panel(values: Mapping[str, Any], device) -> dict[str, Any]:
 def run_profiled_step(results, device, make_step: Callable[[int, str], Callable[[], Any]], batch_size: int,
                       precision: str = "fp32", deterministic: bool = False, *, steps: int,
                       warmup: int, budget=None) -> dict[str, Any]:
-    """Time and profile ``make_step(batch_size, precision)``'s step as a results row (bad input or failure: a failed
-    row; ``budget`` skips or stops it after the values' checks); returns the row."""
+    """``make_step(batch_size, precision)``'s step timed and profiled as a results row (bad input, failure: failed)."""
     det = " det" if deterministic is True else ("" if deterministic is False else f" det={deterministic!r}")
     name = f"step bs={batch_size} {precision}{det}"
     cfg = {"batch_size": batch_size, "precision": precision, "deterministic": deterministic}

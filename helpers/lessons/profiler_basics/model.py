@@ -1,5 +1,4 @@
 """The small CNN notebook 01 profiles (also 05's model)."""
-from __future__ import annotations
 
 import torch
 from torch import nn

@@ -1,6 +1,5 @@
 """Notebook 01's tables and charts: non-wrapping ``key_averages()`` tables, the three orders, the phase and timers'
 charts, the results table."""
-from __future__ import annotations
 
 import math
 from typing import Any, Mapping
@@ -32,8 +31,7 @@ def _key(attr: str) -> str:
 
 
 def averages_frame(avgs, sort_by: str, row_limit: int = 10, columns: str = "time", on_gpu: bool = False):
-    """The rows ``avgs.table(sort_by, row_limit)`` prints as a DataFrame with the columns of ``columns`` (``time``,
-    ``memory``, ``shapes``); ms, shares of the column's total, short kernel names."""
+    """The rows ``avgs.table(sort_by, row_limit)`` prints as a DataFrame of ``columns`` (time, memory or shapes)."""
     t = "device" if on_gpu else "cpu"
     everything = sum(getattr(e, f"self_{t}_time_total") for e in avgs if not on_gpu or (
         not trace_events.is_host(e) and not getattr(e, "is_user_annotation", False))) or 1.0
@@ -98,11 +96,9 @@ def phase_calls(prof, on_gpu: bool) -> dict[str, list[float]]:
     if not on_gpu:
         return {p: [(b - a) / 1000.0 for a, b in r] for p, r in ranges.items()}
     launches = profiling.device_launches(prof)
-    out = {}
-    for p, r in ranges.items():
-        mine = [[(s, t) for launch, s, t in launches if a <= launch <= b] for a, b in r]
-        out[p] = [(max(t for _, t in m) - min(s for s, _ in m)) / 1000.0 if m else math.nan for m in mine]
-    return out
+    mine = {p: [[(s, t) for launch, s, t in launches if a <= launch <= b] for a, b in r] for p, r in ranges.items()}
+    return {p: [(max(t for _, t in m) - min(s for s, _ in m)) / 1000.0 if m else math.nan for m in spans]
+            for p, spans in mine.items()}
 
 
 def phase_chart(pt, on_gpu: bool, active: int, title: str, calls: Mapping[str, list[float]] | None = None,

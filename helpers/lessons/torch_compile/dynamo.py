@@ -1,6 +1,5 @@
 """Dynamo and Inductor bookkeeping for notebook 04: compile time, graph and cache counters, a fresh Inductor cache, TF32
 settings, ``explain`` on the article's models, cold and warm starts in fresh processes."""
-from __future__ import annotations
 
 import json
 import os
@@ -49,8 +48,7 @@ def graph_counters() -> dict[str, int]:
 
 
 def use_inductor_cache(path: str | os.PathLike, clear: bool = True) -> Path:
-    """Point Inductor at ``path`` (emptied with ``clear``) and forget in-process compiled code, so the next compile
-    starts cold (or warm from ``path``)."""
+    """Point Inductor at ``path`` (emptied with ``clear``), forgetting compiled code: the next compile starts cold."""
     p = Path(path)
     if clear and p.exists():
         shutil.rmtree(p)

@@ -1,6 +1,5 @@
 """Notebook 04's runs: a cell timed (first steps apart, then steady), the matrix under the time budget with interleaved
 eager/compiled rounds and comparisons, derived figures, the profiled pair."""
-from __future__ import annotations
 
 import gc
 import math
@@ -20,23 +19,18 @@ def cell_name(model: str, precision: str, mode: str, batch_size: int) -> str:
     return f"{model} {precision} {mode} bs={batch_size}"
 
 
-def _alloc_mb(device) -> float | None:
-    return round(torch.cuda.memory_allocated(device) / 2**20, 1) if dv.is_cuda(device) else None
-
-
 def _above(peak: float | None, base: float | None) -> float | None:
     return None if peak is None else round(peak - (base or 0.0), 1)
 
 
 def run_cell(step: Callable[[], torch.Tensor], *, steps: int, compile_steps: int = 2, device=None,
              compiled: bool = True) -> dict[str, Any]:
-    """Time a cell's ``step`` (returns the loss): ``compile_steps`` first steps apart, then ``steps`` steady ones. Peak
-    memory is counted above the allocation at the start, first steps apart from steady; ``step.scaler`` (fp16) adds
-    its skipped steps."""
+    """A cell's ``step`` (returns the loss) timed: ``compile_steps`` first steps apart, then ``steps`` steady ones; peak
+    memory above the allocation at the start, each part apart; ``step.scaler`` (fp16): its skipped steps."""
     from torch._dynamo.utils import counters
     from torch._inductor import config as inductor_config
     counters.clear()
-    base = _alloc_mb(device)
+    base = round(torch.cuda.memory_allocated(device) / 2**20, 1) if dv.is_cuda(device) else None
     losses: list[torch.Tensor] = []
     dv.reset_peak_memory(device)
     before, first_ms = dynamo_times(), []
@@ -72,8 +66,7 @@ def run_cell(step: Callable[[], torch.Tensor], *, steps: int, compile_steps: int
 
 def break_even_whole_run(eager_first_ms: Sequence[float], eager_ms: float,
                          compiled_first_ms: Sequence[float], compiled_ms: float) -> int | str:
-    """Smallest run length (steps) at which the compiled run's wall time is no longer than eager's; ``"never"`` when its
-    steady step is not faster."""
+    """The fewest steps at which the compiled run takes no longer than eager; ``"never"`` if its step is not faster."""
     n0 = len(compiled_first_ms)
     if n0 != len(eager_first_ms) or n0 < 1:
         raise ValueError("both runs need the same number (at least one) of first steps")
@@ -84,8 +77,7 @@ def break_even_whole_run(eager_first_ms: Sequence[float], eager_ms: float,
 
 
 def derive(eager: Mapping[str, Any], m: dict[str, Any], c: Mapping[str, Any], rtol: float) -> None:
-    """Into a compiled row's ``m``: ``speedup`` with interval and verdict, loss parity within ``rtol``, and the
-    break-even (only where ``c`` resolves a difference)."""
+    """Into a compiled row's ``m``: ``speedup`` (interval, verdict), loss parity within ``rtol``, the break-even."""
     p = compare(eager["losses"], m["losses"], rtol=rtol)
     m.update(speedup=c["ratio"], speedup_low=c["low"], speedup_high=c["high"], verdict=c["verdict"],
              loss_match=bool(p["close"]), max_rel_loss_diff=p["max_rel_diff"])
@@ -97,8 +89,8 @@ def derive(eager: Mapping[str, Any], m: dict[str, Any], c: Mapping[str, Any], rt
 
 def interleave(results, kept: Mapping[str, Callable[[], Any]], rounds: int, pairs: Sequence[tuple[str, str]],
                device=None) -> tuple[int, list[dict[str, Any]]]:
-    """Re-time ``kept`` in ``rounds`` interleaved rounds and compare each of ``pairs`` (by the median where graphs were
-    compiled during the rounds); returns those graphs and the comparisons."""
+    """``kept`` re-timed in interleaved rounds, ``pairs`` compared (by the median where graphs were compiled meanwhile):
+    ``(those graphs, comparisons)``."""
     from torch._dynamo.utils import counters
     g0 = counters["stats"].get("unique_graphs", 0)
     times = interleaved_times(dict(kept), rounds, device)
@@ -177,8 +169,7 @@ def release(device=None) -> None:
 
 def whole_run(eager: Mapping[str, Any], compiled: Mapping[str, Any], c: Mapping[str, Any],
               run_s: float) -> dict[str, Any] | None:
-    """A whole run as long as ``run_s`` s of eager training: ``steps`` and eager's wall time over compiled's with
-    interval and verdict; None where ``c`` is not resolved."""
+    """Eager's time over compiled's (interval, verdict) over ``steps`` lasting ``run_s`` s eager; None if unresolved."""
     if not resolved(c):
         return None
     k, ef, cf = len(eager["first_steps_ms"]), sum(eager["first_steps_ms"]), sum(compiled["first_steps_ms"])

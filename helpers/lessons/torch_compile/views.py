@@ -1,5 +1,4 @@
 """Notebook 04's tables and charts from its ``Results`` rows (or a reference run's)."""
-from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
@@ -20,20 +19,13 @@ COLUMNS = ("model", "precision", "mode", "status", "step_ms", "speedup", "95% in
            "steady_peak_reserved_mb", "graphs", "graph_breaks", "scaler_skipped_steps", "error")
 
 
-def _interval(m: Mapping[str, Any]) -> str | None:
-    return f"{m['speedup_low']:.2f}–{m['speedup_high']:.2f}" if m.get("speedup_low") is not None else None
-
-
 def matrix_table(results, names: Sequence[str]):
     """One row per cell of ``names``: step time, comparison with eager, parity, compile, memory, graphs."""
-    rows = []
-    for n in names:
-        r = results.get(n)
-        m = r["metrics"]
-        rows.append({**{k: r["config"][k] for k in ("model", "precision", "mode")}, "status": r["status"],
-                     "step_ms": m.get("interleaved_ms_mean", m.get("step_ms_mean")), **m, "95% interval": _interval(m),
-                     "error": r["error"]})
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame([{**{k: r["config"][k] for k in ("model", "precision", "mode")}, "status": r["status"],
+                        "step_ms": m.get("interleaved_ms_mean", m.get("step_ms_mean")), **m,
+                        "95% interval": f"{m['speedup_low']:.2f}–{m['speedup_high']:.2f}"
+                        if m.get("speedup_low") is not None else None, "error": r["error"]}
+                       for r, m in ((r, r["metrics"]) for r in map(results.get, names))])
     return df[[c for c in COLUMNS if c in df.columns and df[c].notna().any()]]
 
 
@@ -122,8 +114,7 @@ def memory_entry(src, eager: str, compiled: str) -> dict[str, Any] | None:
 
 
 def compute_share(model: str, batch_size: int, step_ms: float, device_name: str) -> dict[str, Any] | None:
-    """The share of ``step_ms`` the step's arithmetic explains at the device's fp16 peak: ``step_tflop``,
-    ``peak_tflops``, ``compute_ms``, ``share``; None without figures."""
+    """The share of ``step_ms`` its arithmetic explains at the device's fp16 peak (``share`` and figures); or None."""
     peak, gmacs = next((v for k, v in PEAK_TFLOPS.items() if k in (device_name or "")), None), GMACS.get(model)
     if peak is None or gmacs is None or not step_ms:
         return None
