@@ -122,10 +122,17 @@ MAX_TIME_US = 1e18            # beyond any clock Kineto writes (epoch µs are ~1
 
 
 def valid_time(e: Mapping[str, Any]) -> bool:
-    """A complete event with a finite start and a finite duration >= 0 (others are left out; ``quality`` says so)."""
+    """A complete event with a finite start and a finite duration >= 0, and no ``untimed`` device work (others are
+    left out; ``quality`` says so)."""
     ts, dur = e.get("ts"), e.get("dur")
     return (type(ts) in (int, float) and type(dur) in (int, float) and 0 <= dur <= MAX_DURATION_US
-            and -MAX_TIME_US <= ts <= MAX_TIME_US)
+            and -MAX_TIME_US <= ts <= MAX_TIME_US and not (ts == 0 == dur and is_device_work(e)))
+
+
+def untimed(e: Mapping[str, Any]) -> bool:
+    """A kernel, copy or memset whose start and duration are both 0: the profiler never got the device's record of
+    it (the H100 reference's 01 Chrome trace: all 760 of its kernels)."""
+    return e.get("ts") == 0 == e.get("dur") and is_device_work(e)
 
 
 _memo: dict | None = None   # (reader, id(events list)) -> (the list, its length, the answer); only inside memoized()

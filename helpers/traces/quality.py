@@ -12,6 +12,7 @@
 - ``not_pytorch``       events of categories PyTorch's profiler does not write (another tool's, merged in);
 - ``damaged_steps``     ``ProfilerStep``s with an impossible time: left out; when all are, no cause is diagnosed;
 - ``impossible_values`` events with NaN, Infinity, a negative or a missing time, left out of the diagnosis;
+- ``untimed_device_work`` kernels, copies or memsets at time 0 for 0 µs (no device record came), left out too;
 - ``unreadable``        (added by ``report``) subfolders or files of a trace folder that could not be read.
 """
 from __future__ import annotations
@@ -67,7 +68,14 @@ def assess(doc: Mapping[str, Any], label: str = "the trace") -> list[dict[str, s
     if not valid:
         raise TraceError(f"{label}: no event has a valid time (NaN, Infinity, negative, missing or absurd times); "
                          f"the file is damaged: export the trace again")
-    if bad := len(timed) - len(valid):
+    untimed = sum(1 for e in timed if ev.untimed(e))
+    if untimed:
+        out.append(_entry("untimed_device_work", f"{untimed} kernel(s), copies or memsets have no time (start and "
+                                                 f"duration 0: the profiler never got their device records); they "
+                                                 f"are left out, so the device view below is partial or empty: "
+                                                 f"profile again, with torch.cuda.synchronize() before the active "
+                                                 f"steps (notebook 01_profiler_basics)"))
+    if bad := len(timed) - len(valid) - untimed:
         out.append(_entry("impossible_values", f"{bad} event(s) with an impossible time (NaN, Infinity, a negative, "
                                                f"missing or absurd duration) were left out of the diagnosis"))
     if foreign:
@@ -103,7 +111,9 @@ def assess(doc: Mapping[str, Any], label: str = "the trace") -> list[dict[str, s
         seen = {ev.corr(e) for e in valid if ev.is_device_work(e)}
         missing = sum(1 for c in launched if c not in seen)
         if missing / len(launched) > MISSING_KERNEL_SHARE:
-            what = ("no device work at all was recorded (profile with ProfilerActivity.CUDA, or the accelerator's "
+            what = ("no timed device work at all (their records never came: untimed_device_work above); the "
+                    "diagnosis reads the host only" if untimed and not seen else
+                    "no device work at all was recorded (profile with ProfilerActivity.CUDA, or the accelerator's "
                     "activity); the diagnosis reads the host only" if not seen else
                     "the device view is partial (the profiler's buffers may have overflowed: profile fewer steps)")
             out.append(_entry("ops_without_kernels", f"{missing} of {len(launched)} launches "

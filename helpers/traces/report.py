@@ -128,11 +128,13 @@ def gpu_breakdown(t: Trace) -> tuple[dict[str, Any] | None, dict[str, Any] | Non
     own = gputime.breakdown(t.doc)
     own = {k: _num(v) for k, v in own.items()} if own else None
     g, why = view(t, "gpu_breakdown")
-    if g is not None:
-        return {**{k: _num(g.get(k)) for k in ("idle_pct", "compute_pct", "non_compute_pct")}, "source": HTA}, own, None
+    hta = None if g is None else {k: _num(g.get(k)) for k in ("idle_pct", "compute_pct", "non_compute_pct")}
+    if hta and None not in hta.values():
+        return {**hta, "source": HTA}, own, None
+    why = why or f"{t.label}: HTA's temporal breakdown has no figures for this trace"
     if own is None:
         return None, None, why
-    why = (why or "").split(": ", 1)[-1]
+    why = why.split(": ", 1)[-1]
     return ({**{k: own[k] for k in ("idle_pct", "compute_pct", "non_compute_pct")}, "source": "doctor"}, own,
             f"{t.label}: {why}; the GPU figures are the doctor's own, with HTA's definitions (helpers.traces.gputime)")
 

@@ -128,3 +128,18 @@ def test_the_notebooks_loop_syncs_before_the_first_recorded_step(monkeypatch):
     exec(_notebook_function("profile_steps"), ns)
     ns["profile_steps"](lambda: calls.append("step"))
     assert _order(calls) == (["step"] * 3 + ["sync"] + ["step"] * 2, True), calls
+
+
+def test_the_doctor_says_the_chrome_traces_kernels_are_untimed(capsys):
+    """The H100's Chrome trace (``export_chrome_trace``) holds 760 kernels and 56 memsets, all at time 0 for 0 µs.
+    The doctor's text report on it failed with a TypeError (HTA's breakdown all NaN) and its JSON said "GPU idle
+    3.10 ms a step" and no quality problem; now both reports run and say the device view is missing."""
+    from helpers.traces import doctor
+
+    path = h100_trace(NB, "chrome_trace")
+    assert doctor.main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "untimed_device_work: 816 kernel(s), copies or memsets have no time" in out
+    assert "GPU idle" not in out and max(map(len, out.splitlines()[1:])) <= 120
+    rep = doctor.report(path, views=False)
+    assert [q["check"] for q in rep["quality"]][:2] == ["untimed_device_work", "ops_without_kernels"]

@@ -242,6 +242,23 @@ def test_gpu_operators_with_no_kernels_recorded():
     assert "NVIDIA H100" in quality.assess(cpu_only_on_a_gpu_machine)[0]["message"]
 
 
+def test_untimed_kernels_are_left_out_and_said(tmp_path, capsys):
+    """Kernels at time 0 for 0 µs (the H100 reference's 01 Chrome trace: all 816 of its kernels and memsets) are no
+    GPU work: before, the doctor read them as a GPU idle for the whole step, found no quality problem, and its text
+    report failed on HTA's empty breakdown (a TypeError)."""
+    doc = steps_trace()
+    doc["traceEvents"] += [ft.runtime("cudaLaunchKernel", 100 + 1000 * k, 5, correlation=k) for k in range(4)]
+    doc["traceEvents"] += [ft.kernel("k", 0, 0, tid=7, correlation=k) for k in range(4)]
+    checks = {q["check"]: q["message"] for q in quality.assess(doc)}
+    assert "4 kernel(s), copies or memsets have no time" in checks["untimed_device_work"]
+    assert "impossible_values" not in checks and "untimed_device_work above" in checks["ops_without_kernels"]
+    doc["traceEvents"][-1] = ft.kernel("k", 3110, 50, tid=7, correlation=3)   # one timed: the others still said
+    checks = {q["check"]: q["message"] for q in quality.assess(doc)}
+    assert checks["untimed_device_work"].startswith("3 kernel(s)")
+    code, out, err = run(capsys, write(tmp_path / "untimed.json", doc))
+    assert code == 0 and "untimed_device_work" in out and "Traceback" not in err, err
+
+
 def test_a_cpu_job_on_a_gpu_machine_gets_no_accelerator_warning():
     """06-1: notebook 06 runs its ranks on the CPU (gloo) on purpose on a one-GPU machine; its traces list the H100 in
     deviceProperties, but the job said where it ran (gloo's distributedInfo, or the job's own metadata), so the doctor
