@@ -182,7 +182,8 @@ DISTRIBUTED = {
     # accumulation experiment's optimizer step (small micro-batches, so the all-reduce it saves stands out);
     # straggler_ms: the planted data-loader delay per batch on rank straggler_rank (several steps long, far beyond
     # noise); rounds: interleaved timed rounds of the five variants; bucket_caps: the bucket_cap_mb sweep (the model
-    # holds 2.5 MB of gradients at smoke: 0.25 MB gives one bucket per large weight, 25 MB one bucket: a bucket_cap_mb given explicitly caps the first bucket too).
+    # holds 2.5 MB of gradients at smoke: 0.25 MB gives one bucket per large weight, 25 MB one bucket: a bucket_cap_mb
+    # given explicitly caps the first bucket too).
     # Smoke: one launch of 2 ranks ~25-40 s on a 2-core machine (~10 s of it importing torch in each rank); the
     # notebook 45-80 s under nbmake here (a machine shared with other jobs). 24 rounds: with 16, DDP against the
     # single process said "no difference" once in 7 runs (load average 17-24 on 2 cores), "faster" 6 times.
@@ -212,10 +213,16 @@ MEMORY = {
     # swin_b, fp16 -> bf16 autocast on fake CPU tensors, RAdam, batch 64, two steps) is predicted at every scale: under
     # MemTracker it took 64 s on this machine, quiet (150 s a step under load), of which ~53 s MemTracker's per-module
     # peaks (336 modules updated at every operator); lessons.memory.PeakOnlyTracker keeps the total only: 11.0 s, the
-    # same 9,271.1 MB (against the H100's 10,519.4 MB max_memory_allocated: -11.9%). Full: one H100, budget_s 120
-    # (untested: no GPU run yet; to be replaced by its measurements).
+    # same 9,271.1 MB (against the H100's 10,519.4 MB max_memory_allocated: -11.9%). Full: one H100, budget_s 90,
+    # an estimate (no GPU run yet; to be replaced by its measurements): set-up ~7 s, the breakdown, prediction and
+    # profiled step ~8 s, Swin-B's prediction ~6 s (11 s on this 2-core machine), the levers (9 models of ~80M
+    # parameters, 10 rounds of 512-sample steps) ~12 s, the snapshot ~3 s, the out-of-memory demo and the batch
+    # search (~7 steps of up to ~190k samples) ~12 s, expandable segments ~8 s, the rest ~5 s: ~60 s.
+    # search_high: the largest-batch search's upper bound, above what fits: full, ~0.4 MB a sample (the input 48 KB,
+    # each block's saved activations ~40 KB) and ~1.3 GB of weights, gradients and Adam's state put an 80 GB H100's
+    # limit near 190k samples, a 141 GB H200's near 330k; 65,536 would fit and the search would find its own bound.
     "smoke": dict(width=64, hidden=1024, blocks=4, image_size=8, batch_size=128, micro_batches=2, rounds=10,
                   cpu_threads=1, swin_batch=64, search_high=4096, budget_s=None, reserve_s=0),
     "full": dict(width=1024, hidden=4096, blocks=8, image_size=64, batch_size=512, micro_batches=4, rounds=10,
-                 cpu_threads=None, swin_batch=64, search_high=65536, budget_s=120, reserve_s=15),
+                 cpu_threads=None, swin_batch=64, search_high=524288, budget_s=90, reserve_s=10),
 }

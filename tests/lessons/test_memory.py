@@ -79,6 +79,17 @@ def test_largest_batch_bisects_and_refuses_bad_bounds():
     assert mem.largest_batch(lambda b: False, 8, 64) == 0
     with pytest.raises(mem.MemoryInputError):
         mem.largest_batch(lambda b: True, 0, 8)
+    with pytest.raises(mem.MemoryInputError, match="within"):
+        mem.largest_batch(lambda b: True, 8, 64, within=1.5)
+
+
+def test_largest_batch_to_within_a_share_takes_fewer_steps():
+    """07 at full scale searches [512, 524288] for a limit near 190k samples (an H100): each probe is a whole step."""
+    for limit in (150_000, 190_000, 330_000):
+        exact, close = [], []
+        assert mem.largest_batch(lambda b: exact.append(b) or b <= limit, 512, 524_288) == limit
+        found = mem.largest_batch(lambda b: close.append(b) or b <= limit, 512, 524_288, within=1 / 32)
+        assert limit * (1 - 1 / 32) <= found <= limit and len(close) <= 8 < len(exact) == 20
 
 
 def test_read_snapshot_refuses_missing_damaged_and_foreign_files_in_one_line(tmp_path):
