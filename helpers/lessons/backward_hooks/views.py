@@ -78,8 +78,8 @@ def trace_diff(a: Mapping[str, Any], b: Mapping[str, Any], labels: tuple[str, st
     """The first ``top`` ops and kernels whose calls per step (on a GPU: or time, by > 0.01 ms) differ, ``delta_ms``."""
     la, lb = labels
     timed = all(ev.device_work(d) for d in (a, b))
-    per = [{k: (c / n, us / 1000.0 / n) for k, (c, us) in _per_name(doc).items()}
-           for doc, n in ((d, max(len(tr.step_ranges(d)), 1)) for d in (a, b))]
+    steps = [max(len(tr.step_ranges(d)), 1) for d in (a, b)]
+    per = [{k: (c / n, us / 1000.0 / n) for k, (c, us) in _per_name(doc).items()} for doc, n in zip((a, b), steps)]
     recs = []
     for key in sorted(set(per[0]) | set(per[1])):
         (ca, ma), (cb, mb) = per[0].get(key, (0.0, 0.0)), per[1].get(key, (0.0, 0.0))

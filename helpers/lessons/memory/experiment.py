@@ -36,9 +36,11 @@ class PeakOnlyTracker(_mt.MemTracker):
 def by_category(snap: dict) -> dict[str, float]:
     """MemTracker's snapshot (device -> {category: bytes}) summed over devices, in MB, by category and in total."""
     out = dict.fromkeys([*CATEGORIES, "Total"], 0.0)
-    for k, v in ((str(k).rsplit(".", 1)[-1], v) for per_dev in snap.values() for k, v in per_dev.items()):
-        if k in out:
-            out[k] += v / MB
+    for per_dev in snap.values():
+        for key, v in per_dev.items():
+            k = str(key).rsplit(".", 1)[-1]  # MemTracker's _MemRefType.ACT -> ACT
+            if k in out:
+                out[k] += v / MB
     return {**{k: round(out[k], 2) for k in CATEGORIES}, "total": round(out["Total"], 2)}
 
 

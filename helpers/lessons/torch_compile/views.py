@@ -21,11 +21,14 @@ COLUMNS = ("model", "precision", "mode", "status", "step_ms", "speedup", "95% in
 
 def matrix_table(results, names: Sequence[str]):
     """One row per cell of ``names``: step time, comparison with eager, parity, compile, memory, graphs."""
-    df = pd.DataFrame([{**{k: r["config"][k] for k in ("model", "precision", "mode")}, "status": r["status"],
-                        "step_ms": m.get("interleaved_ms_mean", m.get("step_ms_mean")), **m,
-                        "95% interval": f"{m['speedup_low']:.2f}–{m['speedup_high']:.2f}"
-                        if m.get("speedup_low") is not None else None, "error": r["error"]}
-                       for r, m in ((r, r["metrics"]) for r in map(results.get, names))])
+    rows = []
+    for r in map(results.get, names):
+        m = r["metrics"]
+        interval = f"{m['speedup_low']:.2f}–{m['speedup_high']:.2f}" if m.get("speedup_low") is not None else None
+        rows.append({**{k: r["config"][k] for k in ("model", "precision", "mode")}, "status": r["status"],
+                     "step_ms": m.get("interleaved_ms_mean", m.get("step_ms_mean")), **m, "95% interval": interval,
+                     "error": r["error"]})
+    df = pd.DataFrame(rows)
     return df[[c for c in COLUMNS if c in df.columns and df[c].notna().any()]]
 
 
