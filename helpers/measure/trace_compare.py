@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..traces.job import diagnose_job
+from ..traces.report import shown_path
 from . import compare as cmp_
 
 CONFIDENCE = 0.95
@@ -174,7 +175,7 @@ def compare(before: Path | str, after: Path | str, *, force: bool = False) -> di
 
 def compare_text(cmp: dict[str, Any]) -> str:
     """The text report of a comparison."""
-    out = [f"before: {cmp['before']}", f"after:  {cmp['after']}", "", f"verdict: {cmp['verdict']}", cmp["summary"]]
+    out = [f"before: {shown_path(cmp['before'])}", f"after:  {shown_path(cmp['after'])}", "", f"verdict: {cmp['verdict']}", cmp["summary"]]
     a = cmp.get("comparability")
     if a:
         kern = f", kernels {a['kernels_jaccard']:.0%}" if a["kernels_jaccard"] is not None else ""

@@ -29,7 +29,7 @@ from . import diagnosis as dg
 from . import events as ev
 from . import gaps
 from .files import TraceError, find_workers
-from .report import DoctorError, fit, quality_lines, see_text, trace_report
+from .report import DoctorError, fit, quality_lines, see_text, shown_path, trace_report
 
 RANK_VIEWS_MAX = 8         # above this many ranks, each rank's library views (HTA, TensorBoard's Overview) are left out
 STRAGGLER_SHARE = 0.05     # its cost to the others, as a share of the mean step (the doctor's finding threshold)
@@ -249,7 +249,7 @@ def job_text(job: dict[str, Any]) -> str:
     """The text report of a job, answer first (verdict, straggler, what to do), then the ranks, causes and GPU idle."""
     import pandas as pd
 
-    out = [f"job: {job['trace']} ({len(job['ranks'])} ranks)", f"Verdict: {job['verdict']}"]
+    out = [f"job: {shown_path(job['trace'], 100)} ({len(job['ranks'])} ranks)", f"Verdict: {job['verdict']}"]
     s = job["straggler"]
     out.append(f"Straggler: rank {s['rank']}: the others wait {s['ms']:.2f} ms per step for it in collectives (it is "
                f"the last to {s['last_in']} of {s['of']}); its cause: {s.get('cause') or s['top_cause']}"

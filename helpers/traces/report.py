@@ -50,6 +50,21 @@ def see_text(see: str) -> str:
     return re.sub(r"(?<![Nn]otebook )\b(\d\d_[a-z]\w*)", r"notebook \1", see or "")
 
 
+def shown_path(path: str, room: int = WIDTH - len("before: ")) -> str:
+    """A path as a report's first lines show it: relative to the current folder where it lies inside it, and shortened
+    in the middle ("...") to ``room`` characters, the file's own name kept, so that the answer stays on the lines
+    after it whatever the folder's depth (``--json`` keeps the path whole)."""
+    text = str(path)
+    try:
+        text = str(Path(text).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        pass
+    if len(text) <= room:
+        return text
+    tail = max(room - room // 3 - 3, min(len(Path(text).name), room - 3))
+    return text[: room - 3 - tail] + "..." + text[-tail:]
+
+
 def fit(lines: list[str], width: int = WIDTH) -> list[str]:
     """Every line within ``width`` columns: a longer one wrapped at spaces, its continuation indented 4 more."""
     out = []
@@ -324,7 +339,8 @@ def diagnosis_lines(rep: dict[str, Any]) -> list[str]:
 
 def trace_text(rep: dict[str, Any], top: int = 10) -> str:
     """The text report of one trace, answer first (``headline``), then the details, within ``WIDTH`` columns."""
-    out = [f"trace: {rep['trace']}"] + headline(rep) + [""]
+    shown = shown_path(rep["trace"])
+    out = [f"trace: {shown}"] + headline(rep) + [""]
     out += quality_lines(rep["quality"])
     if rep["overview"]:
         total = sum(v for v in rep["overview"].values() if v is not None)
@@ -352,4 +368,6 @@ def trace_text(rep: dict[str, Any], top: int = 10) -> str:
         out.append("")
     out += diagnosis_lines(rep)
     out += [f"  note: {n}" for n in rep["notes"]]
+    if shown != rep["trace"]:
+        out = [line.replace(rep["trace"], shown) for line in out]
     return "\n".join(fit(out))

@@ -123,3 +123,23 @@ def test_a_window_without_profiler_step_adds_up(tmp_path):
     rep = trace_report(path)
     assert rep["overview"], rep["notes"]
     assert sum(v for v in rep["overview"].values() if v is not None) == pytest.approx(rep["step_ms"], abs=0.002)
+
+
+def test_the_answer_is_on_the_second_line_whatever_the_folders_depth(tmp_path, monkeypatch, capsys):
+    """A checkout or a trace folder of any depth: the report's first line is the trace's path within 120 columns
+    (relative to the current folder where it lies inside it, else shortened in the middle with its file name kept),
+    so that the step is always the second line (it wrapped past 120 columns at a checkout path of ~45 characters)."""
+    deep = tmp_path.joinpath(*[f"a-folder-of-the-users-own-{i:02d}" for i in range(8)])
+    deep.mkdir(parents=True)
+    path = deep / "qwen_step_trace.json"
+    path.write_text(json.dumps(qwen_like()))
+    assert len(str(path)) > 250
+    for cwd, first in ((tmp_path.parent, None), (deep, "trace: qwen_step_trace.json")):
+        monkeypatch.chdir(cwd)
+        assert doctor.main([str(path)]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert len(lines[0]) <= 120 and lines[0].startswith("trace: ") and lines[0].endswith("qwen_step_trace.json")
+        assert first is None or lines[0] == first
+        assert lines[1].startswith("Step: 47.15 ms (mean of 1), host-bound"), lines[:3]
+        assert doctor.main([str(path), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["trace"] == str(path)  # --json keeps the path whole
