@@ -25,14 +25,18 @@ def plain(text: str, limit: int = 500) -> str:
 
 
 def kernel_manager_class():
-    """A kernel manager whose ``python3`` is this interpreter's ipykernel (a machine's own ``python3`` kernelspec may
-    point at a Python without the kit), with encrypted channels where kernelspec and pyzmq allow
-    (``transport_encryption="auto"``; else a TCP warning at start-up)."""
+    """A kernel manager (asynchronous: with a blocking one nbclient never saw a kernel die mid-cell) whose ``python3``
+    is this interpreter's ipykernel (a machine's own kernelspec may point at a Python without the kit), with encrypted
+    channels where kernelspec and pyzmq allow (``transport_encryption="auto"``; else a TCP warning at start-up)."""
     import zmq
     from ipykernel.kernelspec import RESOURCES, get_kernel_dict
+    from jupyter_client import AsyncKernelClient, AsyncKernelManager
     from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
-    from jupyter_client.manager import KernelManager
-    encrypt = zmq.has("curve") and "transport_encryption" in KernelManager.class_trait_names()
+    encrypt = zmq.has("curve") and "transport_encryption" in AsyncKernelManager.class_trait_names()
+
+    class NoHeartbeatClient(AsyncKernelClient):  # the manager says whether the kernel lives; no thread to join
+        def start_channels(self, shell=True, iopub=True, stdin=True, hb=False, control=True):
+            super().start_channels(shell, iopub, stdin, hb, control)
 
     class OwnPythonSpecs(KernelSpecManager):
         def get_kernel_spec(self, kernel_name):
@@ -41,9 +45,10 @@ def kernel_manager_class():
             names = set(KernelSpec.class_trait_names())
             return KernelSpec(resource_dir=RESOURCES, **{k: v for k, v in get_kernel_dict().items() if k in names})
 
-    class OwnKernelManager(KernelManager):
+    class OwnKernelManager(AsyncKernelManager):
         def __init__(self, **kw):
             kw.setdefault("kernel_spec_manager", OwnPythonSpecs())
+            kw.setdefault("client_factory", NoHeartbeatClient)
             if encrypt:
                 kw.setdefault("transport_encryption", "auto")
             super().__init__(**kw)
@@ -60,7 +65,7 @@ def stoppable_client_class():
 
     class StoppableClient(NotebookClient):
         """nbclient's client that starts no cell once ``stop_reason`` is set and leaves SIGINT/SIGTERM to ``on_signal``
-        (a plain ``signal.signal`` handler runs during zmq's poll; nbclient's would not)."""
+        (nbclient's own handler would only shut the kernel down, leaving the run to go on)."""
 
         stop_reason: str | None = None
         on_signal: Callable[[int], None] | None = None

@@ -97,6 +97,8 @@ class Run:
         if self.current is not None:
             self.current.stop(reason)
             self.current._signal_kernel(signal.SIGKILL)
+            if getattr(self.current.client, "km", None):  # its connection file holds the kernel's key
+                self.current.client.km.cleanup_connection_file()
         try:
             if self.finish is not None:
                 self.finish(reason)

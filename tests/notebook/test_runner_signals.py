@@ -12,7 +12,7 @@ from pathlib import Path
 from helpers.notebook import runner as rn
 from helpers.tools import signal_stress
 
-from tests.notebook.test_runner import ROOT, notebook, run_env
+from tests.notebook.test_runner import RESULTS, ROOT, notebook, run_env
 
 SLOW_PACK = """
 import sys, time
@@ -29,11 +29,16 @@ sys.exit(runner.main())
 
 
 def _start(tmp_path, *args, script=None):
+    """The runner with its kernels' temporary files (the connection file among them) and Jupyter's runtime folder in
+    ``tmp_path/tmp``, where ``signal_stress.leftovers`` looks."""
     cmd = [sys.executable, "-c", script, *map(str, args)] if script else \
         [sys.executable, "-m", "helpers.runner", *map(str, args)]
     tag = f"runner-signals-{os.getpid()}-{time.time_ns()}"
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=run_env(tmp_path, **{signal_stress.TAG_ENV: tag}),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    (tmp_path / "tmp").mkdir()
+    env = run_env(tmp_path, **{signal_stress.TAG_ENV: tag, "TMPDIR": str(tmp_path / "tmp"),
+                               "JUPYTER_RUNTIME_DIR": str(tmp_path / "tmp")})
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     return proc, tag
 
 
@@ -106,6 +111,7 @@ from pathlib import Path
 from helpers.notebook import runner
 run = runner.Run(abandon_s=1.0)
 class Stuck:  # a notebook whose wait never returns, whatever is signalled
+    client = None
     def stop(self, reason): pass
     def _signal_kernel(self, signum): pass
 run.current = Stuck()
@@ -123,3 +129,45 @@ def test_a_run_that_does_not_end_after_a_signal_is_abandoned_with_what_it_has(tm
     assert p.returncode == 143 and time.time() - t0 < 30
     assert "abandoned" in marker.read_text()
     assert p.stderr.strip().count("\n") == 0 and "abandoned" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_sigterm_with_a_kernel_that_ignores_sigint_ends_by_the_normal_path(tmp_path):
+    """The kernel ignores its SIGINT and is killed 10 s later, a zombie until reaped: the run sees it dead and ends
+    as usual (with the blocking kernel manager it waited for the kernel's output until the watchdog abandoned it)."""
+    out, marker = tmp_path / "out", tmp_path / "deaf"
+    a = notebook(tmp_path / "a.ipynb", RESULTS.format(stem="a"),
+                 "import pathlib, signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                 f"pathlib.Path({str(marker)!r}).write_text('SIGINT ignored')\ntime.sleep(120)\n")
+    b = notebook(tmp_path / "b.ipynb", "print('b ran')\n")
+    proc, tag = _start(tmp_path, "--out", out, a, b)
+    deadline = time.time() + 240
+    while not marker.exists():
+        assert proc.poll() is None and time.time() < deadline, "notebook a never reached its second cell"
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGTERM)
+    summary, log, stderr = _ended(proc, tag, out, "")
+    assert proc.returncode == 143, stderr
+    assert "abandoned" not in summary and "abandoned" not in stderr, summary
+    assert summary["not_run"] == ["b"] and [n["status"] for n in summary["notebooks"]] == ["interrupted"]
+    assert signal_stress.leftovers(out, summary) == []  # run.json, pack, results.json interrupted, no connection file
+
+
+def test_a_kernel_killed_mid_cell_fails_its_notebook_and_the_run_goes_on(tmp_path):
+    """No signal to the runner: the kernel is killed -9 inside a cell. The notebook fails (the kernel died), its
+    connection file is removed, the next notebook runs (the blocking kernel manager waited for ever)."""
+    out = tmp_path / "out"
+    a = notebook(tmp_path / "a.ipynb", RESULTS.format(stem="a"), "import os\nos.kill(os.getpid(), 9)\n",
+                 "print('after')\n")
+    b = notebook(tmp_path / "b.ipynb", "print('b ran')\n")
+    proc, tag = _start(tmp_path, "--out", out, a, b)
+    try:
+        stdout, stderr = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1, stdout + stderr
+    summary = json.loads((out / "run-summary.json").read_text())
+    assert [n["status"] for n in summary["notebooks"]] == ["failed", "ok"], summary
+    assert summary["notebooks"][0]["error"].startswith("cell 1: the kernel died"), summary
+    assert signal_stress.leftovers(out, summary) == [f"a failed: {summary['notebooks'][0]['error']}"]
+    assert not signal_stress.tagged_processes(tag) and "Traceback" not in stderr
