@@ -31,7 +31,7 @@ TECHNIQUE = {
 # 48a6e51, under a cap of 13,000 then) and met again by thinning (11,954): the same goal as
 # ../shared/checks/open_technique.py.
 MAX_LESSON_LINES, MAX_HELPER_LINES, MAX_PROSE_WORDS = 3000, 12000, 800
-MAX_EXPORTS = 25   # the notebooks' size (350 code lines, 30 a cell): tests/notebooks/test_notebook_code.py
+MAX_EXPORTS = 25   # the notebooks' cells (30 lines a cell): tests/notebooks/test_notebook_code.py
 CHECK_CALL = re.compile(r"""RESULTS\.check\(\s*(f?)(["'])(.*?)\2""", re.S)
 CHECK_ID = re.compile(r"[a-z][a-z0-9_]{0,59}")
 

@@ -98,21 +98,24 @@ def time_steps(fn: Callable[[], Any], *, steps: int = 10, warmup: int = 3, devic
     return StepTimes(times_ms=[start.elapsed_time(end) for start, end in events], first_ms=first_ms)
 
 
-def interleaved_times(steps: dict[Any, Callable[[], Any]], rounds: int, device=None,
-                      warmup: int = 0) -> dict[Any, StepTimes]:
+def interleaved_times(steps: dict[Any, Callable[[], Any]], rounds: int, device=None, warmup: int = 0,
+                      cpu_time: bool = False) -> dict[Any, StepTimes]:
     """Time several steps in alternation, round ``r`` starting at a rotating one, so a burst of other load hits every
-    step alike; each first called ``warmup`` times, untimed."""
+    step alike; each first called ``warmup`` times, untimed. Wall time; with ``cpu_time``, on a CPU with one intra-op
+    thread, the process's CPU time, which another process's load does not stretch (a sleep it does not see)."""
+    import torch
     order = list(rotation(steps, rounds))  # refuses rounds < 1 before any call
+    clock = time.perf_counter if not cpu_time or is_cuda(device) or torch.get_num_threads() > 1 else time.process_time
     for fn in steps.values():
         for _ in range(warmup):
             fn()
     out: dict[Any, list[float]] = {n: [] for n in steps}
     for _, n in order:
         synchronize(device)
-        t0 = time.perf_counter()
+        t0 = clock()
         steps[n]()
         synchronize(device)
-        out[n].append((time.perf_counter() - t0) * 1000.0)
+        out[n].append((clock() - t0) * 1000.0)
     return {n: StepTimes(times_ms=v) for n, v in out.items()}
 
 

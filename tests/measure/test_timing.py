@@ -1,3 +1,4 @@
+import itertools
 import time
 
 import pytest
@@ -45,6 +46,19 @@ def test_interleaved_times_warm_up_then_rotate():
     t = timing.interleaved_times({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, rounds=2, warmup=1)
     assert calls == ["a", "b", "a", "b", "b", "a"]  # warm-up a b, then a b / b a
     assert all(len(v.times_ms) == 2 for v in t.values())
+
+
+def test_interleaved_times_read_cpu_time_only_where_asked_on_one_cpu_thread(monkeypatch):
+    for name, tick in (("process_time", 1.0), ("perf_counter", 2.0)):   # each clock moves on 1 or 2 s a reading
+        monkeypatch.setattr(time, name, itertools.count(0.0, tick).__next__)
+    monkeypatch.setattr(timing, "synchronize", lambda device=None: None)   # "cuda" below without a GPU
+    steps = {"a": lambda: None, "b": lambda: None}
+    with timing.torch_threads(1):
+        assert timing.interleaved_times(steps, 2, cpu_time=True)["a"].times_ms == [1000.0] * 2   # the CPU's time
+        assert timing.interleaved_times(steps, 2)["a"].times_ms == [2000.0] * 2   # wall time unless asked
+        assert timing.interleaved_times(steps, 2, "cuda", cpu_time=True)["b"].times_ms == [2000.0] * 2   # a GPU's work
+    with timing.torch_threads(2):   # several threads' CPU time adds up: wall time
+        assert timing.interleaved_times(steps, 2, cpu_time=True)["b"].times_ms == [2000.0] * 2
 
 
 def test_step_times_mean_and_whole_window_throughput():

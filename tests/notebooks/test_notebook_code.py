@@ -1,6 +1,6 @@
-"""Notebooks read as lessons: the code a reader wades through is at most 350 lines per notebook (the technique it
-teaches, written in the open, counts) and no code cell is over 30 lines (harness code lives in helpers, where it is
-tested); imports take a few short lines."""
+"""Notebooks read as lessons: no code cell is over 30 lines (harness code lives in helpers, where it is tested);
+imports take a few short lines. There is no cap on a notebook's code lines (one squeezed its code to fit it, with
+joined statements): the reader's time is measured instead (../shared/checks/reader.py)."""
 import json
 from pathlib import Path
 
@@ -8,7 +8,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-MAX_LINES, MAX_CELL = 350, 30
+MAX_CELL = 30
 
 
 def code_cells(path):
@@ -23,8 +23,7 @@ def budget(cells):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_code_a_reader_wades_through(path):
-    total, big = budget(code_cells(path))
-    assert total <= MAX_LINES, f"{path.name}: {total} code lines (at most {MAX_LINES}); move harness code to helpers"
+    _, big = budget(code_cells(path))
     assert not big, f"{path.name}: code cells over {MAX_CELL} lines (cell index, lines): {big}"
 
 

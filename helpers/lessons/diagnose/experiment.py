@@ -90,17 +90,16 @@ def run_case(results, make_step: Callable, kind: Any, size: Any, item: bool = Tr
 def time_steps(results, steps: Mapping[str, Callable], *, rounds: int, untimed: int, device, budget=None):
     """``steps`` timed unprofiled in interleaved rounds as rows ``timed: <name>`` ({} past the budget)."""
     from ...notebook.budget import OverBudget
-    config = {"rounds": rounds, "profiled": False}
+    config = {"rounds": rounds, "profiled": False}   # on a CPU timed by CPU time, which other load does not stretch
     try:
         with budget.limit() if budget is not None else contextlib.nullcontext():
-            timed = interleaved_times(steps, rounds, device=device, warmup=untimed)
+            timed = interleaved_times(steps, rounds, device=device, warmup=untimed, cpu_time=True)
     except OverBudget as exc:
         for n in steps:
             results.add(f"timed: {n}", config, status="failed", error=f"OverBudget: {exc}")
         return {}
-    for name, t in timed.items():
-        results.add(f"timed: {name}", config, {"step_ms_mean": t.mean, "step_ms_median": t.median,
-                                               "steps_timed": len(t.times_ms)})
+    for n, t in timed.items():
+        results.add(f"timed: {n}", config, t.metrics())   # the step statistics every notebook writes
     return timed
 
 
@@ -136,18 +135,16 @@ SAVED = ["planted", "claimed (ms)", "claimed share", "verdict", "saved (ms)", "s
          "saved share high", "agrees"]
 
 
-def saved_vs_claimed(planted: Mapping[str, Any], fixes: Mapping[str, Mapping[str, Any]], agree: float = 0.10,
-                     timed_step: bool = False):
-    """Per plant: the doctor's claim (ms, share of the profiled step, or of the timed step with ``timed_step``) and,
-    where resolved, the unprofiled saving with its interval; ``agrees``: the claim within ``agree`` of that interval."""
+def saved_vs_claimed(planted: Mapping[str, Any], fixes: Mapping[str, Mapping[str, Any]], agree: float = 0.10):
+    """Per plant: the doctor's claim (ms, share of the profiled step) and, where resolved, the unprofiled saving with
+    its interval; ``agrees``: the claim within ``agree`` of that interval."""
     rows = []
     for kind, c in fixes.items():
         d = planted.get(kind)
         if d is None:
             continue
         claim = d.ms(kind) or 0.0
-        step = float(np.mean(c["samples"]["a"])) if timed_step and c.get("samples") else d.step_ms
-        row = dict.fromkeys(SAVED) | {"planted": kind, "claimed (ms)": claim, "claimed share": claim / step,
+        row = dict.fromkeys(SAVED) | {"planted": kind, "claimed (ms)": claim, "claimed share": claim / d.step_ms,
                                       "verdict": c["verdict"]}
         if resolved(c):
             low, high = 1 - 1 / c["low"], 1 - 1 / c["high"]

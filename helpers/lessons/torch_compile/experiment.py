@@ -93,7 +93,7 @@ def interleave(results, kept: Mapping[str, Callable[[], Any]], rounds: int, pair
     ``(those graphs, comparisons)``."""
     from torch._dynamo.utils import counters
     g0 = counters["stats"].get("unique_graphs", 0)
-    times = interleaved_times(dict(kept), rounds, device)
+    times = interleaved_times(dict(kept), rounds, device, cpu_time=True)  # a CPU: CPU time, unstretched by other load
     recompiled = counters["stats"].get("unique_graphs", 0) - g0
     kw = {"metric": "step_ms_median", "statistic": np.median} if recompiled else {"metric": "step_ms_mean"}
     for n, t in times.items():
