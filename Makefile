@@ -65,12 +65,13 @@ help:
 setup: $(STAMP) ## install .venv from the pinned set (online), or offline from WHEELS=<folder>
 
 # Online, helpers/tools/install.py installs the pinned set with uv (parallel, bytecode compiled on every core; pip's
-# own settings carried over), falling back to pip; offline (WHEELS=) it is pip from the wheel folder alone.
+# own settings carried over), falling back to pip; offline (WHEELS=) it is pip from the wheel folder alone. Both
+# install the trace doctor (doctor/, perf-doctor) editable beside the lab, which depends on it by that name.
 # SETUP_STEPS: the devsetup steps after the install (.ci/run leaves out the browser while it installs Chromium).
 SETUP_STEPS ?= lab-settings browser
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml doctor/pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV_ARGS) $(VENV)
-	$(if $(WHEELS),$(BIN)/python -m pip install -q $(PIP_FROM) -e ".[test]",$(BIN)/python -m helpers.tools.install --python $(BIN)/python)
+	$(if $(WHEELS),$(BIN)/python -m pip install -q $(PIP_FROM) -e "./doctor[full]" -e ".[test]",$(BIN)/python -m helpers.tools.install --python $(BIN)/python)
 	$(BIN)/python -m helpers.tools.devsetup $(SETUP_STEPS)
 	@touch $@
 

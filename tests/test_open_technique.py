@@ -19,7 +19,7 @@ TECHNIQUE = {
     "02": [["DataLoader("], ["num_workers="], ["pin_memory="]],
     "03": [["register_full_backward_pre_hook("], ["register_full_backward_hook("], ["use_deterministic_algorithms("]],
     "04": [["torch.compile("], ["mode="], ["autocast("]],
-    "05": [["diagnose(", "helpers.doctor"]],
+    "05": [["diagnose(", "perf_doctor"]],
     "06": [["DistributedDataParallel(", "DDP("], ["no_sync("], ["init_process_group("], ["bucket_cap_mb"]],
     "07": [["MemTracker("], ["reset_mod_stats("], ["FakeTensorMode("], ["checkpoint("],
            ["create_selective_checkpoint_contexts("], ["autocast("], ["zero_grad(set_to_none="],

@@ -2,7 +2,7 @@
 
 By hand (not by ``make test``: it takes a minute and its figures depend on the machine). It tiles the steps of
 ``--source`` (default: the A100 training trace ``../shared/gpu-traces/hta_control.json.gz`` where it is, else
-``synthetic_steps``) into a trace of about ``--mb`` MB, runs ``python -m helpers.doctor TRACE --json`` in a fresh
+``synthetic_steps``) into a trace of about ``--mb`` MB, runs ``python -m perf_doctor TRACE --json`` in a fresh
 process and reports its wall time and peak memory (the child's maximum resident set) against ``BUDGET_S`` and
 ``BUDGET_MB``. ``--ranks N``: a folder of N such traces, one per rank (the rank in its ``distributedInfo``), read one
 rank after another, against ``RANKS_BUDGET_S`` and ``RANKS_BUDGET_MB``."""
@@ -64,7 +64,7 @@ def _shift(e: dict, dt: float, dc: int, k: int) -> dict:
 
 def tile(source: dict, path: Path, target_mb: float, rank: int | None = None) -> tuple[int, int]:
     """``source``'s steps repeated into ``path`` up to ``target_mb`` MB (``rank`` in its header): events, steps."""
-    from helpers.traces import events as ev
+    from perf_doctor import events as ev
 
     steps = ev.step_ranges(source)
     if not steps:
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the written trace")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from helpers.traces.load import load_trace
+    from perf_doctor.load import load_trace
 
     src = args.source or (DEFAULT_SOURCE if DEFAULT_SOURCE.exists() else None)
     source = load_trace(src) if src else synthetic_steps()
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{src or 'a synthetic trace'}) in {folder} in {time.perf_counter() - t0:.0f} s")
     env = dict(os.environ, PYTHONPATH=str(ROOT))   # the doctor's own reading limit: the default is tested
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "helpers.doctor", str(folder if ranks else path), "--json"],
+    p = subprocess.run([sys.executable, "-m", "perf_doctor", str(folder if ranks else path), "--json"],
                        capture_output=True, text=True, env=env, cwd=ROOT)
     wall = time.perf_counter() - t0
     use = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     nranks = len(rep.get("ranks") or [])
     budget_s, budget_mb = (RANKS_BUDGET_S, RANKS_BUDGET_MB) if ranks else (BUDGET_S, BUDGET_MB)
     ok = wall <= budget_s and peak_mb <= budget_mb
-    print(f"python -m helpers.doctor: {wall:.1f} s ({cpu_s:.1f} s of CPU), peak {peak_mb:.0f} MB (budget "
+    print(f"python -m perf_doctor: {wall:.1f} s ({cpu_s:.1f} s of CPU), peak {peak_mb:.0f} MB (budget "
           f"{budget_s:.0f} s, {budget_mb:.0f} MB: {'within' if ok else 'OVER'}); {rep['steps']} steps analysed"
           f"{f' per rank, {nranks} ranks' if ranks else ''}"
           f", {rep['step_ms']:.2f} ms per step, top cause {rep['top_cause']}; {os.cpu_count()} CPU cores")

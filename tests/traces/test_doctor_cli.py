@@ -6,8 +6,7 @@ import sys
 
 import pytest
 
-import helpers.doctor as top
-from helpers.traces import doctor, report
+from perf_doctor import cli as doctor, report
 from tests import fake_trace as ft
 
 
@@ -24,18 +23,18 @@ def trace(tmp_path):
 
 def test_version(capsys):
     with pytest.raises(SystemExit) as ex:
-        top.main(["--version"])
+        doctor.main(["--version"])
     assert ex.value.code == 0
     out = capsys.readouterr().out.split()
     assert out[-1] == doctor.version() and out[-1][0].isdigit()
 
 
 @pytest.mark.parametrize("argv0, name", [("/venv/bin/perf-doctor", "perf-doctor"),
-                                         ("/x/helpers/doctor.py", "python -m helpers.doctor")])
+                                         ("/x/perf_doctor/__main__.py", "python -m perf_doctor")])
 def test_help_names_the_command_and_the_exit_codes(monkeypatch, capsys, argv0, name):
     monkeypatch.setattr(sys, "argv", [argv0])
     with pytest.raises(SystemExit):
-        top.main(["--help"])
+        doctor.main(["--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert out.startswith(f"usage: {name} ")
     for code in ("0 the report", "1 compare --fail-if-slower", "2 bad input", "3 compare", "130 interrupted"):
@@ -45,7 +44,7 @@ def test_help_names_the_command_and_the_exit_codes(monkeypatch, capsys, argv0, n
 @pytest.mark.parametrize("args", [["--top", "0"], ["--top", "-1"], ["--max-mb", "0"], ["--top", "x"]])
 def test_bad_arguments_one_line_exit_2(capsys, trace, args):
     with pytest.raises(SystemExit) as ex:
-        top.main([str(trace), *args])
+        doctor.main([str(trace), *args])
     err = capsys.readouterr().err.strip()
     assert ex.value.code == 2 and len(err.splitlines()) == 1 and args[0] in err, err
 
@@ -54,7 +53,7 @@ def test_ctrl_c_is_one_line_and_130(monkeypatch, capsys, trace):
     def interrupted(*a, **kw):
         raise KeyboardInterrupt
     monkeypatch.setattr(doctor, "report", interrupted)
-    assert top.main([str(trace)]) == 130
+    assert doctor.main([str(trace)]) == 130
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "interrupted" in err and "Traceback" not in err
 
@@ -78,7 +77,7 @@ def test_table_fits_and_shortens_names():
 
 def test_idle_causes_reuse_the_diagnosis_split(monkeypatch, trace):
     """gaps.idle_causes refines the diagnosis' own split (Diagnosis.split) instead of splitting the steps again."""
-    from helpers.traces import gaps
+    from perf_doctor import gaps
 
     def again(*a, **kw):
         raise AssertionError("split_gpu run a second time")

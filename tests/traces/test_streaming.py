@@ -1,4 +1,4 @@
-"""helpers.traces.stream.read_trimmed: the doctor's streamed reader keeps what ``trim(load_trace(path))`` keeps, in
+"""perf_doctor.stream.read_trimmed: the doctor's streamed reader keeps what ``trim(load_trace(path))`` keeps, in
 memory that follows the steps kept, not the file (issue 32 item 7); Kineto's unescaped quotes; progress on stderr."""
 import gzip
 import io
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.traces import load, stream
-from helpers.traces.files import find_trace
+from perf_doctor import load, stream
+from perf_doctor.files import find_trace
 
 from tests import fake_trace as ft
 from tests.shared_data import gpu_trace, other_trace
@@ -181,8 +181,8 @@ def test_progress_goes_to_the_given_stream_only(tmp_path, monkeypatch):
     assert lines and all(line.startswith("reading t.json") and line.endswith(" MB") for line in lines)
     assert any("second pass" in line for line in lines)
     # the command line: progress on stderr, --json on stdout stays one JSON document
-    code = ("import sys; from helpers.traces import stream; stream.PROGRESS_AFTER_S = -1.0; "
-            "from helpers.traces.doctor import main; sys.exit(main([sys.argv[1], '--json']))")
+    code = ("import sys; from perf_doctor import stream; stream.PROGRESS_AFTER_S = -1.0; "
+            "from perf_doctor.cli import main; sys.exit(main([sys.argv[1], '--json']))")
     p = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd=ROOT,
                        env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert p.returncode == 0, p.stderr[-500:]
@@ -190,7 +190,7 @@ def test_progress_goes_to_the_given_stream_only(tmp_path, monkeypatch):
 
 
 PEAK = """import re, sys
-from helpers.traces import load, stream
+from perf_doctor import load, stream
 def kb(key):
     return int(re.search(key + r":\\s+(\\d+)", open("/proc/self/status").read()).group(1))
 stream.CHUNK = 1 << 21                             # 2 MiB chunks (16 MiB by default) for a small file

@@ -4,7 +4,7 @@
 ``worker3``, ``rank-3``; workers that name no rank are separate runs: the newest is read). Each rank is diagnosed
 as one trace is (``report.trace_report``), then put beside the others::
 
-    job = diagnose_job("runs/ddp")           # or python -m helpers.doctor runs/ddp [--json]
+    job = diagnose_job("runs/ddp")           # or perf-doctor runs/ddp [--json]
     job["ranks"]        # one entry per rank: rank, worker, trace, steps, step_ms, top_cause, causes {cause: ms},
                         #   waits_ms (per step, waiting in collectives for later ranks), last_in (collectives it was
                         #   the last to reach), gpu_doctor, quality

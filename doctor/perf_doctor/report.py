@@ -1,5 +1,5 @@
-"""One trace's report: what ``python -m helpers.doctor TRACE`` prints, as a dict (``trace_report``) and as text
-(``trace_text``). A folder of ranks is ``job``'s; the command line is ``doctor``'s.
+"""One trace's report: what ``perf-doctor TRACE`` prints, as a dict (``trace_report``) and as text (``trace_text``).
+A folder of ranks is ``job``'s; the command line is ``cli``'s.
 
 The dict (its ``--json``; every number finite or null)::
 
@@ -151,7 +151,7 @@ def gpu_breakdown(t: Trace) -> tuple[dict[str, Any] | None, dict[str, Any] | Non
         return None, None, why
     why = why.split(": ", 1)[-1]
     return ({**{k: own[k] for k in ("idle_pct", "compute_pct", "non_compute_pct")}, "source": "doctor"}, own,
-            f"{t.label}: {why}; the GPU figures are the doctor's own, with HTA's definitions (helpers.traces.gputime)")
+            f"{t.label}: {why}; the GPU figures are the doctor's own, with HTA's definitions (perf_doctor.gputime)")
 
 
 def load(path: Path | str | Trace) -> Trace:

@@ -1,6 +1,6 @@
 """The offline views of a profiler trace: overview, operators, kernels, memory, GPU time, timeline.
 
-No server, no network: DataFrames and matplotlib figures, shown by ``helpers.traces.show``. ``open_trace(path)``
+No server, no network: DataFrames and matplotlib figures, shown by ``perf_doctor.show``. ``open_trace(path)``
 gives a ``Trace`` whose methods are the views, computed by the field's libraries in-process: torch-tb-profiler's
 parser (the TensorBoard plugin's own Python side: Overview, operators, kernels, memory) and Holistic Trace Analysis
 (the GPU's temporal and idle-time breakdowns, kernel launch statistics; GPU traces only).
