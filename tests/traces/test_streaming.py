@@ -207,7 +207,7 @@ print(kb("VmHWM") - base, len(doc["traceEvents"]))
 def test_streamed_reading_holds_far_less_than_a_whole_read(tmp_path):
     """A ~24 MB trace of ~26 steps: the whole read grows the process by several times the file; the streamed one
     (2 passes, the first 2 steps kept, 2 MiB chunks) by much less. The peak resident set of a fresh child."""
-    from helpers.tools import doctor_bench
+    from benchmarks import doctor_bench
 
     path = tmp_path / "big.json"
     doctor_bench.tile(doctor_bench.synthetic_steps(6), path, 24)

@@ -1,4 +1,5 @@
-"""The doctor on a large trace, timed: ``python -m helpers.tools.doctor_bench [--mb 200] [--ranks N] [--source T]``.
+"""The doctor on a large trace, timed: ``python benchmarks/doctor_bench.py [--mb 200] [--ranks N] [--source T]``
+(or ``python -m benchmarks.doctor_bench ...`` from the checkout).
 
 By hand (not by ``make test``: it takes a minute and its figures depend on the machine). It tiles the steps of
 ``--source`` (default: the A100 training trace ``../shared/gpu-traces/hta_control.json.gz`` where it is, else
@@ -19,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
+DOCTOR = ROOT / "doctor"   # the doctor from this checkout, installed or not
 DEFAULT_SOURCE = ROOT.parent / "shared" / "gpu-traces" / "hta_control.json.gz"
 BUDGET_S, BUDGET_MB = 90.0, 1536.0               # issue 32: a 1 GB trace in 90 s and 1.5 GB on 2 cores
 RANKS_BUDGET_S, RANKS_BUDGET_MB = 180.0, 2048.0  # ... and 16 ranks of 100 MB in 3 min and 2 GB
@@ -107,13 +109,13 @@ def with_rank(first: Path, path: Path, rank: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m helpers.tools.doctor_bench", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python benchmarks/doctor_bench.py", description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=float, default=200.0, help="size of the trace to write (MB, default 200)")
     ap.add_argument("--source", type=Path, help="a trace whose steps are tiled (default: hta_control where it is)")
     ap.add_argument("--ranks", type=int, default=0, help="write a folder of this many rank traces of --mb MB each")
     ap.add_argument("--keep", action="store_true", help="keep the written trace")
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(DOCTOR))
     from perf_doctor.load import load_trace
 
     src = args.source or (DEFAULT_SOURCE if DEFAULT_SOURCE.exists() else None)
@@ -128,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     what = f"{ranks} rank traces of" if ranks else "a trace of"
     print(f"wrote {what} {path.stat().st_size / 1e6:.0f} MB ({n:,} events, {steps} steps each, tiled from "
           f"{src or 'a synthetic trace'}) in {folder} in {time.perf_counter() - t0:.0f} s")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))   # the doctor's own reading limit: the default is tested
+    env = dict(os.environ, PYTHONPATH=str(DOCTOR))   # the doctor's own reading limit: the default is tested
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "perf_doctor", str(folder if ranks else path), "--json"],
                        capture_output=True, text=True, env=env, cwd=ROOT)
