@@ -125,7 +125,7 @@ def report_main(argv: list[str]) -> int:
     if args.max_mb:
         os.environ["PERF_TRACE_MAX_MB"] = str(args.max_mb)
     try:
-        with progress_to(sys.stderr):   # issue 32 item 7: a read over ~2 s shows its progress, on stderr only
+        with progress_to(sys.stderr):   # issue 32 item 7: a read over ~2 s shows a bar on a terminal's stderr
             rep = report(args.path, workers=args.jobs)
     except DoctorError as exc:
         print(f"doctor: {exc}", file=sys.stderr)
