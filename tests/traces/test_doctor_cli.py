@@ -86,3 +86,27 @@ def test_idle_causes_reuse_the_diagnosis_split(monkeypatch, trace):
     res = gaps.idle_causes(json.loads(trace.read_text()), split=d.split)
     assert res["idle_ms"] == pytest.approx(sum(c["ms"] for c in res["causes"]), abs=0.01)
     assert res["idle_ms"] == pytest.approx(0.3, abs=0.01)      # 900 µs steps, 600 µs kernels
+
+
+def test_without_the_view_libraries_one_note_says_how_to_get_them(monkeypatch, capsys, trace, tmp_path):
+    """The base install (``pip install ./doctor``: no torch-tb-profiler, no HTA): the answer first as ever, the
+    doctor's own GPU figures, and one note naming perf-doctor[full] in place of each library's failure; the operator
+    and kernel tables say why they are not shown. A CPU trace's note leaves HTA out (it has no GPU to cross-check)."""
+    from perf_doctor.views import FULL
+
+    for module in ("torch_tb_profiler", "hta"):
+        monkeypatch.setitem(sys.modules, module, None)   # as if not installed (importlib.util.find_spec: None)
+    rep = doctor.report(trace)
+    said = [n for n in rep["notes"] if FULL in n]
+    assert len(said) == 1 and "Overview" in said[0] and "HTA's cross-check" in said[0], rep["notes"]
+    assert not [n for n in rep["notes"] if "not installed" in n or "ModuleNotFound" in n], rep["notes"]
+    assert rep["overview"] is None and rep["gpu"]["source"] == "doctor"
+    text = doctor.text_report(rep)
+    assert text.splitlines()[1].startswith("Step: ") and "GPU (doctor): idle" in text
+    flat = " ".join(text.split())   # (a long line is wrapped at 120 columns)
+    assert "Operators: not shown (" in flat and "torch-tb-profiler is not installed" in flat
+    cpu = tmp_path / "cpu.json"
+    cpu.write_text(json.dumps(ft.doc(*[ft.step(k, 1000.0 * k, 900.0) for k in range(3)],
+                                     *[ft.op("aten::mm", 1000.0 * k + 10, 500.0) for k in range(3)])))
+    notes = [n for n in doctor.report(cpu)["notes"] if FULL in n]
+    assert len(notes) == 1 and "HTA" not in notes[0]
