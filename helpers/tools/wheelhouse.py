@@ -5,7 +5,8 @@
 
 pip resolves ``./doctor[full]`` and ``.[test]`` with ``constraints.txt`` for the target (``--dry-run --report``),
 leaves out what the target has (``--exclude``; torch takes its CUDA wheels with it), downloads the rest and
-setuptools as wheels and lists them in ``requirements.txt``; the doctor and the lab install from the checkout. Build on the target's OS and architecture (docs/gpu.md, "Offline install")."""
+setuptools as wheels and lists them in ``requirements.txt``; the doctor and the lab install from the checkout. Build
+on the target's OS and architecture (docs/gpu.md, "Offline install")."""
 
 import argparse
 import fnmatch
