@@ -43,6 +43,20 @@ def test_each_timed_lever_step_ends_with_a_synchronize(monkeypatch):
     assert all(len(v) == 2 and v[0] > 0 for v in ns["TIMES"].values())
 
 
+def test_on_a_cpu_the_lever_rounds_time_the_process_cpu_clock(monkeypatch):
+    """A CPU's rounds read ``time.process_time`` (a busy neighbour's time slices are not the step's: under load the
+    checkpointing verdict flipped on wall time), and never synchronise a device."""
+    calls: list[str] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: calls.append("sync"))
+    clock = Clock(calls)
+    clock.process_time, clock.perf_counter = clock.perf_counter, lambda: calls.append("wall") or 0.0
+    ns = {"torch": torch, "time": clock, "ON_GPU": False, "ROUNDS": 2, "BASE": {}, "MICRO": 2,
+          "make_step": lambda **s: lambda: calls.append("step"), "measure": lambda s: 1.0}
+    exec(cell("for r in range(ROUNDS)"), ns)
+    assert "sync" not in calls and "wall" not in calls and calls.count("clock") == 2 * calls.count("step") > 0
+    assert all(len(v) == 2 and v[0] > 0 for v in ns["TIMES"].values())
+
+
 def test_the_batch_search_frees_the_levers_catches_oom_and_stops_within_1_32(monkeypatch, capsys):
     limit, calls = 190_000, []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
