@@ -21,7 +21,7 @@ TEST_NOTEBOOKS := $(TEST_OUT)/notebooks
 TEST_WORKERS ?= 3
 # The unit tests that only read traces (real ones from ../shared and ones they profile for their structure: no timing
 # asserted, no deadline they could miss, pure CPU) run beside the notebooks BESIDE_NOTEBOOKS at the lowest CPU priority
-# (helpers/tools/idle.py: SCHED_IDLE on Linux), on the core those notebooks leave idle (each times one intra-op
+# (IDLE below: SCHED_IDLE on Linux), on the core those notebooks leave idle (each times one intra-op
 # thread), and are left out of the unit phase after them. The other notebooks run alone first: 02's DataLoader workers
 # and 06's ranks use both cores, and in a trial with the trace tests beside 02 its 2-vs-0-workers gain read
 # 1.10 [1.00, 1.24] instead of the 1.8-2.2 it reads alone. 01 beside them took 54 s against 31 s alone, and with the
@@ -37,6 +37,9 @@ OVERLAP_TESTS ?= tests/traces/test_doctor.py tests/traces/test_trace_reading.py 
 # depends on the length of a path (its first line once wrapped past 120 columns at a checkout path of ~45) fails here.
 DEEP_TMP := $(TEST_OUT)/beside-tmp/a-checkout-as-deep-as-a-users-own/projects/learning/pytorch-performance-lab
 BESIDE_NOTEBOOKS ?= 03_backward_hooks 04_torch_compile 05_diagnose 07_memory
+# The lowest CPU priority there is, inherited by every process the command starts: SCHED_IDLE (util-linux's
+# `chrt --idle 0`: only CPU time nothing else wants) where chrt is and may set it, else `nice -n 19`.
+IDLE             := $(shell chrt --idle 0 true 2>/dev/null && echo chrt --idle 0 || echo nice -n 19)
 ALL_NOTEBOOKS    := $(sort $(basename $(notdir $(wildcard notebooks/[0-9][0-9]_*.ipynb))))
 BESIDE_RUN       := $(if $(strip $(OVERLAP_TESTS)),$(filter $(BESIDE_NOTEBOOKS),$(ALL_NOTEBOOKS)))
 ALONE_RUN        := $(filter-out $(BESIDE_RUN),$(ALL_NOTEBOOKS))
@@ -65,12 +68,13 @@ help:
 setup: $(STAMP) ## install .venv from the pinned set (online), or offline from WHEELS=<folder>
 
 # Online, helpers/tools/install.py installs the pinned set with uv (parallel, bytecode compiled on every core; pip's
-# own settings carried over), falling back to pip; offline (WHEELS=) it is pip from the wheel folder alone.
+# own settings carried over), falling back to pip; offline (WHEELS=) it is pip from the wheel folder alone. Both
+# install the trace doctor (doctor/, perf-doctor) editable beside the lab, which depends on it by that name.
 # SETUP_STEPS: the devsetup steps after the install (.ci/run leaves out the browser while it installs Chromium).
 SETUP_STEPS ?= lab-settings browser
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml doctor/pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV_ARGS) $(VENV)
-	$(if $(WHEELS),$(BIN)/python -m pip install -q $(PIP_FROM) -e ".[test]",$(BIN)/python -m helpers.tools.install --python $(BIN)/python)
+	$(if $(WHEELS),$(BIN)/python -m pip install -q $(PIP_FROM) -e "./doctor[full]" -e ".[test]",$(BIN)/python -m helpers.tools.install --python $(BIN)/python)
 	$(BIN)/python -m helpers.tools.devsetup $(SETUP_STEPS)
 	@touch $@
 
@@ -89,7 +93,7 @@ test: setup ## every notebook at smoke scale, then the unit tests (8-10 min on 2
 	export PERF_SCALE=$${PERF_SCALE:-$(TEST_SCALE)} PERF_RESULTS_DIR=$(TEST_OUT)/results PERF_RUNS_DIR=$(TEST_OUT)/runs \
 	  PERF_EXECUTED_NOTEBOOKS=$(TEST_NOTEBOOKS); rc=0; \
 	  $(if $(ALONE_RUN),$(NBMAKE) $(ALONE_RUN:%=$(TEST_NOTEBOOKS)/%.ipynb) || rc=1;) \
-	  $(if $(BESIDE_RUN),$(BIN)/python -m helpers.tools.idle $(BIN)/python -m pytest -p no:cacheprovider \
+	  $(if $(BESIDE_RUN),$(IDLE) $(BIN)/python -m pytest -p no:cacheprovider \
 	    --basetemp=$(DEEP_TMP) $(OVERLAP_TESTS) > $(TEST_OUT)/beside-notebooks.log 2>&1 & beside=$$!; \
 	    $(NBMAKE) $(BESIDE_RUN:%=$(TEST_NOTEBOOKS)/%.ipynb) || rc=1; \
 	    echo "--- the trace tests that ran beside $(BESIDE_RUN) ($(TEST_OUT)/beside-notebooks.log):"; \

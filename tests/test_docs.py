@@ -21,7 +21,7 @@ def test_the_readme_is_at_most_10000_characters():
 
 def test_the_readme_first_screen_says_the_commands_what_they_need_and_the_doctor():
     first = "\n".join(README.read_text(encoding="utf-8").splitlines()[:25])
-    missing = [w for w in ("make lab", "make test", "GB", "minutes", "helpers.doctor") if w not in first]
+    missing = [w for w in ("make lab", "make test", "GB", "minutes", "perf-doctor") if w not in first]
     assert not missing, f"the README's first 25 lines do not mention {missing}"
 
 

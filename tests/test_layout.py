@@ -1,6 +1,6 @@
-"""The package's layout, checked: no import cycle inside ``helpers``, no module over 450 lines, no module reaching
-into another's private names, every module named in the index (``helpers/__init__.py``) and in CONTRIBUTING.md's
-layout section."""
+"""The packages' layout, checked: ``helpers`` (the lab) and ``perf_doctor`` (the trace doctor, ``doctor/``): no import
+cycle, no module over 450 lines, no module reaching into another's private names, every module named in its
+package's index (``__init__.py``) and in CONTRIBUTING.md's layout section; the doctor imports nothing from the lab."""
 from __future__ import annotations
 
 import ast
@@ -9,17 +9,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "helpers"
+DOCTOR = ROOT / "doctor" / "perf_doctor"
+PACKAGES = (PKG, DOCTOR)
 MAX_LINES = 450
 
 
-def modules() -> dict[str, Path]:
-    """``{dotted name: file}`` of every module of the package (a package is its ``__init__``)."""
+def modules(packages=PACKAGES) -> dict[str, Path]:
+    """``{dotted name: file}`` of every module of the packages (a package is its ``__init__``)."""
     out = {}
-    for f in sorted(PKG.rglob("*.py")):
-        parts = f.relative_to(ROOT).with_suffix("").parts
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        out[".".join(parts)] = f
+    for pkg in packages:
+        for f in sorted(pkg.rglob("*.py")):
+            parts = f.relative_to(pkg.parent).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = f
     return out
 
 
@@ -31,7 +34,7 @@ def _resolve(mod: str, is_pkg: bool, level: int, target: str | None) -> str:
 
 
 def imports(mods: dict[str, Path]) -> dict[str, set[str]]:
-    """Every import (module level or inside a function) from one ``helpers`` module of another: ``{a: {b, ...}}``."""
+    """Every import (module level or inside a function) from one module of ``mods`` of another: ``{a: {b, ...}}``."""
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for mod, path in mods.items():
         is_pkg = path.name == "__init__.py"
@@ -46,7 +49,7 @@ def imports(mods: dict[str, Path]) -> dict[str, set[str]]:
             for t in targets:
                 while t and t not in mods:  # helpers.x.y.name -> the module helpers.x.y
                     t = t.rpartition(".")[0]
-                if t and t != mod and t.startswith("helpers"):
+                if t and t != mod and t.startswith(("helpers", "perf_doctor")):
                     graph[mod].add(t)
     return graph
 
@@ -75,7 +78,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_no_import_cycle_inside_helpers():
+def test_no_import_cycle_inside_helpers_or_the_doctor():
     cycle = find_cycle(imports(modules()))
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
@@ -103,7 +106,7 @@ def test_no_module_uses_another_modules_private_names():
                 for a in node.names:
                     if f"{base}.{a.name}" in mods:
                         aliases[a.asname or a.name] = f"{base}.{a.name}"
-                    elif a.name.startswith("_") and base.startswith("helpers") and base != mod:
+                    elif a.name.startswith("_") and base.startswith(("helpers", "perf_doctor")) and base != mod:
                         bad.append(f"{mod}: from {base} import {a.name}")
         for node in ast.walk(tree):
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
@@ -122,31 +125,46 @@ def layout_section() -> str:
 
 def test_the_index_and_the_layout_name_every_module():
     readme = layout_section()
+    mods = modules()
     missing_index, missing_readme = [], []
-    for mod in modules():
+    for mod in mods:
         parts = mod.split(".")
         if len(parts) < 2 or parts[-1] == "__main__":
             continue
         # a module is named (``name``) in the index of the package that holds it
-        index = (PKG.joinpath(*parts[1:-1]) / "__init__.py").read_text()
+        index = mods[".".join(parts[:-1])].read_text()
         if f"``{parts[-1]}``" not in index and f"``{mod}``" not in index:
             missing_index.append(mod)
-        if len(parts) == 2 and not any(n in readme for n in (f"{parts[1]}/", f"{parts[1]}.py", f"helpers.{parts[1]}")):
+        if len(parts) == 2 and parts[0] == "helpers":
+            named = any(n in readme for n in (f"{parts[1]}/", f"{parts[1]}.py", f"helpers.{parts[1]}"))
+        else:   # the doctor's modules, named in its entry's prose
+            named = len(parts) > 2 or re.search(rf"\b{parts[1]}\b", readme) is not None
+        if not named:
             missing_readme.append(mod)
     assert not missing_index, f"modules their package's index does not name: {missing_index}"
     assert not missing_readme, f"top-level packages and modules CONTRIBUTING.md's layout does not name: {missing_readme}"
 
 
-def test_the_trace_toolkit_imports_nothing_from_measure_or_notebook():
-    """``helpers.traces`` stands alone (the doctor reads a trace from any job): it imports neither ``helpers.measure``
-    nor ``helpers.notebook``, at module level or inside a function. What needs both lives above it
-    (``helpers.measure.trace_compare``, ``helpers.doctor``); ``helpers.notebook.display`` hands ``traces.show`` its
+def test_the_layout_names_every_top_level_folder_of_python():
+    """``helpers/``, ``doctor/`` (its ``perf_doctor``), ``benchmarks/``, ``tests/``, ``data/``: each in the layout."""
+    readme = layout_section()
+    folders = {f.relative_to(ROOT).parts[0] for f in ROOT.glob("*/**/*.py")
+               if not f.relative_to(ROOT).parts[0].startswith((".", "build", "lab", "results", "runs"))}
+    missing = sorted(f for f in folders if f"{f}/" not in readme)
+    assert not missing, f"folders of Python CONTRIBUTING.md's layout does not name: {missing}"
+    assert "perf_doctor" in readme
+
+
+def test_the_doctor_imports_nothing_from_the_lab():
+    """``perf_doctor`` stands alone (it reads a trace from any job, installed without torch): it imports nothing from
+    ``helpers``, at module level or inside a function. The lab imports it (``helpers.measure.compare`` its statistics,
+    ``helpers.measure.timing`` its ``gc_paused``); ``helpers.notebook.display`` hands ``perf_doctor.show`` its
     renderers."""
     graph = imports(modules())
-    bad = {m: sorted(t for t in targets if t.split(".")[:2] in (["helpers", "measure"], ["helpers", "notebook"]))
-           for m, targets in graph.items() if m.split(".")[:2] == ["helpers", "traces"]}
+    bad = {m: sorted(t for t in targets if t.split(".")[0] == "helpers")
+           for m, targets in graph.items() if m.split(".")[0] == "perf_doctor"}
     bad = {m: t for m, t in bad.items() if t}
-    assert not bad, f"the trace toolkit imports from measure/notebook: {bad}"
+    assert not bad, f"the doctor imports from the lab: {bad}"
 
 
 def test_the_layer_check_sees_a_lazy_import():
@@ -154,15 +172,14 @@ def test_the_layer_check_sees_a_lazy_import():
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:
-        pkg = Path(d) / "helpers" / "traces"
-        pkg.mkdir(parents=True)
-        (pkg / "__init__.py").write_text("")
-        (pkg / "x.py").write_text("def f():\n    from ..measure.timing import gc_paused\n")
-        (Path(d) / "helpers" / "__init__.py").write_text("")
-        (Path(d) / "helpers" / "measure").mkdir()
-        (Path(d) / "helpers" / "measure" / "__init__.py").write_text("")
-        (Path(d) / "helpers" / "measure" / "timing.py").write_text("")
-        mods = {"helpers": Path(d) / "helpers" / "__init__.py", "helpers.traces": pkg / "__init__.py",
-                "helpers.traces.x": pkg / "x.py", "helpers.measure": Path(d) / "helpers" / "measure" / "__init__.py",
-                "helpers.measure.timing": Path(d) / "helpers" / "measure" / "timing.py"}
-        assert imports(mods)["helpers.traces.x"] == {"helpers.measure.timing"}
+        doc = Path(d) / "doctor" / "perf_doctor"
+        doc.mkdir(parents=True)
+        (doc / "__init__.py").write_text("")
+        (doc / "x.py").write_text("def f():\n    from helpers.measure.timing import StepTimes\n")
+        lab = Path(d) / "helpers"
+        (lab / "measure").mkdir(parents=True)
+        for f in (lab / "__init__.py", lab / "measure" / "__init__.py", lab / "measure" / "timing.py"):
+            f.write_text("")
+        mods = modules((lab, doc))
+        assert set(mods) == {"helpers", "helpers.measure", "helpers.measure.timing", "perf_doctor", "perf_doctor.x"}
+        assert imports(mods)["perf_doctor.x"] == {"helpers.measure.timing"}

@@ -1,12 +1,13 @@
 """Profile a step and diagnose it in one call: ``diagnose_step(step_fn)``, and ``training_step`` to build such a
 step from your own model, optimizer and data loader (taught in ``05_diagnose``). The diagnosis itself is
-``helpers.traces.diagnose``, which reads the trace written here."""
+``perf_doctor.diagnose``, which reads the trace written here."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Callable
 
-from ..traces.diagnosis import Diagnosis, DiagnosisError, diagnose
+from perf_doctor.diagnosis import Diagnosis, DiagnosisError, diagnose
+
 from .device import is_cuda
 from .profiling import fresh_trace_dir, profile_steps, trace_files
 from .training import labelled_step

@@ -6,11 +6,12 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from perf_doctor import events as ev
+from perf_doctor import intervals as iv
+from perf_doctor.events import LOOP_SYNC_METADATA
+from perf_doctor.kernels import short_name
+
 from ..notebook.env import quiet_profiler_warning, runs_dir
-from ..traces import events as ev
-from ..traces import intervals as iv
-from ..traces.events import LOOP_SYNC_METADATA
-from ..traces.kernels import short_name
 from .device import is_cuda
 
 NAME_WIDTH = 60   # a kernel's or operator's name in a printed table (``table``)

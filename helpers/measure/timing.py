@@ -9,7 +9,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
-from ..traces.load import gc_paused  # noqa: F401 - timing.gc_paused: the block timed without collections
+from perf_doctor.load import gc_paused  # noqa: F401 - timing.gc_paused: the block timed without collections
+
 from .device import is_cuda, synchronize
 
 

@@ -236,8 +236,8 @@ _GRAPH_HASH = re.compile(r"(CompiledFxGraph \w{8})\w{9,}…?")
 
 def short_names(df, width: int = NAME_WIDTH):
     """``df`` with each name column as a table shows it: a compiled graph's hash cut to 8 characters, a name longer
-    than ``width`` or a C++ signature cut to its readable part (``helpers.traces.kernels.short_name``)."""
-    from ..traces.kernels import looks_like_signature, short_name
+    than ``width`` or a C++ signature cut to its readable part (``perf_doctor.kernels.short_name``)."""
+    from perf_doctor.kernels import looks_like_signature, short_name
 
     def one(v):
         if not isinstance(v, str):
@@ -273,8 +273,8 @@ def styled(df, precision: int = 2, hide_index: bool = True, **fmt):
     return st.set_table_styles({c: left for c in text}, overwrite=False) if text and out.columns.is_unique else st
 
 
-# The trace toolkit's views in a notebook (``helpers.traces.show``) render their tables and lines as these do: the
+# The trace toolkit's views in a notebook (``perf_doctor.show``) render their tables and lines as these do: the
 # toolkit imports nothing from this layer, this layer hands it its renderers.
-from ..traces.show import render_with  # noqa: E402 - after Table and say, which it is given
+from perf_doctor.show import render_with  # noqa: E402 - after Table and say, which it is given
 
 render_with(Table, say)

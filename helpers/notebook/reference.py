@@ -216,7 +216,7 @@ def show_figures(ref: Reference | None, names: Iterable[str] | None = None) -> l
 
 
 def show_trace(ref: Reference | None, contains: str = "", **kw) -> Path | None:
-    """Open the reference's first trace whose path contains ``contains`` with ``helpers.traces.show`` (``kw`` go to
+    """Open the reference's first trace whose path contains ``contains`` with ``perf_doctor.show`` (``kw`` go to
     it), under a caption naming the machine. Returns its path."""
     if ref is None:
         print("No reference trace: there is no reference run for this notebook.")
@@ -227,7 +227,7 @@ def show_trace(ref: Reference | None, contains: str = "", **kw) -> Path | None:
         return None
     from IPython.display import Markdown, display
 
-    from ..traces.show import show
+    from perf_doctor.show import show
     rel = found[0].relative_to(ref.dir)
     display(Markdown(f"**Reference trace, recorded on {ref.source()}, not in this run:** `{rel}`"))
     show(found[0], **kw)

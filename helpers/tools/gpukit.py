@@ -2,7 +2,8 @@
 
 The machine (``MACHINE``) has torch and the scientific stack; the kit is what the notebooks and the runner import
 that it lacks (``NEEDS``) plus the timm notebook 03 needs, locked in ``gpu-kit.txt`` (hashes, sizes, at most
-``BUDGET_MIB``). ``lock`` (online: resolve, rewrite gpu-kit.txt), ``build`` (online: download into build/gpu-kit),
+``BUDGET_MIB``), and the trace doctor (doctor/, built into a wheel from this checkout: ``doctor_wheel``). ``lock``
+(online: resolve, rewrite gpu-kit.txt), ``build`` (online: download into build/gpu-kit, the doctor's wheel beside),
 ``install`` (offline, on the GPU machine: ``pip --no-index --no-deps --target build/gpu-kit/site``, then an import
 check). See docs/gpu.md."""
 
@@ -41,7 +42,7 @@ NOT_IMPORTED = {
 PINNED_OVER_MACHINE = ("timm",)
 # importable names checked after install (a missing dependency of the machine shows here, not mid-notebook)
 IMPORTS = ("timm", "ipykernel", "IPython", "ipywidgets", "jupyter_client", "nbclient", "nbformat", "zmq",
-           "torch_tb_profiler", "hta", "psutil")
+           "torch_tb_profiler", "hta", "psutil", "perf_doctor")
 TIMM_NEEDS = "timm.layers.patch_dropout:patch_dropout_forward"
 LINE = re.compile(r"^(?P<name>[A-Za-z0-9_.\-]+)==(?P<version>\S+)\s+--hash=sha256:(?P<sha>[0-9a-f]{64})"
                   r"\s+#\s+(?P<bytes>\d+)\s+(?P<file>\S+\.whl)\s*$")
@@ -144,10 +145,20 @@ def download(reqs: list[str], dest: Path, python: str = sys.executable, hashes: 
             for whl in sorted(dest.glob("*.whl"))]
 
 
+def doctor_wheel(dest: Path, python: str = sys.executable) -> dict:
+    """The trace doctor (``doctor/``, perf-doctor, which the notebooks import) as a wheel in ``dest``, built from this
+    checkout: it is on no index, and the machine has no index to fetch its build backend from. Its facts."""
+    pip(python, ["wheel", "--no-deps", "--quiet", "--wheel-dir", str(dest), str(ROOT / "doctor")],
+        "building the doctor's wheel failed")
+    whl = next(Path(dest).glob("perf_doctor-*.whl"))
+    return {"name": "perf-doctor", "version": whl.name.split("-")[1], "file": whl.name, "bytes": whl.stat().st_size}
+
+
 def build(python: str = sys.executable, lock_path: Path = LOCK, dest: Path = KIT) -> dict:
-    """Download exactly the locked wheels (hashes checked) into ``dest``; refuse a kit over the budget."""
+    """Download exactly the locked wheels (hashes checked) into ``dest``, build the doctor's beside them; refuse a kit
+    over the budget."""
     reqs = [f"{w['name']}=={w['version']} --hash=sha256:{w['sha256']}" for w in read_lock(lock_path)["wheels"]]
-    wheels = download(reqs, dest, python, hashes=True)
+    wheels = download(reqs, dest, python, hashes=True) + [doctor_wheel(dest, python)]
     total = sum(w["bytes"] for w in wheels)
     if total > BUDGET_MIB * 2**20:
         raise SystemExit(f"the kit is {total / 2**20:.1f} MiB, over its budget of {BUDGET_MIB} MiB")

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 UV_VERSION = "0.13.9"
-SPEC = ("-e", ".[test]")
+# the trace doctor (doctor/, a package of its own) beside the lab, which depends on it by name: installed from here
+SPEC = ("-e", "./doctor[full]", "-e", ".[test]")
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CACHE = ROOT / "build" / "uv-cache"
 # pip options that carry over to ``uv pip install`` (pip's name -> uv's flag); every other pip setting is pip's own

@@ -3,9 +3,10 @@
     python -m helpers.tools.wheelhouse [--dest build/wheelhouse] [--python-version 3.12]
                                  [--platform manylinux_2_28_x86_64] [--exclude torch torchvision]
 
-pip resolves ``.[test]`` with ``constraints.txt`` for the target (``--dry-run --report``), leaves out what the
-target has (``--exclude``; torch takes its CUDA wheels with it), downloads the rest and setuptools as wheels and
-lists them in ``requirements.txt``. Build on the target's OS and architecture (docs/gpu.md, "Offline install")."""
+pip resolves ``./doctor[full]`` and ``.[test]`` with ``constraints.txt`` for the target (``--dry-run --report``),
+leaves out what the target has (``--exclude``; torch takes its CUDA wheels with it), downloads the rest and
+setuptools as wheels and lists them in ``requirements.txt``; the doctor and the lab install from the checkout. Build
+on the target's OS and architecture (docs/gpu.md, "Offline install")."""
 
 import argparse
 import fnmatch
@@ -20,6 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "pytorch-performance-lab"
+DOCTOR = "perf-doctor"   # doctor/: installed from the checkout beside the project, never downloaded
 # Leaving one of these out leaves out the wheels that only it needs.
 COMES_WITH = {"torch": ("nvidia-*", "cuda-*", "triton")}
 GPU_PRESET = {"python_version": "3.12", "platform": ["manylinux_2_28_x86_64"], "exclude": ["torch", "torchvision"]}
@@ -61,10 +63,15 @@ def target_args(python_version: str | None, platforms: list[str] | None) -> list
 
 
 def build_requires(root: Path = ROOT) -> list[str]:
-    """The ``[build-system] requires`` of pyproject.toml (what ``pip install -e .`` builds with)."""
-    text = (root / "pyproject.toml").read_text()
-    m = re.search(r"^\[build-system\][^\[]*?requires\s*=\s*\[(.*?)\]", text, re.S | re.M)
-    return re.findall(r"[\"']([^\"']+)[\"']", m.group(1)) if m else ["setuptools"]
+    """The ``[build-system] requires`` of pyproject.toml and doctor/pyproject.toml (what ``pip install -e .`` and
+    ``-e ./doctor`` build with)."""
+    out = []
+    for project in (root, root / "doctor"):
+        text = (project / "pyproject.toml").read_text()
+        m = re.search(r"^\[build-system\][^\[]*?requires\s*=\s*\[(.*?)\]", text, re.S | re.M)
+        found = re.findall(r"[\"']([^\"']+)[\"']", m.group(1)) if m else ["setuptools"]
+        out += [r for r in found if r not in out]
+    return out
 
 
 def pip(python: str, args: list[str], failed: str) -> None:
@@ -85,11 +92,11 @@ def report(python: str, tgt: list[str], args: list[str], failed: str) -> list[di
 
 
 def resolve(python: str, tgt: list[str], root: Path = ROOT) -> list[tuple[str, str]]:
-    """(name, version) of every package ``.[test]`` needs on the target, from pip's resolver."""
-    items = report(python, tgt, ["-c", str(root / "constraints.txt"), f"{root}[test]"],
+    """(name, version) of every package ``./doctor[full]`` and ``.[test]`` need on the target, from pip's resolver."""
+    items = report(python, tgt, ["-c", str(root / "constraints.txt"), f"{root / 'doctor'}[full]", f"{root}[test]"],
                    "pip could not resolve the project's packages for this target")
     pins = [(item["metadata"]["name"], item["metadata"]["version"]) for item in items]
-    return sorted((n, v) for n, v in pins if canonical(n) != PROJECT)
+    return sorted((n, v) for n, v in pins if canonical(n) not in (PROJECT, DOCTOR))
 
 
 def build(dest: Path, python_version: str | None = None, platforms: list[str] | None = None,
@@ -107,7 +114,7 @@ def build(dest: Path, python_version: str | None = None, platforms: list[str] | 
         "pip download failed")
     (dest / "requirements.txt").write_text(
         "# made by `make wheelhouse` (helpers/wheelhouse.py); install with\n"
-        f"#   pip install --no-index --find-links {dest.name} -e '.[test]'\n"
+        f"#   pip install --no-index --find-links {dest.name} -e './doctor[full]' -e '.[test]'\n"
         f"# target: python {python_version or 'as built'}, platform {' '.join(platforms or []) or 'as built'}\n"
         + (f"# left out (the target has them): {' '.join(left_out)}\n" if left_out else "")
         + "\n".join(reqs) + "\n")

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from helpers import traces as tr
+import perf_doctor as tr
 from helpers.lessons import backward_hooks as hooks
 from helpers.lessons.backward_hooks import experiment
 from helpers.lessons.backward_hooks import patch_dropout as pdm

@@ -164,7 +164,7 @@ def test_bad_inputs_run_whatever_is_left_of_the_budget(tmp_path):
 def test_idle_shares_take_windows_in_turns_and_pool_them(tmp_path, monkeypatch):
     """Windows per variant, the variants in turns (a burst of other load falls on both), the share pooled over every
     window's steps (not a mean of the windows' shares); a window that cannot run fails the variant."""
-    import helpers.traces as traces
+    import perf_doctor as traces
 
     res, order = results(tmp_path), []
     windows = iter([(10.0, 20.0), (1.0, 10.0), (30.0, 40.0), (2.0, 10.0), (20.0, 30.0), (3.0, 30.0)])

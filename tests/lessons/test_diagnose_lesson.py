@@ -16,8 +16,8 @@ from helpers.lessons import diagnose as dx
 from helpers.measure.compare import VERDICTS
 from helpers.measure.validate import InvalidValue
 from helpers.notebook.results import Results
-from helpers.traces import diagnosis as dg
-from helpers.traces import doctor
+from perf_doctor import diagnosis as dg
+from perf_doctor import cli as doctor
 from tests.fake_trace import doc, kernel, runtime, step
 from tests.planted import make_step
 
@@ -288,7 +288,7 @@ def test_reference_traces_and_the_sync_case(tmp_path):
 
 
 def test_gpu_idle_vs_hta(monkeypatch):
-    from helpers.traces import views
+    from perf_doctor import views
 
     class Fake:
         def gpu_breakdown(self):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import traces as tr
+import perf_doctor as tr
 from helpers.lessons.distributed import views
 
 ROOT = Path(__file__).resolve().parents[2]

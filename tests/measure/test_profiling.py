@@ -4,9 +4,9 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, record_function
 
-from helpers import traces as trace
+import perf_doctor as trace
 from helpers.measure import profiling
-from helpers.traces.events import LOOP_SYNC_METADATA
+from perf_doctor.events import LOOP_SYNC_METADATA
 
 
 def table_rows(table_text: str) -> list[str]:

@@ -101,7 +101,7 @@ def test_figures_and_trace_are_shown_labelled(ref_root, monkeypatch):
     seen = {}
     import importlib
 
-    show_module = importlib.import_module("helpers.traces.show")  # the package re-exports show(): the module itself
+    show_module = importlib.import_module("perf_doctor.show")  # the package re-exports show(): the module itself
     monkeypatch.setattr(show_module, "show", lambda path, **kw: seen.setdefault("path", path))
     path = reference.show_trace(ref, "train_step")
     assert path is not None and path == seen["path"] and path.name.endswith(".pt.trace.json.gz")

@@ -66,7 +66,7 @@ def test_the_doctor_reads_the_step_peak_from_the_notebooks_memory_trace(doc):
     the measured step's peak above what was live at its start (measured_mb minus the breakdown's start), within 10%."""
     from pathlib import Path
 
-    from helpers.traces import doctor
+    from perf_doctor import cli as doctor
     trace = Path(os.environ["PERF_RUNS_DIR"]) / NB / "baseline_memory.json"
     assert trace.is_file(), f"the notebook wrote no memory trace at {trace}"
     mem = doctor.report(trace, views=False)["memory"]

@@ -15,7 +15,7 @@ import pytest
 from helpers.lessons import profiler_basics as pb
 from helpers.measure import compare, profiling
 from helpers.notebook.results import Results
-from helpers.traces import load_trace
+from perf_doctor import load_trace
 
 from .conftest import h100, h100_trace
 
@@ -134,7 +134,7 @@ def test_the_doctor_says_the_chrome_traces_kernels_are_untimed(capsys):
     """The H100's Chrome trace (``export_chrome_trace``) holds 760 kernels and 56 memsets, all at time 0 for 0 µs.
     The doctor's text report on it failed with a TypeError (HTA's breakdown all NaN) and its JSON said "GPU idle
     3.10 ms a step" and no quality problem; now both reports run and say the device view is missing."""
-    from helpers.traces import doctor
+    from perf_doctor import cli as doctor
 
     path = h100_trace(NB, "chrome_trace")
     assert doctor.main([str(path)]) == 0

@@ -4,7 +4,7 @@ sample), so a reader who sees the stage shrink less than the dilation knows wher
 import functools
 
 from helpers.lessons.data_pipeline import views
-from helpers.traces import load_trace
+from perf_doctor import load_trace
 
 from .conftest import h100_trace
 

@@ -6,7 +6,7 @@ import functools
 
 import pytest
 
-from helpers import traces as tr
+import perf_doctor as tr
 from helpers.lessons import backward_hooks as hooks
 from helpers.measure import compare
 from helpers.notebook import reference

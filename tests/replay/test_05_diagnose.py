@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 
 from helpers.lessons import diagnose as dx
-from helpers.traces import diagnose, diagnosis as dg
+from perf_doctor import diagnose, diagnosis as dg
 
 from .conftest import h100, h100_trace
 
@@ -46,7 +46,7 @@ def test_host_sync_plant_on_the_h100_is_a_finding_beside_compute():
 def test_the_fp32_ffma_gemm_is_not_counted_as_tensor_core_work():
     """05-2: "52% of kernel time in kernels using tensor cores" counted the FFMA kernels. The share the notebook
     prints (``Trace.tensor_core_split``'s ``yes``) is 0 on the compute plant's trace: every GEMM there is FP32 FFMA/SIMT."""
-    from helpers.traces.views import open_trace
+    from perf_doctor.views import open_trace
 
     split = open_trace(h100_trace(NB, "compute")).tensor_core_split()
     assert split is None or split["yes"] < 0.01, split

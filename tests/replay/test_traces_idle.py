@@ -1,7 +1,7 @@
-"""GPU idle causes (``helpers.traces.gaps``) on the H100 reference traces of notebook 05's plants."""
+"""GPU idle causes (``perf_doctor.gaps``) on the H100 reference traces of notebook 05's plants."""
 import pytest
 
-from helpers.traces.gaps import idle_causes
+from perf_doctor.gaps import idle_causes
 from .conftest import h100_trace
 
 
@@ -36,9 +36,9 @@ def test_h100_compute_plant_kernels_are_fp32_but_no_shapes_recorded():
     """05's compute plant (an 8192² FP32 product, TF32 off): its GEMM kernels read as FP32 on CUDA cores; the trace
     was recorded without record_shapes, so no TFLOP/s can be computed from it (tests/traces/test_kernels.py plants
     the figure in a synthetic trace)."""
-    from helpers.traces.kernels import kernel_dtype
-    from helpers.traces.throughput import op_throughput
-    from helpers.traces.load import load_trace
+    from perf_doctor.kernels import kernel_dtype
+    from perf_doctor.throughput import op_throughput
+    from perf_doctor.load import load_trace
 
     d = load_trace(h100_trace("05_diagnose", "05_diagnose_compute"))
     gemms = {e["name"] for e in d["traceEvents"] if e.get("cat") == "kernel" and "gemm" in e["name"].lower()}

@@ -1,4 +1,4 @@
-"""Replay: the shared trace views (``helpers.traces``: kernels, tables, timeline) on the recorded H100 traces of
+"""Replay: the shared trace views (``perf_doctor``: kernels, tables, timeline) on the recorded H100 traces of
 notebooks 01, 03 and 05 (issue 31). Each trace is read once per module; the torch-tb-profiler parse only on the two
 small traces (01's step, 05's compute plant)."""
 from __future__ import annotations
@@ -11,10 +11,10 @@ from functools import cache
 
 import pytest
 
-from helpers.traces import events as ev
-from helpers.traces.kernels import short_name, uses_tensor_cores
-from helpers.traces.load import load_trace
-from helpers.traces.views import open_trace
+from perf_doctor import events as ev
+from perf_doctor.kernels import short_name, uses_tensor_cores
+from perf_doctor.load import load_trace
+from perf_doctor.views import open_trace
 
 from .conftest import h100, h100_trace
 
@@ -103,9 +103,9 @@ def test_kernel_tables_classify_tensor_cores_from_names_not_the_plugins_list():
 def test_shown_tables_hold_no_name_longer_than_the_width(capsys, monkeypatch):
     """The views print (plain ``Table``) kernels' and operators' names at most ``WIDTH`` characters long; the
     data keeps the full names. (Holistic Trace Analysis' views and the timeline are left out here: time.)"""
-    from helpers.traces.load import TraceError
+    from perf_doctor.load import TraceError
 
-    show_mod = importlib.import_module("helpers.traces.show")
+    show_mod = importlib.import_module("perf_doctor.show")
     t, k, ops = view("01_profiler_basics", "train_step/2")
 
     def skipped(*a, **kw):
@@ -133,7 +133,7 @@ def test_the_profiling_loops_own_syncs_are_labelled_and_not_counted_as_the_model
     """03's deterministic-gather trace: each ProfilerStep ends in the loop's ``cudaDeviceSynchronize`` (112-136 ms
     of a 171 ms step). The timeline draws them as the profiling loop's own, apart from the step's syncs; the
     count the views give agrees with the notebook's table (0 syncs in the model's step)."""
-    from helpers.traces import timeline
+    from perf_doctor import timeline
 
     doc = det_gather()
     fig = timeline.draw_timeline(doc, steps=3)

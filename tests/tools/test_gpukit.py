@@ -79,12 +79,15 @@ def _third_party_imports() -> set[str]:
     for path in (ROOT / "helpers").rglob("*.py"):
         if "tools" not in path.relative_to(ROOT / "helpers").parts:  # set-up tools never run on the machine
             scan(path.read_text())
+    for path in (ROOT / "doctor" / "perf_doctor").rglob("*.py"):   # the doctor the notebooks import
+        scan(path.read_text())
     for nb in (ROOT / "notebooks").glob("*.ipynb"):
         for cell in json.loads(nb.read_text())["cells"]:
             if cell["cell_type"] == "code":
                 scan("\n".join(ln for ln in "".join(cell["source"]).splitlines()
                                if not ln.lstrip().startswith(("%", "!"))))
-    return {m for m in mods if m not in sys.stdlib_module_names and m != "helpers"}
+    # the project's own: helpers from the checkout, perf_doctor from the wheel the kit builds of it (gpukit.doctor_wheel)
+    return {m for m in mods if m not in sys.stdlib_module_names and m not in ("helpers", "perf_doctor")}
 
 
 def test_every_import_of_a_run_is_in_the_kit_or_on_the_machine():

@@ -1,4 +1,5 @@
-"""environment.yml, pyproject.toml and constraints.txt stay in step."""
+"""environment.yml, pyproject.toml, doctor/pyproject.toml and constraints.txt stay in step; the doctor's own install
+needs no torch, JupyterLab or TensorBoard."""
 import re
 import tomllib
 from pathlib import Path
@@ -12,13 +13,22 @@ def _name(req: str) -> str:
     return re.split(r"[<>=!~\[; ]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
 
 
-def _pyproject():
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+DOCTOR = "perf-doctor"   # the project's own trace doctor (doctor/), installed from the checkout, never from an index
+
+
+def _pyproject(folder: Path = ROOT):
+    return tomllib.loads((folder / "pyproject.toml").read_text())["project"]
+
+
+def _all_requirements() -> list[str]:
+    """The lab's and its test extra's requirements, and the doctor's with its full extra (the doctor itself aside)."""
+    proj, doc = _pyproject(), _pyproject(ROOT / "doctor")
+    reqs = proj["dependencies"] + proj["optional-dependencies"]["test"] + doc["dependencies"]
+    return [r for r in reqs + doc["optional-dependencies"]["full"] if _name(r) != DOCTOR]
 
 
 def test_environment_yml_matches_pyproject():
-    proj = _pyproject()
-    wanted = {_name(r): r.replace(" ", "") for r in proj["dependencies"] + proj["optional-dependencies"]["test"]}
+    wanted = {_name(r): r.replace(" ", "") for r in _all_requirements()}
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     pip_section = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
     have = {_name(r): r.replace(" ", "") for r in pip_section}
@@ -28,8 +38,19 @@ def test_environment_yml_matches_pyproject():
 def test_required_packages_declared():
     names = {_name(r) for r in _pyproject()["dependencies"]}
     for pkg in ("torch", "timm", "torchvision", "jupyterlab", "ipywidgets", "tensorboard", "torch-tb-profiler",
-                "scipy", "pillow"):
+                "scipy", "pillow", DOCTOR):
         assert pkg in names
+    assert f"{DOCTOR}[full]" in _pyproject()["dependencies"]   # the lab's notebooks show the library views
+
+
+def test_the_doctor_is_its_own_package_and_needs_no_torch():
+    doc = _pyproject(ROOT / "doctor")
+    assert doc["name"] == DOCTOR and doc["scripts"] == {"perf-doctor": "perf_doctor.cli:main"}
+    base = {_name(r) for r in doc["dependencies"]}
+    assert base == {"numpy", "pandas", "scipy", "tqdm"}
+    full = {_name(r) for r in doc["optional-dependencies"]["full"]}
+    assert {"traceinsight", "torch-tb-profiler"} <= full   # HTA declares JupyterLab, torch-tb-profiler TensorBoard
+    assert not (base | full) & {"torch", "torchvision", "jupyterlab", "tensorboard", "pytorch-performance-lab"}
 
 
 def test_constraints_pin_every_dependency_exactly():
@@ -40,9 +61,9 @@ def test_constraints_pin_every_dependency_exactly():
             name, _, ver = line.partition("==")
             assert ver, f"constraints.txt line {line!r} is not an exact pin"
             pins[_name(name)] = ver
-    proj = _pyproject()
-    for req in proj["dependencies"] + proj["optional-dependencies"]["test"]:
+    for req in _all_requirements():
         assert _name(req) in pins, f"{_name(req)} has no exact pin in constraints.txt"
+    assert DOCTOR not in pins   # installed from doctor/, whatever its version
     # torch 2.13's CPU build cannot load torchvision's ops; the pinned pair must match
     assert pins["torch"].startswith("2.14.1") and pins["torchvision"].startswith("0.29.1")
 

@@ -1,13 +1,13 @@
-"""helpers.traces.backward: the trace readings notebook 03 relies on (two clocks, forward origin)."""
+"""perf_doctor.backward: the trace readings notebook 03 relies on (two clocks, forward origin)."""
 import pandas as pd
 import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from helpers import traces as trace
+import perf_doctor as trace
 from helpers.lessons.backward_hooks import patch_dropout as pdm
-from helpers.traces import backward as bl
-from helpers.traces import events as ev
+from perf_doctor import backward as bl
+from perf_doctor import events as ev
 from tests import fake_trace as ft
 from tests.shared_data import gpu_trace
 

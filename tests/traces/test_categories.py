@@ -1,12 +1,12 @@
-"""helpers.traces.events: one category table for the old and new Kineto schemas and every accelerator Kineto
+"""perf_doctor.events: one category table for the old and new Kineto schemas and every accelerator Kineto
 records (CUDA, ROCm, MTIA, XPU), and the steps as the TensorBoard plugin's Overview counts them; read on synthetic
 traces and on others' real traces (../shared/traces/, skipped where absent)."""
 import pytest
 
-from helpers import traces as trace
-from helpers.traces import diagnosis as dg
-from helpers.traces import events as ev
-from helpers.traces import views as trace_views
+import perf_doctor as trace
+from perf_doctor import diagnosis as dg
+from perf_doctor import events as ev
+from perf_doctor import views as trace_views
 from tests import fake_trace as ft
 from tests.shared_data import other_trace
 

@@ -1,9 +1,9 @@
-"""helpers.traces.diagnosis: the causes of a step, each millisecond counted once, on synthetic GPU traces and
+"""perf_doctor.diagnosis: the causes of a step, each millisecond counted once, on synthetic GPU traces and
 the real A100 traces."""
 import pytest
 
-from helpers.traces import diagnosis as dg
-from helpers.traces.events import LOOP_SYNC_METADATA
+from perf_doctor import diagnosis as dg
+from perf_doctor.events import LOOP_SYNC_METADATA
 from tests import fake_trace as ft
 from tests.shared_data import gpu_trace
 
@@ -153,7 +153,7 @@ def test_item_then_host_work_with_little_gpu_work_is_not_claimed_as_sync():
 
 def test_loop_syncs_read_from_the_trace_so_the_doctor_agrees():
     """A trace written by ``profile_steps`` on a GPU (loop syncs) says so; ``diagnose`` without ``loop_syncs``
-    (what ``python -m helpers.doctor`` calls) must then leave the loop's syncs out, as ``diagnose_step`` does."""
+    (what ``python -m perf_doctor`` calls) must then leave the loop's syncs out, as ``diagnose_step`` does."""
     evs = []
     for k in range(2):
         o = k * 1000
@@ -169,7 +169,7 @@ def test_loop_syncs_read_from_the_trace_so_the_doctor_agrees():
 
 
 def test_fp32_gemm_kernels_are_told_from_tensor_core_ones():
-    from helpers.traces.diagnosis import is_fp32_gemm
+    from perf_doctor.diagnosis import is_fp32_gemm
 
     assert is_fp32_gemm("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4")
     assert is_fp32_gemm("void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nt_align1>(...)")

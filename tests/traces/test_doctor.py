@@ -1,4 +1,4 @@
-"""``python -m helpers.doctor``: the JSON contract (run as a subprocess) and one-line messages for bad input."""
+"""``python -m perf_doctor``: the JSON contract (run as a subprocess) and one-line messages for bad input."""
 import gzip
 import json
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from helpers.measure.diagnose import diagnose_step
-from helpers.traces import diagnosis as dg
+from perf_doctor import diagnosis as dg
 from tests.shared_data import gpu_trace
 from tests.planted import make_step
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def doctor(*args):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "helpers.doctor", *map(str, args)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "perf_doctor", *map(str, args)], capture_output=True,
                           text=True, env=env, cwd=ROOT, timeout=300)
 
 
@@ -55,7 +55,7 @@ def test_json_on_a_cpu_trace_folder(cpu_trace):
 
 
 def test_json_on_the_real_gpu_trace():
-    """``python -m helpers.doctor`` itself on a real GPU trace (also test_every_real_trace's checks: this trace is
+    """``python -m perf_doctor`` itself on a real GPU trace (also test_every_real_trace's checks: this trace is
     left out there, so that it is analysed once)."""
     p = doctor(gpu_trace("hta_control.json.gz"), "--json")
     assert p.returncode == 0, p.stderr
@@ -127,12 +127,10 @@ def test_every_real_trace(where, name, capfd):
     rank; the Overview's categories add up to step_ms within 2%; the causes to no more than step_ms.
 
     The command's own ``main`` runs in this process (the seconds are the analysis, not a new interpreter's imports;
-    the tests above run ``python -m helpers.doctor`` itself, on a real GPU trace too); everything written to the
+    the tests above run ``python -m perf_doctor`` itself, on a real GPU trace too); everything written to the
     file descriptor 1 (HTA's and the libraries' prints included) must be that one strict JSON document."""
-    from helpers.traces.doctor import main
+    from perf_doctor import cli as cmd
     from tests.shared_data import shared_path
-
-    from helpers.traces import doctor as cmd
 
     path = shared_path(where, name)
     seen = []
@@ -140,7 +138,7 @@ def test_every_real_trace(where, name, capfd):
     cmd.report = lambda *a, **kw: seen.append(real(*a, **kw)) or seen[-1]   # the report main printed, kept
     try:
         capfd.readouterr()
-        code = main([str(path), "--json"])
+        code = cmd.main([str(path), "--json"])
         out, err = capfd.readouterr()
     finally:
         cmd.report = real

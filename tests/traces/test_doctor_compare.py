@@ -1,4 +1,4 @@
-"""``python -m helpers.doctor compare BEFORE AFTER``: the notebooks' comparison (``compare_times``: ratio, 95% BCa
+"""``python -m perf_doctor compare BEFORE AFTER``: the notebooks' comparison (``compare_times``: ratio, 95% BCa
 interval, measured floor, verdict) on the two sides' step times, each cause's change in ms, an exit status for CI.
 On a trace against itself and two halves of one run (no difference), on a planted fix of notebook 05 (faster, and
 which cause), the other way round (slower; --fail-if-slower), and on one step a side (cannot tell: the gate
@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from helpers.measure.diagnose import diagnose_step
-from helpers.measure import compare as cmp_
-from helpers.measure import trace_compare as comparison
-from helpers.traces import events as ev
-from helpers.traces.load import load_trace
+from perf_doctor import stats as cmp_
+from perf_doctor import compare as comparison
+from perf_doctor import events as ev
+from perf_doctor.load import load_trace
 from tests.shared_data import gpu_trace
 from tests.planted import make_step
 
@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli_process(*args):
-    """``python -m helpers.doctor compare ARGS`` as a user types it, in a fresh process."""
+    """``python -m perf_doctor compare ARGS`` as a user types it, in a fresh process."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "helpers.doctor", "compare", *map(str, args)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "perf_doctor", "compare", *map(str, args)], capture_output=True,
                           text=True, env=env, cwd=ROOT, timeout=600)
 
 
@@ -36,7 +36,7 @@ def cli(*args):
     import contextlib
     import io
 
-    from helpers import doctor as command
+    from perf_doctor import cli as command
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -1,6 +1,6 @@
 """``events.memoized``: inside the block a trace's complete events and steps are read once; each caller still gets
 its own list, a list that grew is read again, and nothing is kept after the block."""
-from helpers.traces import events as ev
+from perf_doctor import events as ev
 
 
 def _trace(n):
@@ -40,7 +40,7 @@ def test_blocks_nest_and_the_doctor_entry_points_memoize():
     assert ev._memo is None
     import importlib
 
-    from helpers.traces import diagnosis, job, report
-    show = importlib.import_module("helpers.traces.show")   # the package's ``show`` is the function
+    from perf_doctor import diagnosis, job, report
+    show = importlib.import_module("perf_doctor.show")   # the package's ``show`` is the function
     for fn in (report.trace_report, job.diagnose_job, diagnosis.diagnose, show.show):
         assert fn.__wrapped__   # functools.wraps of events.memoizing

@@ -1,12 +1,12 @@
-"""helpers.traces.gaps: the GPU's idle time inside the steps, by what the host was doing (synthetic mixed causes
+"""perf_doctor.gaps: the GPU's idle time inside the steps, by what the host was doing (synthetic mixed causes
 whose milliseconds add up; a real A100 training trace from Holistic Trace Analysis' tests)."""
 from pathlib import Path
 
 import pytest
 
 from tests.fake_trace import doc, kernel, label, op, runtime, step
-from helpers.traces import diagnose
-from helpers.traces.gaps import IDLE_CAUSES, idle_causes, idle_lines
+from perf_doctor import diagnose
+from perf_doctor.gaps import IDLE_CAUSES, idle_causes, idle_lines
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 

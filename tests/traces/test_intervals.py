@@ -1,5 +1,5 @@
-"""helpers.traces.intervals: the interval arithmetic every trace reader uses."""
-from helpers.traces import intervals as iv
+"""perf_doctor.intervals: the interval arithmetic every trace reader uses."""
+from perf_doctor import intervals as iv
 
 
 def test_interval_arithmetic():

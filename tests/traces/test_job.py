@@ -1,4 +1,4 @@
-"""A folder of ranks (helpers.traces.job): every rank diagnosed, one row per rank, the straggler and one verdict;
+"""A folder of ranks (perf_doctor.job): every rank diagnosed, one row per rank, the straggler and one verdict;
 communication as a cause. On a gloo job run here on the CPU (two spawned ranks, one made slow) and on an 8-rank
 DLRM job's real traces (../shared/traces/param_dlrm_8rank, skipped where absent)."""
 import json
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.traces import doctor, files, job
+from perf_doctor import cli as doctor, files, job
 from tests.shared_data import other_trace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ def gloo_job(tmp_path_factory):
 
 def cli(*args):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "helpers.doctor", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "perf_doctor", *map(str, args)], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=600)
 
 

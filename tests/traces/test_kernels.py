@@ -1,8 +1,8 @@
-"""helpers.traces.kernels: kernel names read (short names for tables, tensor cores from the name), on names of
+"""perf_doctor.kernels: kernel names read (short names for tables, tensor cores from the name), on names of
 the libraries' conventions beyond those in the H100 reference (``tests/replay/test_traces_views.py`` has those)."""
 import pytest
 
-from helpers.traces.kernels import looks_like_signature, short_name, tensor_core_label, uses_tensor_cores
+from perf_doctor.kernels import looks_like_signature, short_name, tensor_core_label, uses_tensor_cores
 
 
 @pytest.mark.parametrize("name, expected", [
@@ -53,9 +53,9 @@ def test_short_name_is_idempotent_and_bounded():
 # ---- data types, peaks, throughput ---------------------------------------------------------------------------------
 from pathlib import Path  # noqa: E402
 
-from helpers.traces.diagnosis import is_fp32_gemm  # noqa: E402
-from helpers.traces.kernels import kernel_dtype  # noqa: E402
-from helpers.traces.throughput import (PEAK_TFLOPS, device_model, op_flops, op_throughput, peak_tflops,  # noqa: E402
+from perf_doctor.diagnosis import is_fp32_gemm  # noqa: E402
+from perf_doctor.kernels import kernel_dtype  # noqa: E402
+from perf_doctor.throughput import (PEAK_TFLOPS, device_model, op_flops, op_throughput, peak_tflops,  # noqa: E402
                                        throughput_advice)
 from tests.fake_trace import doc, kernel, op, runtime, step  # noqa: E402
 
@@ -142,7 +142,7 @@ def test_throughput_on_the_mi300x_trace():
     path = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "tracelens_mi300_resnet_act_checkpoint.json.gz"
     if not path.exists():
         pytest.skip(f"{path} is absent (others' data, not shipped: see the project's README on ../shared)")
-    from helpers.traces.load import load_trace
+    from perf_doctor.load import load_trace
 
     rows = {r["name"]: r for r in op_throughput(load_trace(path))}
     conv = rows["aten::conv2d"]

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from helpers.traces import doctor, load, memory
+from perf_doctor import cli as doctor, load, memory
 from tests.shared_data import other_trace
 
 MB = 2**20

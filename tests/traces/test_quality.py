@@ -1,5 +1,5 @@
 """The doctor on bad input: one line and exit status 2, or a ``quality`` entry; its ``--json`` is strict JSON.
-And the trace-quality checks (``helpers.traces.quality``) on traces made to fail each one."""
+And the trace-quality checks (``perf_doctor.quality``) on traces made to fail each one."""
 import errno
 import gzip
 import json
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.traces import doctor, quality
+from perf_doctor import cli as doctor, quality
 
 from tests import fake_trace as ft
 
@@ -26,7 +26,7 @@ def strict(text):
 
 
 def run(capsys, *args):
-    """``python -m helpers.doctor ARGS`` in this process: (exit status, stdout, stderr)."""
+    """``python -m perf_doctor ARGS`` in this process: (exit status, stdout, stderr)."""
     code = doctor.main([str(a) for a in args])
     out = capsys.readouterr()
     return code, out.out, out.err
@@ -137,7 +137,7 @@ def test_a_gzip_bomb_is_refused_in_bounded_memory(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PERF_TRACE_MAX_MB": "64"}
     for path, words in ((zeros, ("not a complete JSON profiler trace",)),
                         (spaces, ("decompresses to more than 64 MiB", "PERF_TRACE_MAX_MB"))):
-        p = subprocess.run([sys.executable, "-m", "helpers.doctor", str(path), "--json"], capture_output=True,
+        p = subprocess.run([sys.executable, "-m", "perf_doctor", str(path), "--json"], capture_output=True,
                            text=True, env=env, cwd=ROOT, timeout=300, preexec_fn=limit)
         one_line(p.returncode, p.stdout, p.stderr, path.name, *words)
 

@@ -1,4 +1,4 @@
-"""What a reader sees of a trace (``helpers.traces.show`` and the timeline): the path said once, no GPU-only
+"""What a reader sees of a trace (``perf_doctor.show`` and the timeline): the path said once, no GPU-only
 columns on a CPU-only trace (they stay on a GPU trace), a timeline whose legend lists what is drawn, host operators
 in greys, readable labels and the experiment's title. The GPU half reads a recorded A100 trace from
 ../shared/gpu-traces (tests/shared_data.py) and skips where it is absent."""
@@ -12,12 +12,12 @@ from matplotlib.colors import to_hex
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from helpers import traces
+import perf_doctor as traces
 from helpers.notebook import display
-from helpers.traces import timeline as tl
+from perf_doctor import timeline as tl
 from tests.shared_data import gpu_trace
 
-show_mod = importlib.import_module("helpers.traces.show")  # the package re-exports show(): the module itself
+show_mod = importlib.import_module("perf_doctor.show")  # the package re-exports show(): the module itself
 
 CONTROL = "hta_control.json.gz"
 
@@ -127,7 +127,7 @@ def test_show_without_the_notebook_layer_is_plain(cpu_trace):
     import sys
     from pathlib import Path
 
-    code = ("import sys, matplotlib; matplotlib.use('Agg'); from helpers import traces; "
+    code = ("import sys, matplotlib; matplotlib.use('Agg'); import perf_doctor as traces; "
             f"traces.show({str(cpu_trace)!r}, steps=1, top=3); "
             "assert not any(m.startswith('helpers.notebook') for m in sys.modules), 'notebook layer imported'")
     r = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], capture_output=True,
@@ -141,7 +141,7 @@ def test_cpu_views_drop_a_column_that_reads_zero_at_the_shown_precision():
     """Issue 33: 02's offline overview showed `cpu exec (ms)` at 0.00-0.01 on every row (values of 0.004-0.007 ms)."""
     import pandas as pd
 
-    from helpers.traces.show import shown_columns
+    from perf_doctor.show import shown_columns
 
     df = pd.DataFrame({"step": ["#1", "#2"], "dataloader_ms": [4.9, 89.0], "cpu_exec_ms": [0.004, 0.007],
                        "other_ms": [20.7, 0.0]})

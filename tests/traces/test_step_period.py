@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from helpers.traces import diagnosis as dg
-from helpers.traces import doctor
-from helpers.traces.report import trace_report
+from perf_doctor import diagnosis as dg
+from perf_doctor import cli as doctor
+from perf_doctor.report import trace_report
 from tests import fake_trace as ft
 from tests.shared_data import other_trace
 
@@ -108,7 +108,7 @@ def test_some_damaged_steps_are_left_out_and_the_others_diagnosed():
     doc = damaged(800.0)
     doc["traceEvents"][0]["dur"] = -5.0
     d = dg.diagnose(doc)
-    rep_checks = [q["check"] for q in __import__("helpers.traces.quality", fromlist=["x"]).assess(doc)]
+    rep_checks = [q["check"] for q in __import__("perf_doctor.quality", fromlist=["x"]).assess(doc)]
     assert d.steps == 3 and d.top is not None and not d.damaged and "damaged_steps" in rep_checks
 
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from helpers.traces import job
+from perf_doctor import job
 from tests import fake_trace as ft
 
 MS = 1000.0

@@ -1,5 +1,5 @@
-"""helpers.traces.stream.read_trimmed: the doctor's streamed reader keeps what ``trim(load_trace(path))`` keeps, in
-memory that follows the steps kept, not the file (issue 32 item 7); Kineto's unescaped quotes; progress on stderr."""
+"""perf_doctor.stream.read_trimmed: the doctor's streamed reader keeps what ``trim(load_trace(path))`` keeps, in
+memory that follows the steps kept, not the file (issue 32 item 7); Kineto's unescaped quotes; progress on a terminal's stderr."""
 import gzip
 import io
 import json
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.traces import load, stream
-from helpers.traces.files import find_trace
+from perf_doctor import load, stream
+from perf_doctor.files import find_trace
 
 from tests import fake_trace as ft
 from tests.shared_data import gpu_trace, other_trace
@@ -169,28 +169,72 @@ def test_over_the_limit_the_message_says_what_the_limit_guards(tmp_path, monkeyp
     assert load.max_trace_bytes(streamed=True) >= 2**31   # a 1 GB trace is read by default
 
 
-def test_progress_goes_to_the_given_stream_only(tmp_path, monkeypatch):
+class _Terminal(io.StringIO):
+    """A stream that says it is a terminal, as the command line's stderr is in a shell."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_a_bar_on_a_terminal_only(tmp_path, monkeypatch):
     path = tmp_path / "t.json"
     path.write_text(json.dumps(_synthetic()))
-    monkeypatch.setattr(stream, "PROGRESS_AFTER_S", -1.0)
+    monkeypatch.setattr(stream, "PROGRESS_AFTER_S", 0.0)
     stream.read_trimmed(path, keep_mb=0)     # no stream given: nothing shown
-    err = io.StringIO()
-    with stream.progress_to(err):
+    log, term = io.StringIO(), _Terminal()
+    with stream.progress_to(log):
         stream.read_trimmed(path, keep_mb=0)
-    lines = err.getvalue().splitlines()
-    assert lines and all(line.startswith("reading t.json") and line.endswith(" MB") for line in lines)
-    assert any("second pass" in line for line in lines)
-    # the command line: progress on stderr, --json on stdout stays one JSON document
-    code = ("import sys; from helpers.traces import stream; stream.PROGRESS_AFTER_S = -1.0; "
-            "from helpers.traces.doctor import main; sys.exit(main([sys.argv[1], '--json']))")
-    p = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd=ROOT,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
-    assert p.returncode == 0, p.stderr[-500:]
-    assert json.loads(p.stdout)["steps"] >= 1 and "reading t.json" in p.stderr
+    assert log.getvalue() == ""              # a log or a pipe: no progress in it
+    with stream.progress_to(term):
+        stream.read_trimmed(path, keep_mb=0)
+    drawn = term.getvalue()
+    assert "reading t.json: " in drawn and "reading t.json (second pass): " in drawn and "B/s]" in drawn   # tqdm's
+    assert drawn.rsplit("\r", 1)[-1].strip() == "" and "\n" not in drawn   # each bar cleared at the read's end
+
+
+def test_the_command_shows_progress_on_a_terminal_and_its_json_stays_clean(tmp_path):
+    """``--json`` on stdout stays one JSON document; the bar goes to stderr when stderr is a terminal (a pty here),
+    and a piped stderr gets none."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(_synthetic()))
+    code = ("import sys; from perf_doctor import stream; stream.PROGRESS_AFTER_S = 0.0; "
+            "from perf_doctor.cli import main; sys.exit(main([sys.argv[1], '--json']))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    piped = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd=ROOT,
+                           env=env, timeout=120)
+    assert piped.returncode == 0, piped.stderr[-500:]
+    assert json.loads(piped.stdout)["steps"] >= 1 and "reading" not in piped.stderr
+    main, term = pty.openpty()
+    fcntl.ioctl(term, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))   # a terminal 120 columns wide
+    try:
+        p = subprocess.run([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE, stderr=term, text=True,
+                           cwd=ROOT, env=env, timeout=120)
+        os.close(term)
+        term = None
+        err = b""
+        while True:
+            try:
+                chunk = os.read(main, 1 << 16)
+            except OSError:   # the terminal's other end is closed: all read
+                break
+            if not chunk:
+                break
+            err += chunk
+    finally:
+        os.close(main)
+        if term is not None:
+            os.close(term)
+    assert p.returncode == 0 and json.loads(p.stdout)["steps"] >= 1
+    assert "reading t.json" in err.decode(errors="replace")
 
 
 PEAK = """import re, sys
-from helpers.traces import load, stream
+from perf_doctor import load, stream
 def kb(key):
     return int(re.search(key + r":\\s+(\\d+)", open("/proc/self/status").read()).group(1))
 stream.CHUNK = 1 << 21                             # 2 MiB chunks (16 MiB by default) for a small file
@@ -207,7 +251,7 @@ print(kb("VmHWM") - base, len(doc["traceEvents"]))
 def test_streamed_reading_holds_far_less_than_a_whole_read(tmp_path):
     """A ~24 MB trace of ~26 steps: the whole read grows the process by several times the file; the streamed one
     (2 passes, the first 2 steps kept, 2 MiB chunks) by much less. The peak resident set of a fresh child."""
-    from helpers.tools import doctor_bench
+    from benchmarks import doctor_bench
 
     path = tmp_path / "big.json"
     doctor_bench.tile(doctor_bench.synthetic_steps(6), path, 24)

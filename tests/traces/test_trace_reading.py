@@ -1,4 +1,4 @@
-"""helpers.traces: reading profiler traces (loading, events, sync counts and costs, DataLoader wait share, views)."""
+"""perf_doctor: reading profiler traces (loading, events, sync counts and costs, DataLoader wait share, views)."""
 from pathlib import Path
 
 import pytest
@@ -6,10 +6,10 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
-from helpers import traces as trace
-from helpers.traces import events as ev
-from helpers.traces import syncs
-from helpers.traces import views as trace_views
+import perf_doctor as trace
+from perf_doctor import events as ev
+from perf_doctor import syncs
+from perf_doctor import views as trace_views
 
 from tests import fake_trace as ft
 from tests.shared_data import gpu_trace
@@ -489,9 +489,9 @@ def test_any_traces_module_imports_first():
     import sys
 
     root = Path(__file__).resolve().parents[2]
-    for first in ("helpers.traces.views", "helpers.traces.events", "helpers.traces.timeline", "helpers.traces.show",
-                  "helpers.traces.diagnosis", "helpers.traces.doctor"):
-        r = subprocess.run([sys.executable, "-c", f"import {first}; from helpers import traces; traces.Trace, traces.show"],
+    for first in ("perf_doctor.views", "perf_doctor.events", "perf_doctor.timeline", "perf_doctor.show",
+                  "perf_doctor.diagnosis", "perf_doctor.cli"):
+        r = subprocess.run([sys.executable, "-c", f"import {first}; import perf_doctor as traces; traces.Trace, traces.show"],
                            cwd=root, capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-500:]
 

@@ -7,7 +7,8 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import nn
 
-from ... import traces as tr
+import perf_doctor as tr
+
 from ...measure import device as dv
 from ...measure import profiling, timing, training
 from ...measure.compare import compare

@@ -5,9 +5,10 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from ... import traces as tr
-from ...traces import events as ev
-from ...traces.kernels import short_name
+import perf_doctor as tr
+from perf_doctor import events as ev
+from perf_doctor.kernels import short_name
+
 from ...measure import profiling
 from ...notebook import reference
 from .experiment import MATRIX, matrix_name

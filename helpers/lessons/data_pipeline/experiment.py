@@ -179,7 +179,7 @@ def profile(run: Callable[..., Any], trace_dir, *, wait: int, active: int, devic
     profiling.quiet_profiler_warning()
     with torch_profile(activities=profiling.activities(device), schedule=schedule(wait=wait, warmup=1, active=active,
                        repeat=1), on_trace_ready=tensorboard_trace_handler(str(trace_dir))) as prof:
-        if dv.is_cuda(device):   # the trace says its loop synchronised every step (helpers.traces reads it)
+        if dv.is_cuda(device):   # the trace says its loop synchronised every step (perf_doctor reads it)
             prof.preset_metadata_json(profiling.LOOP_SYNC_METADATA, "1")
         with torch_threads(threads):
             run(steps=wait + 1 + active, warmup=0, on_step=prof.step, **kw)
@@ -197,7 +197,7 @@ def idle_shares(results, run, variants, *, num_workers: int, windows: int, cycle
                 config: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """Per variant, the loop's share of time in the DataLoader's ``__next__`` over ``windows`` profiled windows in turns
     (on a GPU also HTA's idle share); a row ``idle share <variant>`` each."""
-    from ...traces import dataloader_wait_share, load_trace
+    from perf_doctor import dataloader_wait_share, load_trace
     got: dict[str, list] = {v: [] for v in variants}
     failed: dict[str, BaseException] = {}
     for v in [v for _ in range(windows) for v in variants]:
@@ -226,7 +226,7 @@ def idle_shares(results, run, variants, *, num_workers: int, windows: int, cycle
 
 def gpu_idle_share(trace_dir) -> float | None:
     """HTA's GPU idle share (0..1) of a trace; None for a CPU trace or when HTA cannot read it."""
-    from ...traces import open_trace
+    from perf_doctor import open_trace
     try:
         b = open_trace(trace_dir, max_steps=None).gpu_breakdown()
     except Exception as exc:  # noqa: BLE001 - optional analysis

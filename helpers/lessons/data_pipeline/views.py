@@ -75,8 +75,8 @@ def best(results, variants) -> str | None:
 def mask_ops(trace, label: str = "RandomMask", top: int = 5):
     """The operators directly under each ``label`` span (ms per sample, share of the stage) and the time in none."""
     import bisect
-    from ...traces import load_trace
-    from ...traces.events import complete
+    from perf_doctor import load_trace
+    from perf_doctor.events import complete
     evs = sorted(complete(trace if isinstance(trace, dict) else load_trace(trace)), key=lambda e: (e["ts"], -e["dur"]))
     starts, spans, totals = [e["ts"] for e in evs], [e for e in evs if e.get("name") == label], {}
     for m in spans:

@@ -168,7 +168,7 @@ def sync_found(d) -> bool:
 
 def gpu_idle_vs_hta(d, trace) -> dict[str, float]:
     """GPU idle % inside the steps by the doctor beside HTA's temporal breakdown."""
-    from ...traces.views import open_trace, quiet
+    from perf_doctor.views import open_trace, quiet
     with quiet():
         hta = open_trace(Path(trace)).gpu_breakdown()
     busy = (d.ms("compute") or 0.0) + (d.ms("communication") or 0.0)

@@ -4,7 +4,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from ...traces.diagnosis import CAUSES
+from perf_doctor.diagnosis import CAUSES
 
 COLORS = {"input": "#dd8452", "host sync": "#c44e52", "launch/overhead": "#8172b3", "compute": "#4c72b0",
           "memory": "#937860", "communication": "#55a868"}
@@ -43,7 +43,7 @@ def results_view(results):
 
 def _found(metric, name: str, kind: str) -> tuple[str | None, str]:
     """A plant's row read back: its text and whether the doctor found the plant (top cause; host sync: a finding)."""
-    from ...traces.diagnosis import MIN_FINDING_SHARE
+    from perf_doctor.diagnosis import MIN_FINDING_SHARE
     top, step, ms = metric(name, "top_cause"), metric(name, "step_ms_mean"), metric(name, f"{kind}_ms")
     if top is None or not step or ms is None:
         return None, ""

@@ -9,10 +9,10 @@ from typing import Any
 
 import pandas as pd
 
-from ...traces import events as ev
-from ...traces import load
-from ...traces.files import find_workers
-from ...traces.job import diagnose_job
+from perf_doctor import events as ev
+from perf_doctor import load
+from perf_doctor.files import find_workers
+from perf_doctor.job import diagnose_job
 
 ALL_REDUCE = ("gloo:all_reduce", "nccl:all_reduce")
 
@@ -85,7 +85,7 @@ def hta_overlap(folder: Path | str):
 
 def timelines(folder: Path | str, steps: int = 1) -> list[tuple[int, Any]]:
     """``[(rank, figure)]`` of each rank's first ``steps`` profiled steps (closed: ``display(fig)``)."""
-    from ...traces.views import open_trace
+    from perf_doctor.views import open_trace
     workers = [(rank if rank is not None else i, f) for i, (rank, _, f) in enumerate(find_workers(folder)[0])]
     return [(r, open_trace(f).timeline(steps=steps, title=f"rank {r}")) for r, f in workers]
 

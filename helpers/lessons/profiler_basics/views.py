@@ -7,11 +7,12 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from perf_doctor import events as trace_events
+from perf_doctor.kernels import short_name
+
 from ...measure import profiling, timing, training
 from ...notebook import reference
 from ...notebook.display import show
-from ...traces import events as trace_events
-from ...traces.kernels import short_name
 
 WIDTH = 120       # characters of one line in a JupyterLab output area at 1400 px with the file browser open (~124)
 NAME_WIDTH = 36   # ``max_name_column_width`` that keeps a CPU table (name + 6 columns of 14) within WIDTH

@@ -186,7 +186,7 @@ def profile_pair(results, make_step: Callable[..., Callable], model: str, precis
                  budget=None, device=None, active: int = 3) -> dict[str, dict[str, Any]]:
     """Profile ``active`` steady steps of a cell, eager and compiled, as rows: op and kernel calls per step."""
     from ...measure.profiling import fresh_trace_dir, profile_steps
-    from ...traces.views import open_trace
+    from perf_doctor.views import open_trace
 
     def run(mode):
         torch._dynamo.reset()

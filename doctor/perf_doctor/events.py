@@ -43,7 +43,7 @@ HOST_RANGES = ("op", "annotation", "python")    # what a host thread's lane of a
 STEP_PREFIX = "ProfilerStep#"
 DATALOADER_PREFIX = "enumerate(DataLoader)#"
 # Top-level key of a trace written by ``measure.profiling.profile_steps`` when its loop synchronised a CUDA device
-# after each step: readers of the trace alone (``python -m helpers.doctor``) then know those syncs are the loop's.
+# after each step: readers of the trace alone (``perf-doctor``) then know those syncs are the loop's.
 LOOP_SYNC_METADATA = "perf_lab_loop_sync"
 # Collectives. On the device: NCCL's kernels (``ncclKernel_AllReduce_...``, ``ncclDevKernel_Generic``), RCCL's (ROCm
 # keeps NCCL's names), HCCL's, and XPU's ``collective_comm`` records (as Holistic Trace Analysis groups them). On the

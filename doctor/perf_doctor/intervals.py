@@ -1,5 +1,6 @@
 """Interval arithmetic on time ranges (µs), for every trace reader: lists of ``(start, end)``; ``merge`` makes one
-*merged* (sorted, disjoint, no empty intervals), as the other functions expect.
+*merged* (sorted, disjoint, no empty intervals), as the other functions expect. Hand-written: a few sorted-list
+functions on float tuples, where an interval library (portion, intervaltree) would be a dependency and an object each.
 """
 from __future__ import annotations
 

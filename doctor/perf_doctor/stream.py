@@ -8,10 +8,11 @@ import itertools
 import json
 import math
 import re
-import time
 from array import array
 from pathlib import Path
 from typing import Any, Iterator
+
+from tqdm import tqdm
 
 from . import events as ev
 from .files import TraceError, find_trace
@@ -22,14 +23,14 @@ from .load import (CHUNK, MAX_EVENTS, MAX_STEPS, QUOTE_BUG, byte_chunks, gc_paus
 # so its memory follows the steps kept, not the file; its limit (``load.STREAM_MAX_MB``) bounds time (about a minute a
 # GB on a 2-core machine).
 KEEP_MB = 64            # a trace that decompresses to no more than this is read in one pass and trimmed in memory
-PROGRESS_AFTER_S = 2.0  # progress lines on the progress stream for reads longer than this
-_progress: Any = None   # the stream for progress lines (``progress_to``): the command line's stderr, else None
+PROGRESS_AFTER_S = 2.0  # a progress bar on the progress stream, when it is a terminal, for reads longer than this
+_progress: Any = None   # the stream for the progress bar (``progress_to``): the command line's stderr, else None
 _CUT = re.compile(r"\}\s*,\s*\Z")                  # what precedes an event that starts a new object: "}," + spaces
 _WS = re.compile(r"[ \t\r\n]*")
 @contextlib.contextmanager
 def progress_to(stream) -> Iterator[None]:
-    """Inside the block, reads longer than ``PROGRESS_AFTER_S`` report their progress on ``stream`` (``sys.stderr``, so
-    ``--json`` stays clean): one line refreshed in place on a terminal, else a line every ``PROGRESS_AFTER_S``."""
+    """Inside the block, reads longer than ``PROGRESS_AFTER_S`` show a progress bar (tqdm's) on ``stream``
+    (``sys.stderr``, so ``--json`` stays clean) when it is a terminal; a log or a pipe gets nothing."""
     global _progress
     outer, _progress = _progress, stream
     try:
@@ -39,33 +40,30 @@ def progress_to(stream) -> Iterator[None]:
 
 
 class _Progress:
+    """One read's progress (the bytes of the file read, of its size): a tqdm bar once the read passes
+    ``PROGRESS_AFTER_S``, removed at its end; nothing when ``progress_to`` named no terminal."""
+
     def __init__(self, p: Path, what: str):
-        self.p, self.what, self.t0, self.last, self.shown = p, what, time.monotonic(), 0.0, False
-        self.tty = bool(getattr(_progress, "isatty", lambda: False)())
+        self.desc, self.bar = f"reading {p.name}{what}", None
+        self.tty = _progress is not None and bool(getattr(_progress, "isatty", lambda: False)())
 
     def __call__(self, done: int, total: int) -> None:
-        if _progress is None:
+        if not self.tty:
             return
-        now = time.monotonic()
-        if now - self.t0 < PROGRESS_AFTER_S or now - self.last < (0.5 if self.tty else PROGRESS_AFTER_S):
-            return
-        self.last, self.shown = now, True
-        line = f"reading {self.p.name}{self.what}: {done / 1e6:,.0f} / {total / 1e6:,.0f} MB"
-        self._write(f"\r{line}\x1b[K" if self.tty else line + "\n")
+        if self.bar is None:
+            self.bar = tqdm(total=total, desc=self.desc, file=_progress, unit="B", unit_scale=True,
+                            delay=PROGRESS_AFTER_S, mininterval=0.5, leave=False, dynamic_ncols=True)
+        self.bar.update(done - self.bar.n)
 
     def end(self) -> None:
-        if self.shown and self.tty:
-            self._write("\r\x1b[K")
-
-    @staticmethod
-    def _write(text: str) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            _progress.write(text)
-            _progress.flush()
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
 class _Events:
-    """A trace's ``traceEvents``, streamed as lists of whole events; then ``header`` (other keys) and ``repaired``."""
+    """A trace's ``traceEvents``, streamed as lists of whole events; then ``header`` (other keys) and ``repaired``.
+    Hand-written, not a streaming parser such as ijson: those stop at Kineto's unescaped quotes, which this repairs."""
 
     def __init__(self, p: Path, limit: int, what: str = "", plan: dict | None = None, skip=None):
         """``plan`` (a first pass's ``cuts``: chunk -> (batch, characters it took)) and ``skip`` (batch -> True: pass
@@ -113,7 +111,8 @@ class _Events:
                 yield out
         except UnicodeDecodeError as exc:
             raise not_json(self.p, exc) from None
-        shown.end()
+        finally:   # the bar leaves the terminal before the report, or the error line, is printed
+            shown.end()
 
     def __iter__(self) -> Iterator[list]:
         more = self._chunks()

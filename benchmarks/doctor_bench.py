@@ -1,8 +1,9 @@
-"""The doctor on a large trace, timed: ``python -m helpers.tools.doctor_bench [--mb 200] [--ranks N] [--source T]``.
+"""The doctor on a large trace, timed: ``python benchmarks/doctor_bench.py [--mb 200] [--ranks N] [--source T]``
+(or ``python -m benchmarks.doctor_bench ...`` from the checkout).
 
 By hand (not by ``make test``: it takes a minute and its figures depend on the machine). It tiles the steps of
 ``--source`` (default: the A100 training trace ``../shared/gpu-traces/hta_control.json.gz`` where it is, else
-``synthetic_steps``) into a trace of about ``--mb`` MB, runs ``python -m helpers.doctor TRACE --json`` in a fresh
+``synthetic_steps``) into a trace of about ``--mb`` MB, runs ``python -m perf_doctor TRACE --json`` in a fresh
 process and reports its wall time and peak memory (the child's maximum resident set) against ``BUDGET_S`` and
 ``BUDGET_MB``. ``--ranks N``: a folder of N such traces, one per rank (the rank in its ``distributedInfo``), read one
 rank after another, against ``RANKS_BUDGET_S`` and ``RANKS_BUDGET_MB``."""
@@ -19,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
+DOCTOR = ROOT / "doctor"   # the doctor from this checkout, installed or not
 DEFAULT_SOURCE = ROOT.parent / "shared" / "gpu-traces" / "hta_control.json.gz"
 BUDGET_S, BUDGET_MB = 90.0, 1536.0               # issue 32: a 1 GB trace in 90 s and 1.5 GB on 2 cores
 RANKS_BUDGET_S, RANKS_BUDGET_MB = 180.0, 2048.0  # ... and 16 ranks of 100 MB in 3 min and 2 GB
@@ -64,7 +66,7 @@ def _shift(e: dict, dt: float, dc: int, k: int) -> dict:
 
 def tile(source: dict, path: Path, target_mb: float, rank: int | None = None) -> tuple[int, int]:
     """``source``'s steps repeated into ``path`` up to ``target_mb`` MB (``rank`` in its header): events, steps."""
-    from helpers.traces import events as ev
+    from perf_doctor import events as ev
 
     steps = ev.step_ranges(source)
     if not steps:
@@ -107,14 +109,14 @@ def with_rank(first: Path, path: Path, rank: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m helpers.tools.doctor_bench", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python benchmarks/doctor_bench.py", description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=float, default=200.0, help="size of the trace to write (MB, default 200)")
     ap.add_argument("--source", type=Path, help="a trace whose steps are tiled (default: hta_control where it is)")
     ap.add_argument("--ranks", type=int, default=0, help="write a folder of this many rank traces of --mb MB each")
     ap.add_argument("--keep", action="store_true", help="keep the written trace")
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
-    from helpers.traces.load import load_trace
+    sys.path.insert(0, str(DOCTOR))
+    from perf_doctor.load import load_trace
 
     src = args.source or (DEFAULT_SOURCE if DEFAULT_SOURCE.exists() else None)
     source = load_trace(src) if src else synthetic_steps()
@@ -128,9 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     what = f"{ranks} rank traces of" if ranks else "a trace of"
     print(f"wrote {what} {path.stat().st_size / 1e6:.0f} MB ({n:,} events, {steps} steps each, tiled from "
           f"{src or 'a synthetic trace'}) in {folder} in {time.perf_counter() - t0:.0f} s")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))   # the doctor's own reading limit: the default is tested
+    env = dict(os.environ, PYTHONPATH=str(DOCTOR))   # the doctor's own reading limit: the default is tested
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "helpers.doctor", str(folder if ranks else path), "--json"],
+    p = subprocess.run([sys.executable, "-m", "perf_doctor", str(folder if ranks else path), "--json"],
                        capture_output=True, text=True, env=env, cwd=ROOT)
     wall = time.perf_counter() - t0
     use = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -144,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     nranks = len(rep.get("ranks") or [])
     budget_s, budget_mb = (RANKS_BUDGET_S, RANKS_BUDGET_MB) if ranks else (BUDGET_S, BUDGET_MB)
     ok = wall <= budget_s and peak_mb <= budget_mb
-    print(f"python -m helpers.doctor: {wall:.1f} s ({cpu_s:.1f} s of CPU), peak {peak_mb:.0f} MB (budget "
+    print(f"python -m perf_doctor: {wall:.1f} s ({cpu_s:.1f} s of CPU), peak {peak_mb:.0f} MB (budget "
           f"{budget_s:.0f} s, {budget_mb:.0f} MB: {'within' if ok else 'OVER'}); {rep['steps']} steps analysed"
           f"{f' per rank, {nranks} ranks' if ranks else ''}"
           f", {rep['step_ms']:.2f} ms per step, top cause {rep['top_cause']}; {os.cpu_count()} CPU cores")

@@ -4,7 +4,7 @@
 ``worker3``, ``rank-3``; workers that name no rank are separate runs: the newest is read). Each rank is diagnosed
 as one trace is (``report.trace_report``), then put beside the others::
 
-    job = diagnose_job("runs/ddp")           # or python -m helpers.doctor runs/ddp [--json]
+    job = diagnose_job("runs/ddp")           # or perf-doctor runs/ddp [--json]
     job["ranks"]        # one entry per rank: rank, worker, trace, steps, step_ms, top_cause, causes {cause: ms},
                         #   waits_ms (per step, waiting in collectives for later ranks), last_in (collectives it was
                         #   the last to reach), gpu_doctor, quality
@@ -29,7 +29,7 @@ from . import diagnosis as dg
 from . import events as ev
 from . import gaps
 from .files import TraceError, find_workers
-from .report import DoctorError, fit, quality_lines, see_text, shown_path, trace_report
+from .report import DoctorError, fit, library_note, quality_lines, see_text, shown_path, trace_report
 
 RANK_VIEWS_MAX = 8         # above this many ranks, each rank's library views (HTA, TensorBoard's Overview) are left out
 STRAGGLER_SHARE = 0.05     # its cost to the others, as a share of the mean step (the doctor's finding threshold)
@@ -169,6 +169,8 @@ def diagnose_job(path: Path | str, *, views: bool = True, workers: int = 1) -> d
         comms[rank] = comm
     if not rows:
         raise DoctorError(f"{path}: none of its {len(failed)} ranks' traces can be read ({failed[0]['error']})")
+    if rank_views and (lib := library_note(str(path), any(r["_on_gpu"] for r in reps))):
+        notes.append(lib)
     w = waits(comms)
     step_ms = statistics.fmean(r["step_ms"] for r in rows)
     counts = {r["steps"] for r in rows}

@@ -1,6 +1,6 @@
 """What kind of bottleneck does a training step have? A verdict from a profiler trace.
 
-Taught in ``05_diagnose``; used by ``python -m helpers.doctor``. This module *attributes* the time of the average
+Taught in ``05_diagnose``; used by ``perf-doctor``. This module *attributes* the time of the average
 profiled step to causes (the interval work is in ``split``). A step is its ``ProfilerStep`` host range extended to
 the end of the device work it launched (``events.step_windows``, as the TensorBoard plugin's Overview counts it).
 Each microsecond of a step goes to exactly one cause, so the causes add up to the step:

@@ -1,13 +1,16 @@
 """The offline views of a profiler trace: overview, operators, kernels, memory, GPU time, timeline.
 
-No server, no network: DataFrames and matplotlib figures, shown by ``helpers.traces.show``. ``open_trace(path)``
+No server, no network: DataFrames and matplotlib figures, shown by ``perf_doctor.show``. ``open_trace(path)``
 gives a ``Trace`` whose methods are the views, computed by the field's libraries in-process: torch-tb-profiler's
 parser (the TensorBoard plugin's own Python side: Overview, operators, kernels, memory) and Holistic Trace Analysis
-(the GPU's temporal and idle-time breakdowns, kernel launch statistics; GPU traces only).
+(the GPU's temporal and idle-time breakdowns, kernel launch statistics; GPU traces only). Both are imported when a
+view first needs them: ``pip install 'perf-doctor[full]'`` brings them (``missing_libraries``); without them those
+views raise a one-line ``TraceError`` saying so, and the doctor's own figures stand.
 """
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import logging
@@ -26,6 +29,10 @@ from .load import MAX_EVENTS, MAX_STEPS, TraceError, find_trace, gc_paused, load
 from .stream import read_trimmed
 from .timeline import draw_timeline
 
+FULL = "pip install 'perf-doctor[full]'"   # what brings the view libraries
+# the libraries of the views (module: name), which the base install leaves out: HTA declares JupyterLab,
+# torch-tb-profiler TensorBoard
+VIEW_LIBRARIES = {"torch_tb_profiler": "torch-tb-profiler", "hta": "Holistic Trace Analysis"}
 # the Overview's categories, in torch-tb-profiler's order (its ProfileRole); each is ms per step
 CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
 OVERVIEW_COLUMNS = [f"{c}_ms" for c in CATEGORIES] + ["step_ms"]
@@ -34,6 +41,17 @@ OPERATOR_COLUMNS = ["name", "calls", "host_self_ms", "host_total_ms", "device_se
 KERNEL_COLUMNS = ["name", "calls", "total_ms", "mean_us", "max_us", "min_us", "blocks_per_sm",
                   "occupancy_pct", "tensor_cores"]
 MEMORY_COLUMNS = ["device", "peak_allocated_mb", "peak_reserved_mb", "samples"]
+
+
+def missing_libraries() -> list[str]:
+    """The names of the view libraries (``VIEW_LIBRARIES``) this Python lacks."""
+    return [name for module, name in VIEW_LIBRARIES.items() if importlib.util.find_spec(module) is None]
+
+
+def _need(module: str, label: str) -> None:
+    """A one-line ``TraceError`` when the view library ``module`` is not installed."""
+    if importlib.util.find_spec(module) is None:
+        raise TraceError(f"{label}: {VIEW_LIBRARIES[module]} is not installed: {FULL}")
 
 
 @contextlib.contextmanager
@@ -142,6 +160,7 @@ class Trace:
         return value
 
     def _parse_tb(self):
+        _need("torch_tb_profiler", self.label)
         from torch_tb_profiler.profiler.data import RunProfileData
         from torch_tb_profiler.profiler.run_generator import RunGenerator
 
@@ -253,6 +272,7 @@ class Trace:
         return self._once("_hta", self._load_hta)
 
     def _load_hta(self):
+        _need("hta", self.label)
         from hta.trace_analysis import TraceAnalysis
 
         tmp, path = None, self.path

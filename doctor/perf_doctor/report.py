@@ -1,5 +1,5 @@
-"""One trace's report: what ``python -m helpers.doctor TRACE`` prints, as a dict (``trace_report``) and as text
-(``trace_text``). A folder of ranks is ``job``'s; the command line is ``doctor``'s.
+"""One trace's report: what ``perf-doctor TRACE`` prints, as a dict (``trace_report``) and as text (``trace_text``).
+A folder of ranks is ``job``'s; the command line is ``cli``'s.
 
 The dict (its ``--json``; every number finite or null)::
 
@@ -36,7 +36,7 @@ from . import gaps, gputime, quality
 from .throughput import op_throughput, throughput_advice
 from .files import TraceError
 from .kernels import short_name
-from .views import Trace, open_trace, quiet
+from .views import FULL, Trace, missing_libraries, open_trace, quiet
 
 HTA = "Holistic Trace Analysis"
 SCHEMA_VERSION = 3      # the --json contract: 2 (issue 32) added schema_version, verdict, bound, idle_causes,
@@ -151,7 +151,19 @@ def gpu_breakdown(t: Trace) -> tuple[dict[str, Any] | None, dict[str, Any] | Non
         return None, None, why
     why = why.split(": ", 1)[-1]
     return ({**{k: own[k] for k in ("idle_pct", "compute_pct", "non_compute_pct")}, "source": "doctor"}, own,
-            f"{t.label}: {why}; the GPU figures are the doctor's own, with HTA's definitions (helpers.traces.gputime)")
+            f"{t.label}: {why}; the GPU figures are the doctor's own, with HTA's definitions (perf_doctor.gputime)")
+
+
+def library_note(label: str, on_gpu: bool) -> str | None:
+    """One note for the views the base install leaves out (``views.missing_libraries``), or None when none is missing:
+    torch-tb-profiler's Overview and tables, and on a GPU trace HTA's cross-check of the doctor's own GPU figures."""
+    missing = missing_libraries()
+    parts = []
+    if "torch-tb-profiler" in missing:
+        parts.append("the Overview and the operator and kernel tables (torch-tb-profiler's)")
+    if HTA in missing and on_gpu:
+        parts.append("HTA's cross-check of the doctor's own GPU figures")
+    return f"{label}: {' and '.join(parts)} need {FULL}" if parts else None
 
 
 def load(path: Path | str | Trace) -> Trace:
@@ -190,7 +202,8 @@ def trace_report(path: Path | str | Trace, *, views: bool = True, idle: bool | N
         with quiet():
             overview, why_ov = overview_per_step(t)
             gpu, own, why_gpu = gpu_breakdown(t)
-        notes += [w for w in (why_ov, why_gpu) if w]
+        lib = library_note(t.label, t.has_gpu)   # one line in place of each missing library's own
+        notes += [w for w in (why_ov, why_gpu) if w and FULL not in w] + ([lib] if lib else [])
     elif t.has_gpu:
         own = gputime.breakdown(t.doc)
     overview, why_add = add_up(overview, d.step_ms)

@@ -1,6 +1,8 @@
-"""helpers.tools.idle (the lowest CPU priority) and make test's use of it: the trace tests beside the notebooks."""
+"""make test's trace tests beside the notebooks, at the lowest CPU priority (the system's ``chrt --idle 0``, else
+``nice -n 19``: the Makefile's IDLE), read from make's plan (``make -n``)."""
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -8,34 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def idle(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "helpers.tools.idle", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
-
-
-def test_the_command_and_what_it_starts_run_at_the_lowest_priority():
-    report = "import os; print(os.sched_getscheduler(0) if hasattr(os, 'sched_getscheduler') else -1, os.nice(0))"
-    probe = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {report!r}])\n"
-    p = idle(sys.executable, "-c", probe)
-    assert p.returncode == 0, p.stderr
-    policy, nice = map(int, p.stdout.split())
-    if hasattr(os, "SCHED_IDLE"):
-        assert policy == os.SCHED_IDLE   # inherited by the grandchild, as by pytest's own subprocesses
-    else:  # pragma: no cover - not Linux
-        assert nice == 19
-
-
-def test_a_missing_command_is_one_line_and_127():
-    p = idle("no-such-command-here")
-    assert p.returncode == 127 and p.stderr.strip().count("\n") == 0 and "no-such-command-here" in p.stderr
-    assert "Traceback" not in p.stderr
-
-
-def test_no_command_prints_the_usage_and_fails():
-    p = idle()
-    assert p.returncode == 2 and "COMMAND" in p.stdout
+BESIDE = re.compile(r"(chrt --idle 0|nice -n 19) \S+ -m pytest (.*?) > \S+beside-notebooks\.log")
 
 
 def make_plan(*args: str) -> str:
@@ -57,13 +32,13 @@ needs_make = pytest.mark.skipif(subprocess.run(["make", "--version"], capture_ou
 @needs_make
 def test_make_test_runs_each_trace_test_once_beside_some_notebooks():
     """``make test``'s plan (``make -n``): every notebook is executed once; the OVERLAP_TESTS files exist and start
-    under helpers.tools.idle just before nbmake runs the BESIDE_NOTEBOOKS, after the ones that run alone (02's
+    at the lowest priority just before nbmake runs the BESIDE_NOTEBOOKS, after the ones that run alone (02's
     workers and 06's ranks use both cores), and are waited for and left out of the unit phase, so each runs once."""
     plan = make_plan()
     assert sorted(executed(plan)) == NOTEBOOKS, executed(plan)
-    beside = re.search(r"helpers\.tools\.idle \S+ -m pytest (.*?) > \S+beside-notebooks\.log", plan)
+    beside = BESIDE.search(plan)
     assert beside, plan
-    files = [a for a in beside.group(1).split() if a.startswith("tests/")]
+    files = [a for a in beside.group(2).split() if a.startswith("tests/")]
     assert files and all((ROOT / f).exists() for f in files), files
     after = executed(plan[beside.end():])
     assert after and "02_data_pipeline" not in after and "06_distributed" not in after, after
@@ -79,4 +54,31 @@ def test_make_test_runs_each_trace_test_once_beside_some_notebooks():
 @needs_make
 def test_without_overlap_tests_everything_runs_as_before():
     plan = make_plan("OVERLAP_TESTS=")
-    assert executed(plan) == NOTEBOOKS and "helpers.tools.idle" not in plan and "--ignore=" not in plan
+    assert executed(plan) == NOTEBOOKS and not BESIDE.search(plan) and "--ignore=" not in plan
+
+
+@needs_make
+def test_the_trace_tests_and_what_they_start_run_at_the_lowest_priority():
+    """The prefix make's plan puts before them (``chrt --idle 0`` where it may set SCHED_IDLE, else ``nice -n 19``)
+    runs a command whose own child is at that priority too, as pytest's subprocesses are."""
+    prefix = shlex.split(BESIDE.search(make_plan()).group(1))
+    report = "import os; print(os.sched_getscheduler(0) if hasattr(os, 'sched_getscheduler') else -1, os.nice(0))"
+    probe = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {report!r}])\n"
+    p = subprocess.run([*prefix, sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    policy, nice = map(int, p.stdout.split())
+    if prefix[0] == "chrt":
+        assert policy == os.SCHED_IDLE   # inherited by the grandchild
+    else:  # no chrt, or it may not set SCHED_IDLE here
+        assert nice == 19
+
+
+@needs_make
+def test_without_chrt_the_prefix_is_nice(tmp_path):
+    """Where util-linux's chrt is missing (a PATH without it here), the plan falls back to ``nice -n 19``."""
+    import shutil
+
+    env = {**os.environ, "PATH": str(tmp_path)}
+    plan = subprocess.run([shutil.which("make"), "-n", "test", "SETUP="], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=60).stdout.replace("\\\n", " ")
+    assert BESIDE.search(plan).group(1) == "nice -n 19"

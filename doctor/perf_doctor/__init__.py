@@ -1,8 +1,9 @@
-"""The trace toolkit: read any PyTorch profiler trace offline, view it, diagnose its steps.
+"""perf-doctor, the trace toolkit: read any PyTorch profiler trace offline, view it, diagnose its steps.
 
-No server and no network: a ``.json`` / ``.json.gz`` Chrome trace or a ``tensorboard_trace_handler`` folder, from
-any job. Computing is apart from drawing (as Holistic Trace Analysis keeps plots behind a flag): every function
-returns numbers or DataFrames; ``Trace.timeline`` and ``show`` draw.
+No server, no network and no torch: a ``.json`` / ``.json.gz`` Chrome trace or a ``tensorboard_trace_handler``
+folder, from any job. Computing is apart from drawing (as Holistic Trace Analysis keeps plots behind a flag): every
+function returns numbers or DataFrames; ``Trace.timeline`` and ``show`` draw. It imports nothing from the lab
+(``helpers``), which imports it.
 
 - ``files`` / ``load`` / ``stream``: which trace files a path holds (``find_trace``, ``find_workers``); reading
   (``load_trace``, ``max_trace_bytes``), ``trim`` to the first steps; ``read_trimmed``, the doctor's streamed reader
@@ -13,8 +14,10 @@ returns numbers or DataFrames; ``Trace.timeline`` and ``show`` draw.
   TFLOP/s of matmul/conv ops against ``PEAK_TFLOPS``; ``memory``: a profile_memory=True trace's peaks and allocators
 - ``diagnosis``: ``diagnose``, the average step split into causes (the interval work in ``split``); ``gaps``: the GPU's
   idle time by what the host was doing; ``quality``: is a trace fit; ``gputime``: the GPU's breakdown (HTA's terms)
-- ``report``: one trace's report and its text; ``job``: a folder of ranks, the straggler, one verdict; ``doctor``:
-  ``python -m helpers.doctor PATH``; ``backward``: two clocks per autograd node, a node's forward op and line
+- ``report``: one trace's report and its text; ``job``: a folder of ranks, the straggler, one verdict; ``compare``:
+  two traces' steps compared (``stats``: the ratio, its interval, the noise floor and the verdict); ``cli``: the
+  command line, ``perf-doctor PATH`` or ``compare BEFORE AFTER``; ``backward``: two clocks per autograd node, a node's
+  forward op and line
 """
 from .backward import backward_ops, forward_origin
 from .diagnosis import CAUSES, Diagnosis, DiagnosisError, diagnose

@@ -1,8 +1,8 @@
 """``compare(before, after)``: did a change make the step faster, slower, or no different beyond the noise, and
-which cause moved? ``python -m helpers.doctor compare BEFORE AFTER [--json] [--fail-if-slower PCT]``.
+which cause moved? ``perf-doctor compare BEFORE AFTER [--json] [--fail-if-slower PCT]``.
 
 Each side (a trace or a folder of ranks) is diagnosed, one sample per profiled step (``Diagnosis.per_step``); the
-step compared by ``compare.compare_times(before, after, role="change")`` (the sides ran at different times, not
+step compared by ``stats.compare_times(before, after, role="change")`` (the sides ran at different times, not
 interleaved), each cause by Welch's t interval, after ``comparability`` (docs/doctor.md, ``compare``).
 
 Returned dict (the ``--json``)::
@@ -21,9 +21,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from ..traces.job import diagnose_job
-from ..traces.report import shown_path
-from . import compare as cmp_
+from .job import diagnose_job
+from .report import shown_path
+from .stats import compare_times, describe, direction
 
 CONFIDENCE = 0.95
 # Comparability (issue 32): two traces of different models time different work. The op signature is the set of
@@ -43,7 +43,7 @@ def jaccard(a, b) -> float:
 
 
 def _sig(rep: dict[str, Any]) -> dict[str, Any]:
-    """One side's signature (``traces.report.signature``), the ranks of a job merged."""
+    """One side's signature (``report.signature``), the ranks of a job merged."""
     sigs = rep.get("_signatures") or [rep["_signature"]]
     merged = {k: set().union(*(x[k] for x in sigs)) for k in ("ops", "kernels", "shapes")}
     return merged | {"devices": next((x["devices"] for x in sigs if x["devices"]), []),
@@ -119,14 +119,14 @@ def _r(x: float | None) -> float | None:
 
 
 def compare(before: Path | str, after: Path | str, *, force: bool = False) -> dict[str, Any]:
-    """The comparison (module docstring); ``traces.report.DoctorError`` for bad input on either side. Unless
+    """The comparison (module docstring); ``report.DoctorError`` for bad input on either side. Unless
     ``force``, a side that cannot be compared (``comparability``) makes the verdict "not comparable" or
     "inconclusive", with its reasons, in place of the step's."""
     rep_a, ta, ca = samples(before)
     rep_b, tb, cb = samples(after)
     able = comparability(rep_a, rep_b, len(ta), len(tb))
     mean_a, mean_b = statistics.fmean(ta), statistics.fmean(tb)
-    c = (cmp_.compare_times(ta, tb, a="before", b="after", confidence=CONFIDENCE, role="change")
+    c = (compare_times(ta, tb, a="before", b="after", confidence=CONFIDENCE, role="change")
          if len(ta) >= 2 and len(tb) >= 2 else None)
     verdict = c["verdict"] if c else "cannot tell"
     rows = []
@@ -137,7 +137,7 @@ def compare(before: Path | str, after: Path | str, *, force: bool = False) -> di
         rows.append({"cause": cause, "before_ms": _r(statistics.fmean(xa)), "after_ms": _r(statistics.fmean(xb)),
                      "change_ms": _r(d), "low_ms": _r(lo), "high_ms": _r(hi)})
     cause = None
-    way = cmp_.direction(c) if c else None
+    way = direction(c) if c else None
     if way and rows:
         sign = -1 if way == "faster" else 1
         best = max(rows, key=lambda r: sign * r["change_ms"])
@@ -155,7 +155,7 @@ def compare(before: Path | str, after: Path | str, *, force: bool = False) -> di
     elif c["floor_from"].startswith("assumed"):
         notes.append("fewer than 4 steps a side: no noise floor measured (3.5% assumed), and a bootstrap interval over "
                      "so few steps is narrower than their variation warrants; profile more steps")
-    said = cmp_.describe(c) if c else f"after vs before: cannot tell ({len(ta)} and {len(tb)} steps)"
+    said = describe(c) if c else f"after vs before: cannot tell ({len(ta)} and {len(tb)} steps)"
     if able["verdict"] != "comparable":
         if force:
             notes.append(f"compared anyway (--force), though {able['verdict']}: " + "; ".join(able["reasons"]))
@@ -175,7 +175,8 @@ def compare(before: Path | str, after: Path | str, *, force: bool = False) -> di
 
 def compare_text(cmp: dict[str, Any]) -> str:
     """The text report of a comparison."""
-    out = [f"before: {shown_path(cmp['before'])}", f"after:  {shown_path(cmp['after'])}", "", f"verdict: {cmp['verdict']}", cmp["summary"]]
+    out = [f"before: {shown_path(cmp['before'])}", f"after:  {shown_path(cmp['after'])}", "",
+           f"verdict: {cmp['verdict']}", cmp["summary"]]
     a = cmp.get("comparability")
     if a:
         kern = f", kernels {a['kernels_jaccard']:.0%}" if a["kernels_jaccard"] is not None else ""

@@ -3,8 +3,8 @@ in notebooks 01-04, and in ``05_diagnose``). The views themselves are computed i
 
 The trace is named once (its file; the folder in the first line only); each table keeps the columns that carry
 something on this trace (a CPU-only trace has no device columns). Tables and lines go through ``Table`` and ``say``:
-plain here, replaced by ``render_with`` (``helpers.notebook.display`` installs its own when imported), so the trace
-toolkit needs nothing from the notebook layer."""
+plain here, replaced by ``render_with`` (the lab's ``helpers.notebook.display`` installs its own when imported),
+so the trace toolkit needs nothing from the notebook layer."""
 from __future__ import annotations
 
 from pathlib import Path

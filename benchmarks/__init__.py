@@ -1,0 +1,2 @@
+"""Benchmarks run by hand, never by ``make test`` (their figures depend on the machine): ``doctor_bench``, the
+doctor timed on a large trace (``python benchmarks/doctor_bench.py`` or ``python -m benchmarks.doctor_bench``)."""
