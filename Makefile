@@ -88,7 +88,7 @@ lab: setup ## JupyterLab on 127.0.0.1:8888 (PORT=...) with your working copies o
 
 test: setup ## every notebook at smoke scale, then the unit tests (8-10 min on 2 cores)
 	rm -rf $(TEST_OUT)
-	mkdir -p $(TEST_NOTEBOOKS)
+	mkdir -p $(TEST_NOTEBOOKS) $(DEEP_TMP)
 	cp notebooks/[0-9][0-9]_*.ipynb $(TEST_NOTEBOOKS)/
 	export PERF_SCALE=$${PERF_SCALE:-$(TEST_SCALE)} PERF_RESULTS_DIR=$(TEST_OUT)/results PERF_RUNS_DIR=$(TEST_OUT)/runs \
 	  PERF_EXECUTED_NOTEBOOKS=$(TEST_NOTEBOOKS); rc=0; \
