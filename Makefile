@@ -25,9 +25,9 @@ TEST_WORKERS ?= 3
 # thread), and are left out of the unit phase after them. The other notebooks run alone first: 02's DataLoader workers
 # and 06's ranks use both cores, and in a trial with the trace tests beside 02 its 2-vs-0-workers gain read
 # 1.10 [1.00, 1.24] instead of the 1.8-2.2 it reads alone. With the replay tests (tests/replay) too the trace tests
-# outlasted the notebooks (222 against 209 s): they stay out. 07 (one intra-op thread too) joined them, and 01 (one
-# thread, its CPU rounds on process time; 17 s alone) once 04 took 85 s, not 131: in a fresh clone 03, 04, 05 and 07
-# took 171 s beside the trace tests. OVERLAP_TESTS= runs every notebook alone and every unit test after them.
+# outlasted the notebooks (222 against 209 s): they stay out. 07 (one intra-op thread too) joined them. 01 stays out:
+# beside them it took 45 s against 17 s alone, and 04 138 s against 76-86 s alone (its Inductor compiles: the two
+# cores are not two machines). OVERLAP_TESTS= runs every notebook alone and every unit test after them.
 OVERLAP_TESTS ?= tests/traces/test_doctor.py tests/traces/test_trace_reading.py tests/traces/test_show_views.py \
   tests/traces/test_diagnosis.py tests/traces/test_categories.py tests/traces/test_quality.py \
   tests/traces/test_backward_trace.py tests/traces/test_events_memo.py tests/traces/test_intervals.py \
@@ -36,7 +36,7 @@ OVERLAP_TESTS ?= tests/traces/test_doctor.py tests/traces/test_trace_reading.py 
 # The trace tests write their traces at least 120 characters deep, whatever the checkout's own path: a report that
 # depends on the length of a path (its first line once wrapped past 120 columns at a checkout path of ~45) fails here.
 DEEP_TMP := $(TEST_OUT)/beside-tmp/a-checkout-as-deep-as-a-users-own/projects/learning/pytorch-performance-lab
-BESIDE_NOTEBOOKS ?= 01_profiler_basics 03_backward_hooks 04_torch_compile 05_diagnose 07_memory
+BESIDE_NOTEBOOKS ?= 03_backward_hooks 04_torch_compile 05_diagnose 07_memory
 # The lowest CPU priority there is, inherited by every process the command starts: SCHED_IDLE (util-linux's
 # `chrt --idle 0`: only CPU time nothing else wants) where chrt is and may set it, else `nice -n 19`.
 IDLE             := $(shell chrt --idle 0 true 2>/dev/null && echo chrt --idle 0 || echo nice -n 19)
