@@ -1,4 +1,5 @@
 """``python -m helpers.runner`` (``make run``): execute the notebooks headless; see ``helpers.notebook.runner``."""
+
 import signal
 import sys
 

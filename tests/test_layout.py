@@ -1,5 +1,5 @@
 """The packages' layout, checked: ``helpers`` (the lab) and ``perf_doctor`` (the trace doctor, ``doctor/``): no import
-cycle, no module over 450 lines, no module reaching into another's private names, every module named in its
+cycle, no module over 600 formatted lines, no module reaching into another's private names, every module named in its
 package's index (``__init__.py``) and in CONTRIBUTING.md's layout section; the doctor imports nothing from the lab."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "helpers"
 DOCTOR = ROOT / "doctor" / "perf_doctor"
 PACKAGES = (PKG, DOCTOR)
-MAX_LINES = 450
+MAX_LINES = 600  # formatted lines (ruff, 100 columns: tests/test_format.py); 450 before the formatter
 
 
 def modules(packages=PACKAGES) -> dict[str, Path]:
@@ -88,7 +88,7 @@ def test_the_cycle_finder_finds_a_cycle():
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
-def test_no_module_is_over_450_lines():
+def test_no_module_is_over_600_lines():
     long = {m: n for m, f in modules().items() if (n := len(f.read_text().splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines (split them by concern): {long}"
 

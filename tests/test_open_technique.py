@@ -32,7 +32,12 @@ TECHNIQUE = {
 # Issue 42: 7,500, the trace toolkit being a product of its own (doctor/, perf_doctor, 4,695 lines: moved out with
 # helpers/doctor.py, helpers/measure/trace_compare.py and the timing statistics; the doctor's benchmark in
 # benchmarks/; helpers/tools/idle.py replaced by chrt/nice): 7,157 then.
-MAX_LESSON_LINES, MAX_HELPER_LINES, MAX_PROSE_WORDS = 3000, 7500, 800
+# Issue 43: the code is formatted by ruff at 100 columns (tests/test_format.py), which turned the same code's 3,000
+# lines of helpers/lessons into 4,445 and helpers' 7,177 into 10,234 (joined statements and 120-column lines split):
+# the lessons' cap is re-measured in formatted lines, with the lessons' claims (checks.py) to come; helpers' cap of
+# 7,500 formatted lines is issue 42's, reached by moving the runner and the tools out of the package the notebooks
+# share (until then, the formatted count).
+MAX_LESSON_LINES, MAX_HELPER_LINES, MAX_PROSE_WORDS = 5000, 10400, 800
 MAX_EXPORTS = 25   # the notebooks' cells (30 lines a cell): tests/notebooks/test_notebook_code.py
 CHECK_CALL = re.compile(r"""RESULTS\.check\(\s*(f?)(["'])(.*?)\2""", re.S)
 CHECK_ID = re.compile(r"[a-z][a-z0-9_]{0,59}")

@@ -19,6 +19,7 @@ function returns numbers or DataFrames; ``Trace.timeline`` and ``show`` draw. It
   command line, ``perf-doctor PATH`` or ``compare BEFORE AFTER``; ``backward``: two clocks per autograd node, a node's
   forward op and line
 """
+
 from .backward import backward_ops, forward_origin
 from .diagnosis import CAUSES, Diagnosis, DiagnosisError, diagnose
 from .events import dataloader_wait_share, has_gpu, phase_ranges, step_ranges
@@ -29,7 +30,27 @@ from .show import show
 from .syncs import KINDS, count_syncs, sync_costs
 from .views import Trace, open_trace
 
-__all__ = ["CAUSES", "Diagnosis", "DiagnosisError", "KINDS", "Trace", "TraceError", "backward_ops",
-           "count_syncs", "dataloader_wait_share", "diagnose", "diagnose_job", "find_trace", "find_workers",
-           "forward_origin", "has_gpu", "load_trace", "open_trace", "phase_ranges", "show", "step_ranges",
-           "sync_costs", "trim"]
+__all__ = [
+    "CAUSES",
+    "Diagnosis",
+    "DiagnosisError",
+    "KINDS",
+    "Trace",
+    "TraceError",
+    "backward_ops",
+    "count_syncs",
+    "dataloader_wait_share",
+    "diagnose",
+    "diagnose_job",
+    "find_trace",
+    "find_workers",
+    "forward_origin",
+    "has_gpu",
+    "load_trace",
+    "open_trace",
+    "phase_ranges",
+    "show",
+    "step_ranges",
+    "sync_costs",
+    "trim",
+]

@@ -1,4 +1,5 @@
 """``python -m perf_doctor PATH`` (and ``... compare BEFORE AFTER``): the same command as ``perf-doctor``."""
+
 import sys
 
 from .cli import main

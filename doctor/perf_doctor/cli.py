@@ -14,6 +14,7 @@ slower beyond the noise by PCT% of BEFORE's step or more, or when the doctor can
 not pass). Not comparable (other devices, models) or inconclusive (under 3 steps a side, other shapes): the reasons,
 status 3, gate or not; ``--force`` compares anyway.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,16 +33,30 @@ from .stream import progress_to
 from .quality import finite
 from .report import SCHEMA_VERSION, DoctorError, trace_text
 
-EXIT_SLOWER = 1          # --fail-if-slower: slower by PCT% or more, or cannot tell
+EXIT_SLOWER = 1  # --fail-if-slower: slower by PCT% or more, or cannot tell
 EXIT_BAD_INPUT = 2
-EXIT_NOT_COMPARABLE = 3  # the two sides cannot be compared (or too few steps to tell): the reasons on stderr
-EXIT_INTERRUPTED = 130     # Ctrl-C: one line on stderr, no traceback
-EXIT_CODES = ("exit status: 0 the report was printed (compare: no gate failed); 1 compare --fail-if-slower: AFTER "
-              "slower by PCT% or more, or cannot tell; 2 bad input or bad arguments (one line on stderr); 3 compare: "
-              "the two sides are not comparable or too few steps to tell (the reasons on stderr; --force compares "
-              "anyway); 130 interrupted (Ctrl-C)")
-__all__ = ["DoctorError", "EXIT_BAD_INPUT", "compare_main", "emit", "json_report", "main", "pct_arg", "report",
-           "report_main", "text_report"]
+EXIT_NOT_COMPARABLE = (
+    3  # the two sides cannot be compared (or too few steps to tell): the reasons on stderr
+)
+EXIT_INTERRUPTED = 130  # Ctrl-C: one line on stderr, no traceback
+EXIT_CODES = (
+    "exit status: 0 the report was printed (compare: no gate failed); 1 compare --fail-if-slower: AFTER "
+    "slower by PCT% or more, or cannot tell; 2 bad input or bad arguments (one line on stderr); 3 compare: "
+    "the two sides are not comparable or too few steps to tell (the reasons on stderr; --force compares "
+    "anyway); 130 interrupted (Ctrl-C)"
+)
+__all__ = [
+    "DoctorError",
+    "EXIT_BAD_INPUT",
+    "compare_main",
+    "emit",
+    "json_report",
+    "main",
+    "pct_arg",
+    "report",
+    "report_main",
+    "text_report",
+]
 
 
 def report(path: Path | str, *, views: bool = True, workers: int = 1) -> dict[str, Any]:
@@ -69,14 +84,18 @@ class Parser(argparse.ArgumentParser):
 
 def positive(kind: type, high: float = 1e9, zero: bool = False, need: str = "must be above 0"):
     """An argparse type: a number of ``kind`` above 0 (``zero``: from 0) and under ``high`` (``--top 0`` is refused)."""
+
     def parse(text: str):
         try:
             x = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"not a{' whole' if kind is int else ''} number: {text!r}") from None
+            raise argparse.ArgumentTypeError(
+                f"not a{' whole' if kind is int else ''} number: {text!r}"
+            ) from None
         if not ((0 <= x) if zero else (0 < x)) or not x < high:
             raise argparse.ArgumentTypeError(f"{need}, not {text!r}")
         return x
+
     return parse
 
 
@@ -110,22 +129,45 @@ def emit(text: str) -> None:
 
 def report_main(argv: list[str]) -> int:
     """``perf-doctor PATH``: one trace's or a folder of ranks' report."""
-    ap = Parser(prog=prog(), description=__doc__.splitlines()[0].split(": ", 1)[-1],
-                epilog=f"{prog()} compare BEFORE AFTER [--json] [--fail-if-slower PCT]: did a change help? (--help "
-                       f"after compare for more). {EXIT_CODES}.")
-    ap.add_argument("path", help="a .json / .json.gz profiler trace or a tensorboard_trace_handler folder")
-    ap.add_argument("--json", action="store_true", help="print one JSON object (with schema_version and verdict)")
-    ap.add_argument("--top", type=positive(int), default=10, help="rows of the operator and kernel tables (default 10)")
-    ap.add_argument("--max-mb", type=positive(float),
-                    help="the reading limit in MiB (default $PERF_TRACE_MAX_MB or 512)")
-    ap.add_argument("--jobs", type=positive(int), default=min(os.cpu_count() or 1, 4),
-                    help="a folder of ranks: ranks read at once, one process each (default: the cores, at most 4)")
+    ap = Parser(
+        prog=prog(),
+        description=__doc__.splitlines()[0].split(": ", 1)[-1],
+        epilog=f"{prog()} compare BEFORE AFTER [--json] [--fail-if-slower PCT]: did a change help? (--help "
+        f"after compare for more). {EXIT_CODES}.",
+    )
+    ap.add_argument(
+        "path", help="a .json / .json.gz profiler trace or a tensorboard_trace_handler folder"
+    )
+    ap.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object (with schema_version and verdict)",
+    )
+    ap.add_argument(
+        "--top",
+        type=positive(int),
+        default=10,
+        help="rows of the operator and kernel tables (default 10)",
+    )
+    ap.add_argument(
+        "--max-mb",
+        type=positive(float),
+        help="the reading limit in MiB (default $PERF_TRACE_MAX_MB or 512)",
+    )
+    ap.add_argument(
+        "--jobs",
+        type=positive(int),
+        default=min(os.cpu_count() or 1, 4),
+        help="a folder of ranks: ranks read at once, one process each (default: the cores, at most 4)",
+    )
     ap.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     args = ap.parse_args(argv)
     if args.max_mb:
         os.environ["PERF_TRACE_MAX_MB"] = str(args.max_mb)
     try:
-        with progress_to(sys.stderr):   # issue 32 item 7: a read over ~2 s shows a bar on a terminal's stderr
+        with progress_to(
+            sys.stderr
+        ):  # issue 32 item 7: a read over ~2 s shows a bar on a terminal's stderr
             rep = report(args.path, workers=args.jobs)
     except DoctorError as exc:
         print(f"doctor: {exc}", file=sys.stderr)
@@ -136,36 +178,56 @@ def report_main(argv: list[str]) -> int:
 
 def compare_main(argv: list[str]) -> int:
     """``perf-doctor compare BEFORE AFTER``: the comparison, and the gate's exit status."""
-    ap = Parser(prog=f"{prog()} compare", epilog=EXIT_CODES + ".",
-                description="Did AFTER get faster than BEFORE, beyond the step-to-step noise?")
+    ap = Parser(
+        prog=f"{prog()} compare",
+        epilog=EXIT_CODES + ".",
+        description="Did AFTER get faster than BEFORE, beyond the step-to-step noise?",
+    )
     ap.add_argument("before", help="a trace or a trace folder (before the change)")
     ap.add_argument("after", help="a trace or a trace folder (after the change)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
-    ap.add_argument("--force", action="store_true",
-                    help="compare even when the two sides are not comparable (other models, devices, shapes) or "
-                         "too few steps make it inconclusive (otherwise: exit status 3 with the reasons)")
-    ap.add_argument("--fail-if-slower", type=pct_arg, metavar="PCT",
-                    help="exit status 1 when AFTER is slower beyond noise by PCT%% of BEFORE's step or more, or "
-                         "when there are too few steps to tell")
+    ap.add_argument(
+        "--force",
+        action="store_true",
+        help="compare even when the two sides are not comparable (other models, devices, shapes) or "
+        "too few steps make it inconclusive (otherwise: exit status 3 with the reasons)",
+    )
+    ap.add_argument(
+        "--fail-if-slower",
+        type=pct_arg,
+        metavar="PCT",
+        help="exit status 1 when AFTER is slower beyond noise by PCT%% of BEFORE's step or more, or "
+        "when there are too few steps to tell",
+    )
     args = ap.parse_args(argv)
     try:
         cmp = compare(args.before, args.after, force=args.force)
     except DoctorError as exc:
         print(f"doctor: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    emit(json.dumps(finite({"schema_version": SCHEMA_VERSION, **cmp}), indent=1, allow_nan=False)
-         if args.json else compare_text(cmp))
+    emit(
+        json.dumps(finite({"schema_version": SCHEMA_VERSION, **cmp}), indent=1, allow_nan=False)
+        if args.json
+        else compare_text(cmp)
+    )
     able = cmp["comparability"]
     if able["verdict"] != "comparable" and not args.force:
-        print(f"doctor: {able['verdict']}: " + "; ".join(able["reasons"]) + " (--force compares anyway)",
-              file=sys.stderr)
+        print(
+            f"doctor: {able['verdict']}: "
+            + "; ".join(able["reasons"])
+            + " (--force compares anyway)",
+            file=sys.stderr,
+        )
         return EXIT_NOT_COMPARABLE
     limit = args.fail_if_slower
     if limit is None:
         return 0
     if cmp["comparison"] is None:
-        print(f"doctor: cannot tell with {cmp['steps'][0]} and {cmp['steps'][1]} steps: the gate fails "
-              f"(profile at least 2 steps a side)", file=sys.stderr)
+        print(
+            f"doctor: cannot tell with {cmp['steps'][0]} and {cmp['steps'][1]} steps: the gate fails "
+            f"(profile at least 2 steps a side)",
+            file=sys.stderr,
+        )
         return EXIT_SLOWER
     pct = cmp["step"]["change_pct"]
     if direction(cmp["comparison"]) == "slower" and pct >= limit:

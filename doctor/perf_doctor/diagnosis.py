@@ -32,6 +32,7 @@ A cause's ``ms`` is its time per average step: the most that fixing it could sav
 ``FP32_GEMM_SHARE`` of a GPU trace's kernel time, the compute advice names TF32 first). A cause below
 ``MIN_FINDING_SHARE`` of the step is no finding. ``Diagnosis.per_step``: each cause's ms step by step.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,7 +44,15 @@ from . import events as ev
 from . import intervals as iv
 from .kernels import kernel_dtype, uses_tensor_cores
 from .load import load_trace
-from .split import MALLOC_APIS, SHORT_KERNEL_US, TINY_OP_US, Part, split_cpu, split_gpu, step_periods
+from .split import (
+    MALLOC_APIS,
+    SHORT_KERNEL_US,
+    TINY_OP_US,
+    Part,
+    split_cpu,
+    split_gpu,
+    step_periods,
+)
 
 # --- thresholds (shown in notebook 05) -------------------------------------------------------------------------
 # A cause worth a finding takes at least 5% of the step: torch-tb-profiler's own threshold for "DataLoader time
@@ -56,39 +65,54 @@ NEAR_CAPACITY = 0.90
 # TF32 tensor cores (Ampere and later; the H100 reference's 8192² FP32 product ran at ~52 TFLOP/s with it off).
 FP32_GEMM_SHARE = 0.5
 # TINY_OP_US and SHORT_KERNEL_US live with the splitting code, in ``split``; they are shown from here.
-__all__ = ["CAUSES", "Diagnosis", "DiagnosisError", "FP32_GEMM_SHARE", "MALLOC_APIS", "MIN_FINDING_SHARE",
-           "NEAR_CAPACITY", "SEE", "SEE_CPU", "SHORT_KERNEL_US", "TINY_OP_US", "advice", "diagnose"]
+__all__ = [
+    "CAUSES",
+    "Diagnosis",
+    "DiagnosisError",
+    "FP32_GEMM_SHARE",
+    "MALLOC_APIS",
+    "MIN_FINDING_SHARE",
+    "NEAR_CAPACITY",
+    "SEE",
+    "SEE_CPU",
+    "SHORT_KERNEL_US",
+    "TINY_OP_US",
+    "advice",
+    "diagnose",
+]
 
 CAUSES = ("input", "host sync", "launch/overhead", "compute", "memory", "communication")
 SEE = {
     "input": "02_data_pipeline: How many workers? A sweep from 0 to the core count (then Fix 1-3, DataLoader options)",
     "host sync": "03_backward_hooks: Measure again: determinism × method (syncs counted from the trace); "
-                 "CUDA only: torch.cuda.set_sync_debug_mode",
+    "CUDA only: torch.cuda.set_sync_debug_mode",
     "launch/overhead": "04_torch_compile: compile mode 'reduce-overhead' (CUDA graphs: the step's kernels "
-                       "replayed with one launch) and fusion; larger batches per step",
+    "replayed with one launch) and fusion; larger batches per step",
     "compute": "04_torch_compile: the model × precision × mode matrix (bf16 autocast, compile)",
     "memory": "04_torch_compile: peak GPU memory per cell; 01_profiler_basics: Memory and input shapes",
     "communication": "06_distributed: Diagnose (bucket_cap_mb) and Fix (no_sync): overlap the collectives with "
-                     "the backward (DDP launches a bucket's all-reduce as soon as its "
-                     "gradients are ready: bucket_cap_mb sets the bucket size, smaller buckets start sooner, larger "
-                     "ones cost fewer calls); accumulate gradients over several steps under model.no_sync() so only "
-                     "the last one communicates; if one rank is the straggler, the others wait for it: fix its own "
-                     "top cause first (the doctor's per-rank table)",
+    "the backward (DDP launches a bucket's all-reduce as soon as its "
+    "gradients are ready: bucket_cap_mb sets the bucket size, smaller buckets start sooner, larger "
+    "ones cost fewer calls); accumulate gradients over several steps under model.no_sync() so only "
+    "the last one communicates; if one rank is the straggler, the others wait for it: fix its own "
+    "top cause first (the doctor's per-rank table)",
 }
 # On a CPU-only trace the host runs the ops itself: there are no launches to batch into a CUDA graph, so the advice
 # is what shrinks host time (notebook 04: Inductor's CPU backend fuses ops into C++/OpenMP loops).
 SEE_CPU = {
     **SEE,
     "launch/overhead": "04_torch_compile: on a CPU, fewer and larger ops: torch.compile (Inductor's CPU backend "
-                       "fuses elementwise ops into C++/OpenMP loops and removes the per-op dispatch), larger batches "
-                       "per step, less Python per op (vectorise loops over small tensors)",
+    "fuses elementwise ops into C++/OpenMP loops and removes the per-op dispatch), larger batches "
+    "per step, less Python per op (vectorise loops over small tensors)",
     "compute": "04_torch_compile: the model × mode matrix (compile's CPU fusion); fewer FLOPs: a smaller model or "
-               "input, or lower precision where the CPU has bf16 units",
+    "input, or lower precision where the CPU has bf16 units",
 }
 
 
-TF32 = ('FP32 matrix products: first torch.set_float32_matmul_precision("high") (one line: they run on TF32 '
-        'tensor cores, Ampere and later), then ')
+TF32 = (
+    'FP32 matrix products: first torch.set_float32_matmul_precision("high") (one line: they run on TF32 '
+    "tensor cores, Ampere and later), then "
+)
 
 
 def advice(cause: str, on_gpu: bool, fp32_gemm: bool = False) -> str:
@@ -99,7 +123,9 @@ def advice(cause: str, on_gpu: bool, fp32_gemm: bool = False) -> str:
 
 def is_fp32_gemm(name: str) -> bool:
     """A plain-FP32 GPU matrix product (``kernel_dtype`` fp32, no tensor cores): ``…_ffma``, ``…sgemm…``, simt."""
-    return "gemm" in name.lower() and uses_tensor_cores(name) is False and kernel_dtype(name) == "fp32"
+    return (
+        "gemm" in name.lower() and uses_tensor_cores(name) is False and kernel_dtype(name) == "fp32"
+    )
 
 
 def fp32_gemm_share(events: list, steps) -> float | None:
@@ -125,16 +151,18 @@ class Diagnosis:
     steps: int
     step_ms: float
     on_gpu: bool
-    causes: list[dict[str, Any]]                       # {cause, ms, share, finding, evidence, see}, largest first
+    causes: list[dict[str, Any]]  # {cause, ms, share, finding, evidence, see}, largest first
     cannot_judge: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     source: str | None = None
-    trace_dir: Path | None = None                      # set by diagnose_step: the folder its trace went to
-    per_step: dict[str, list[float]] = field(default_factory=dict)   # cause -> ms in each step
-    step_times: list[float] = field(default_factory=list)            # each step's ms
-    host_ms: float | None = None       # the mean CPU span of a step (its ProfilerStep)
-    device_ms: float | None = None     # the mean span of the device work a step launched (None: none recorded)
-    damaged: bool = False              # every ProfilerStep had an impossible time: no cause is diagnosed
+    trace_dir: Path | None = None  # set by diagnose_step: the folder its trace went to
+    per_step: dict[str, list[float]] = field(default_factory=dict)  # cause -> ms in each step
+    step_times: list[float] = field(default_factory=list)  # each step's ms
+    host_ms: float | None = None  # the mean CPU span of a step (its ProfilerStep)
+    device_ms: float | None = (
+        None  # the mean span of the device work a step launched (None: none recorded)
+    )
+    damaged: bool = False  # every ProfilerStep had an impossible time: no cause is diagnosed
     # GPU traces: (the step windows split, {cause: its intervals in µs}), for gaps.idle_causes to refine, not redo
     split: Any = field(default=None, repr=False, compare=False)
 
@@ -172,23 +200,34 @@ class Diagnosis:
         """A few lines: the verdict, then one line per cause."""
         kind = "GPU" if self.on_gpu else "CPU-only"
         if self.damaged:
-            head = (f"the trace's ProfilerSteps all have impossible times: the whole trace ({self.step_ms:.2f} ms, "
-                    f"{kind}) is one window and no cause is diagnosed.")
+            head = (
+                f"the trace's ProfilerSteps all have impossible times: the whole trace ({self.step_ms:.2f} ms, "
+                f"{kind}) is one window and no cause is diagnosed."
+            )
         elif self.whole_trace:
-            head = (f"no ProfilerStep marks: the whole trace ({self.step_ms:.2f} ms, {kind}) is one window, not a "
-                    f"training step. Top cause: {self.top or 'none'}.")
+            head = (
+                f"no ProfilerStep marks: the whole trace ({self.step_ms:.2f} ms, {kind}) is one window, not a "
+                f"training step. Top cause: {self.top or 'none'}."
+            )
         else:
-            bound = (f", {self.bound} (CPU step {self.host_ms:.2f} ms, device work {self.device_ms:.2f} ms)"
-                     if self.bound else "")
-            head = (f"{self.steps} step(s), {self.step_ms:.2f} ms per step ({kind} trace{bound}). "
-                    f"Top cause: {self.top or 'none'}.")
+            bound = (
+                f", {self.bound} (CPU step {self.host_ms:.2f} ms, device work {self.device_ms:.2f} ms)"
+                if self.bound
+                else ""
+            )
+            head = (
+                f"{self.steps} step(s), {self.step_ms:.2f} ms per step ({kind} trace{bound}). "
+                f"Top cause: {self.top or 'none'}."
+            )
         lines = [head]
         for c in self.causes:
             if c["ms"] is None:
                 lines.append(f"  - {c['cause']}: cannot judge. {c['evidence']}")
             else:
-                lines.append(f" {'*' if c['finding'] else ' '}- {c['cause']}: {c['ms']:.2f} ms ({c['share']:.0%}). "
-                             f"{c['evidence']} See {c['see']}.")
+                lines.append(
+                    f" {'*' if c['finding'] else ' '}- {c['cause']}: {c['ms']:.2f} ms ({c['share']:.0%}). "
+                    f"{c['evidence']} See {c['see']}."
+                )
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -198,45 +237,80 @@ class Diagnosis:
 
 def damaged_steps(trace) -> int:
     """How many ``ProfilerStep#N`` host events have an impossible time (negative, missing, NaN ...): left out."""
-    return sum(1 for e in ev.events(trace) if ev.is_mapping(e) and e.get("ph") == "X" and ev.is_host(e)
-               and str(e.get("name", "")).startswith(ev.STEP_PREFIX) and not ev.valid_time(e))
+    return sum(
+        1
+        for e in ev.events(trace)
+        if ev.is_mapping(e)
+        and e.get("ph") == "X"
+        and ev.is_host(e)
+        and str(e.get("name", "")).startswith(ev.STEP_PREFIX)
+        and not ev.valid_time(e)
+    )
 
 
-def _steps(trace, events: list, name: str) -> tuple[list[tuple[float, float]], Any, list[str], list, list]:
+def _steps(
+    trace, events: list, name: str
+) -> tuple[list[tuple[float, float]], Any, list[str], list, list]:
     """The steps to split (``split.step_periods``, or the whole trace), the main thread, their CPU and device µs."""
     steps = ev.step_events(events)
     if steps:
-        wins, host, dev = step_periods(events, [(a, b) for _, a, b in ev.step_windows(trace, events)])
+        wins, host, dev = step_periods(
+            events, [(a, b) for _, a, b in ev.step_windows(trace, events)]
+        )
         return wins, steps[0].get("tid"), [], host, dev
     spans = [ev.span(e) for e in events]
     if not spans:
-        raise DiagnosisError(f"{name}: the trace holds no timed events; profile at least one step "
-                             f"(torch.profiler with a schedule and prof.step()).")
-    notes = ["no ProfilerStep in this trace: the whole trace, from its first event to its last, was analysed as "
-             "one step, so its 'step time' is the trace's length (start-up, data loading and idle gaps included), "
-             "not a training step's (profile with a schedule and call prof.step() after each step to get "
-             "per-step figures)"]
+        raise DiagnosisError(
+            f"{name}: the trace holds no timed events; profile at least one step "
+            f"(torch.profiler with a schedule and prof.step())."
+        )
+    notes = [
+        "no ProfilerStep in this trace: the whole trace, from its first event to its last, was analysed as "
+        "one step, so its 'step time' is the trace's length (start-up, data loading and idle gaps included), "
+        "not a training step's (profile with a schedule and call prof.step() after each step to get "
+        "per-step figures)"
+    ]
     host = [e for e in events if ev.is_host(e)]
     tid = max(host, key=lambda e: float(e.get("dur", 0) or 0)).get("tid") if host else None
     return [(min(a for a, _ in spans), max(b for _, b in spans))], tid, notes, [], []
 
 
-def _cause(part: Part, n: int, step_ms: float, steps, on_gpu: bool) -> tuple[dict[str, Any], list[float]]:
+def _cause(
+    part: Part, n: int, step_ms: float, steps, on_gpu: bool
+) -> tuple[dict[str, Any], list[float]]:
     ms = iv.length(part.ivs) / n / 1000.0
     share = ms / step_ms if step_ms else 0.0
-    c = {"cause": part.cause, "ms": round(ms, 3), "share": round(share, 4),
-         "finding": bool(share >= MIN_FINDING_SHARE if part.finding is None else part.finding),
-         "evidence": part.evidence, "see": advice(part.cause, on_gpu), **part.extra}
+    c = {
+        "cause": part.cause,
+        "ms": round(ms, 3),
+        "share": round(share, 4),
+        "finding": bool(share >= MIN_FINDING_SHARE if part.finding is None else part.finding),
+        "evidence": part.evidence,
+        "see": advice(part.cause, on_gpu),
+        **part.extra,
+    }
     return c, [round(iv.length(iv.clip(part.ivs, a, b)) / 1000.0, 4) for a, b in steps]
 
 
 def _cannot(name, why):
-    return {"cause": name, "ms": None, "share": None, "finding": False, "evidence": why, "see": advice(name, False)}
+    return {
+        "cause": name,
+        "ms": None,
+        "share": None,
+        "finding": False,
+        "evidence": why,
+        "see": advice(name, False),
+    }
 
 
 @ev.memoizing
-def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | None = None,
-             alloc_retries: int | None = None, loop_syncs: bool | None = None) -> Diagnosis:
+def diagnose(
+    trace: Mapping[str, Any] | str | Path,
+    *,
+    capacity_bytes: float | None = None,
+    alloc_retries: int | None = None,
+    loop_syncs: bool | None = None,
+) -> Diagnosis:
     """Split the average profiled step of ``trace`` (a dict or a path) into causes. ``capacity_bytes`` /
     ``alloc_retries`` add memory evidence the trace may lack. ``loop_syncs``: the loop synchronised at the end of each
     step (``profile_steps(sync=True)``): that sync is not the step's (None: ``events.loop_synced`` reads the trace)."""
@@ -251,23 +325,45 @@ def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | N
     step_us = sum(b - a for a, b in steps)
     step_ms = step_us / n / 1000.0
     if not step_ms > 0:
-        raise DiagnosisError(f"{name}: its profiled steps last 0 µs in all; the trace's times are not usable "
-                             f"(profile again, and give the file torch.profiler wrote)")
+        raise DiagnosisError(
+            f"{name}: its profiled steps last 0 µs in all; the trace's times are not usable "
+            f"(profile again, and give the file torch.profiler wrote)"
+        )
     on_gpu = any(ev.is_device_work(e) for e in events)
     bad = damaged_steps(trace) if not host else 0
     if bad:  # ProfilerSteps were recorded, none with a usable time: the window is no step, so judge no cause
-        why = (f"all {bad} ProfilerStep(s) have impossible times (negative, missing, NaN): no step to attribute, so "
-               f"no cause is diagnosed (the trace is damaged: export it again)")
+        why = (
+            f"all {bad} ProfilerStep(s) have impossible times (negative, missing, NaN): no step to attribute, so "
+            f"no cause is diagnosed (the trace is damaged: export it again)"
+        )
         judged = [c for c in CAUSES if c != "communication"]
-        return Diagnosis(steps=n, step_ms=round(step_ms, 3), on_gpu=on_gpu, causes=[_cannot(c, why) for c in judged],
-                         cannot_judge=judged, notes=[why], source=source, step_times=[round(step_ms, 4)], damaged=True)
+        return Diagnosis(
+            steps=n,
+            step_ms=round(step_ms, 3),
+            on_gpu=on_gpu,
+            causes=[_cannot(c, why) for c in judged],
+            cannot_judge=judged,
+            notes=[why],
+            source=source,
+            step_times=[round(step_ms, 4)],
+            damaged=True,
+        )
     per = lambda us: us / n / 1000.0  # noqa: E731 - µs over all steps -> ms per step
 
     cannot: list[str] = []
     if on_gpu:
-        parts = split_gpu(trace, events, steps, per, loop_syncs=loop_syncs, peak=_peak_reserved(trace),
-                          cap=capacity_bytes or _capacity(trace), alloc_retries=alloc_retries,
-                          near_capacity=NEAR_CAPACITY, min_share=MIN_FINDING_SHARE)
+        parts = split_gpu(
+            trace,
+            events,
+            steps,
+            per,
+            loop_syncs=loop_syncs,
+            peak=_peak_reserved(trace),
+            cap=capacity_bytes or _capacity(trace),
+            alloc_retries=alloc_retries,
+            near_capacity=NEAR_CAPACITY,
+            min_share=MIN_FINDING_SHARE,
+        )
     else:
         cannot = ["host sync", "GPU idle", "memory (device capacity)"]
         parts = split_cpu(events, steps, main_tid, per)
@@ -276,26 +372,49 @@ def diagnose(trace: Mapping[str, Any] | str | Path, *, capacity_bytes: float | N
     for part in parts:
         c, each = _cause(part, n, step_ms, steps, on_gpu)
         if part.cause == "compute" and fp32 is not None:
-            c |= {"fp32_gemm_share": round(fp32, 4), "see": advice("compute", True, fp32 >= FP32_GEMM_SHARE)}
+            c |= {
+                "fp32_gemm_share": round(fp32, 4),
+                "see": advice("compute", True, fp32 >= FP32_GEMM_SHARE),
+            }
         causes.append(c)
         per_step[part.cause] = each
     if not on_gpu:
-        causes.append(_cannot("host sync", "CPU-only trace: there is no device to wait for, so synchronisations "
-                                           "cannot be judged (profile on a GPU)."))
-        causes.append(_cannot("memory", "CPU-only trace: no device capacity or allocator retries to judge."))
+        causes.append(
+            _cannot(
+                "host sync",
+                "CPU-only trace: there is no device to wait for, so synchronisations "
+                "cannot be judged (profile on a GPU).",
+            )
+        )
+        causes.append(
+            _cannot("memory", "CPU-only trace: no device capacity or allocator retries to judge.")
+        )
     causes.sort(key=lambda c: -1.0 if c["ms"] is None else c["ms"], reverse=True)
-    return Diagnosis(steps=n, step_ms=round(step_ms, 3), on_gpu=on_gpu, causes=causes, cannot_judge=cannot,
-                     notes=notes, source=source, per_step=per_step,
-                     split=(steps, {p.cause: p.ivs for p in parts}) if on_gpu else None,
-                     step_times=[round((b - a) / 1000.0, 4) for a, b in steps],
-                     host_ms=round(sum(host) / len(host) / 1000.0, 3) if host else None,
-                     device_ms=(round(sum(d or 0.0 for d in dev) / len(dev) / 1000.0, 3)
-                                if on_gpu and any(d is not None for d in dev) else None))
+    return Diagnosis(
+        steps=n,
+        step_ms=round(step_ms, 3),
+        on_gpu=on_gpu,
+        causes=causes,
+        cannot_judge=cannot,
+        notes=notes,
+        source=source,
+        per_step=per_step,
+        split=(steps, {p.cause: p.ivs for p in parts}) if on_gpu else None,
+        step_times=[round((b - a) / 1000.0, 4) for a, b in steps],
+        host_ms=round(sum(host) / len(host) / 1000.0, 3) if host else None,
+        device_ms=(
+            round(sum(d or 0.0 for d in dev) / len(dev) / 1000.0, 3)
+            if on_gpu and any(d is not None for d in dev)
+            else None
+        ),
+    )
 
 
 def _capacity(trace: Mapping[str, Any]) -> float | None:
     props = trace.get("deviceProperties") or []
-    caps = [p.get("totalGlobalMem") for p in props if isinstance(p, Mapping) and p.get("totalGlobalMem")]
+    caps = [
+        p.get("totalGlobalMem") for p in props if isinstance(p, Mapping) and p.get("totalGlobalMem")
+    ]
     caps = [float(c) for c in caps if isinstance(c, (int, float)) and math.isfinite(c) and c > 0]
     return caps[0] if caps else None
 

@@ -4,6 +4,7 @@ The one place that says what a Kineto event category (``cat``) means, for the ol
 ``Operator``, ``Runtime``, ``Kernel`` ...) and the new one (``cpu_op``, ``cuda_runtime``, ``kernel`` ...), on CUDA,
 ROCm, MTIA and XPU alike: every reader of traces in this package classifies events through it.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -23,23 +24,42 @@ from . import intervals as iv
 # writes the CUDA names), MTIA, XPU and PrivateUse1 devices, and the capitalised names of torch <= 1.9 traces.
 CATEGORY_KIND = {
     # host
-    "cpu_op": "op", "operator": "op", "hpu_op": "op",
-    "user_annotation": "annotation", "python_function": "python", "python": "python",
+    "cpu_op": "op",
+    "operator": "op",
+    "hpu_op": "op",
+    "user_annotation": "annotation",
+    "python_function": "python",
+    "python": "python",
     # device work
-    "kernel": "kernel", "concurrent_kernel": "kernel", "mtia_ccp_events": "kernel", "collective_comm": "kernel",
-    "gpu_memcpy": "memcpy", "memcpy": "memcpy", "mtia_memcpy": "memcpy",
-    "gpu_memset": "memset", "memset": "memset",
+    "kernel": "kernel",
+    "concurrent_kernel": "kernel",
+    "mtia_ccp_events": "kernel",
+    "collective_comm": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "mtia_memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
     # host calls that queue device work
-    "cuda_runtime": "launch", "cuda_driver": "launch", "runtime": "launch", "driver": "launch",
-    "hip_runtime": "launch", "hip_driver": "launch", "mtia_runtime": "launch", "xpu_runtime": "launch",
-    "xpu_driver": "launch", "privateuse1_runtime": "launch", "privateuse1_driver": "launch",
+    "cuda_runtime": "launch",
+    "cuda_driver": "launch",
+    "runtime": "launch",
+    "driver": "launch",
+    "hip_runtime": "launch",
+    "hip_driver": "launch",
+    "mtia_runtime": "launch",
+    "xpu_runtime": "launch",
+    "xpu_driver": "launch",
+    "privateuse1_runtime": "launch",
+    "privateuse1_driver": "launch",
     # device-side records
     "gpu_user_annotation": "device_annotation",
-    "cuda_sync": "device_sync", "xpu_sync": "device_sync",
+    "cuda_sync": "device_sync",
+    "xpu_sync": "device_sync",
 }
-DEVICE_WORK = ("kernel", "memcpy", "memset")     # kinds that occupy the device
+DEVICE_WORK = ("kernel", "memcpy", "memset")  # kinds that occupy the device
 DEVICE_SIDE = DEVICE_WORK + ("device_annotation", "device_sync")
-HOST_RANGES = ("op", "annotation", "python")    # what a host thread's lane of a timeline shows
+HOST_RANGES = ("op", "annotation", "python")  # what a host thread's lane of a timeline shows
 STEP_PREFIX = "ProfilerStep#"
 DATALOADER_PREFIX = "enumerate(DataLoader)#"
 # Top-level key of a trace written by ``measure.profiling.profile_steps`` when its loop synchronised a CUDA device
@@ -113,20 +133,26 @@ def events(trace) -> list:
 
 def loop_synced(trace) -> bool:
     """The trace says its profiling loop synchronised the device after each step (``LOOP_SYNC_METADATA``)."""
-    return isinstance(trace, Mapping) and str(trace.get(LOOP_SYNC_METADATA, "0")).strip('"') not in (
-        "0", "", "False", "false")
+    return isinstance(trace, Mapping) and str(trace.get(LOOP_SYNC_METADATA, "0")).strip(
+        '"'
+    ) not in ("0", "", "False", "false")
 
 
-MAX_DURATION_US = 86_400e6    # a day: no profiled event lasts longer
-MAX_TIME_US = 1e18            # beyond any clock Kineto writes (epoch µs are ~1.7e15)
+MAX_DURATION_US = 86_400e6  # a day: no profiled event lasts longer
+MAX_TIME_US = 1e18  # beyond any clock Kineto writes (epoch µs are ~1.7e15)
 
 
 def valid_time(e: Mapping[str, Any]) -> bool:
     """A complete event with a finite start and a finite duration >= 0, and no ``untimed`` device work (others are
     left out; ``quality`` says so)."""
     ts, dur = e.get("ts"), e.get("dur")
-    return (type(ts) in (int, float) and type(dur) in (int, float) and 0 <= dur <= MAX_DURATION_US
-            and -MAX_TIME_US <= ts <= MAX_TIME_US and not (ts == 0 == dur and is_device_work(e)))
+    return (
+        type(ts) in (int, float)
+        and type(dur) in (int, float)
+        and 0 <= dur <= MAX_DURATION_US
+        and -MAX_TIME_US <= ts <= MAX_TIME_US
+        and not (ts == 0 == dur and is_device_work(e))
+    )
 
 
 def untimed(e: Mapping[str, Any]) -> bool:
@@ -135,7 +161,9 @@ def untimed(e: Mapping[str, Any]) -> bool:
     return e.get("ts") == 0 == e.get("dur") and is_device_work(e)
 
 
-_memo: dict | None = None   # (reader, id(events list)) -> (the list, its length, the answer); only inside memoized()
+_memo: dict | None = (
+    None  # (reader, id(events list)) -> (the list, its length, the answer); only inside memoized()
+)
 
 
 @contextlib.contextmanager
@@ -164,7 +192,9 @@ def ops_by_thread(evs: Iterable) -> dict:
     ops: dict = {}
     for e in evs:
         if kind(e) == "op":
-            ops.setdefault((e.get("pid"), str(e.get("tid"))), []).append((*span(e), str(e.get("name", ""))))
+            ops.setdefault((e.get("pid"), str(e.get("tid"))), []).append(
+                (*span(e), str(e.get("name", "")))
+            )
     for k, seq in ops.items():
         seq.sort()
         ops[k] = (seq, [o[0] for o in seq], max(o[1] - o[0] for o in seq))
@@ -180,10 +210,12 @@ def around(ops: dict, e: Mapping[str, Any], a: float, b: float) -> list:
 
 def memoizing(fn):
     """``fn`` run inside ``memoized()`` (the doctor's entry points: a report, a job, a diagnosis, the views)."""
+
     @functools.wraps(fn)
     def run(*a, **kw):
         with memoized():
             return fn(*a, **kw)
+
     return run
 
 
@@ -192,7 +224,9 @@ def _once(reader: str, evs: list, compute) -> list:
         return compute()
     key = (reader, id(evs))
     hit = _memo.get(key)
-    if hit is None or hit[0] is not evs or hit[1] != len(evs):   # the list is held, so its id is not reused
+    if (
+        hit is None or hit[0] is not evs or hit[1] != len(evs)
+    ):  # the list is held, so its id is not reused
         hit = _memo[key] = (evs, len(evs), compute())
     return list(hit[2])
 
@@ -200,7 +234,11 @@ def _once(reader: str, evs: list, compute) -> list:
 def complete(trace) -> list:
     """Its complete events (``ph == "X"``) with a valid time (``valid_time``): the ones that take time."""
     evs = events(trace)
-    return _once("complete", evs, lambda: [e for e in evs if is_mapping(e) and e.get("ph") == "X" and valid_time(e)])
+    return _once(
+        "complete",
+        evs,
+        lambda: [e for e in evs if is_mapping(e) and e.get("ph") == "X" and valid_time(e)],
+    )
 
 
 def span(e: Mapping[str, Any]) -> tuple[float, float]:
@@ -237,7 +275,10 @@ def step_events(trace) -> list:
 
     def compute():
         named = [e for e in evs if is_mapping(e) and str(e.get("name", "")).startswith(STEP_PREFIX)]
-        return sorted((e for e in complete(named) if is_host(e)), key=lambda e: float(e["ts"]))  # the name first
+        return sorted(
+            (e for e in complete(named) if is_host(e)), key=lambda e: float(e["ts"])
+        )  # the name first
+
     return _once("step_events", evs, compute)
 
 
@@ -252,8 +293,8 @@ def step_windows(trace, evs: list | None = None) -> list[tuple[str, float, float
     evs = complete(trace) if evs is None else evs
     ranges = step_ranges(evs)
     calls = launches(evs)
-    dev: dict = {}      # correlation id -> spans of the device work it launched
-    loose = []          # device work whose launch is not in the trace
+    dev: dict = {}  # correlation id -> spans of the device work it launched
+    loose = []  # device work whose launch is not in the trace
     for e in evs:
         if is_device_work(e):
             c = corr(e)
@@ -263,7 +304,7 @@ def step_windows(trace, evs: list | None = None) -> list[tuple[str, float, float
                 loose.append(span(e))
     if not ranges or not dev:
         return ranges
-    per_step: list[list] = [[] for _ in ranges]   # device spans launched from inside each host step
+    per_step: list[list] = [[] for _ in ranges]  # device spans launched from inside each host step
     starts = [a for _, a, _ in ranges]
     matched = set()
     for c, spans in dev.items():
@@ -285,7 +326,9 @@ def step_windows(trace, evs: list | None = None) -> list[tuple[str, float, float
         end = max(b, start) if not spans else max(b, max(e for _, e in spans), start)
         out.append((name, start, end))
         prev = end
-    while len(out) > 1 and not per_step[len(out) - 1]:   # trailing steps that launched no device work
+    while (
+        len(out) > 1 and not per_step[len(out) - 1]
+    ):  # trailing steps that launched no device work
         out.pop()
     return out
 
@@ -293,14 +336,22 @@ def step_windows(trace, evs: list | None = None) -> list[tuple[str, float, float
 def phase_ranges(trace, phase: str = "backward") -> list[tuple[float, float]]:
     """(start, end) µs of every host event named ``phase`` or ``phase#N`` (not the label's GPU-timeline copy)."""
     pre = phase + "#"
-    return sorted(span(e) for e in complete(trace)
-                  if (e.get("name") == phase or str(e.get("name", "")).startswith(pre)) and is_host(e))
+    return sorted(
+        span(e)
+        for e in complete(trace)
+        if (e.get("name") == phase or str(e.get("name", "")).startswith(pre)) and is_host(e)
+    )
 
 
 def dataloader_ranges(trace) -> list[tuple[float, float]]:
     """Host ranges of the DataLoader's ``enumerate(DataLoader)#...__next__`` (the wait for the next batch)."""
-    return sorted(span(e) for e in complete(trace) if is_host(e)
-                  and (n := str(e.get("name", ""))).startswith(DATALOADER_PREFIX) and n.endswith("__next__"))
+    return sorted(
+        span(e)
+        for e in complete(trace)
+        if is_host(e)
+        and (n := str(e.get("name", ""))).startswith(DATALOADER_PREFIX)
+        and n.endswith("__next__")
+    )
 
 
 def launches(trace_or_events) -> dict:
@@ -316,15 +367,21 @@ def launches(trace_or_events) -> dict:
 def device_work(trace_or_events) -> list:
     """The device's kernels, copies and memsets (complete events), in time order."""
     evs = trace_or_events if isinstance(trace_or_events, list) else complete(trace_or_events)
-    return sorted((e for e in evs if e.get("ph") == "X" and "ts" in e and is_device_work(e)),
-                  key=lambda e: float(e["ts"]))
+    return sorted(
+        (e for e in evs if e.get("ph") == "X" and "ts" in e and is_device_work(e)),
+        key=lambda e: float(e["ts"]),
+    )
 
 
 def names(trace) -> dict:
     """Thread and process names from the metadata events: ``{(kind, pid, tid or None): name}``."""
-    return {(e["name"], e.get("pid"), e.get("tid") if e["name"] == "thread_name" else None):
-            str(args(e).get("name", "")) for e in events(trace)
-            if is_mapping(e) and e.get("ph") == "M" and e.get("name") in ("thread_name", "process_name")}
+    return {
+        (e["name"], e.get("pid"), e.get("tid") if e["name"] == "thread_name" else None): str(
+            args(e).get("name", "")
+        )
+        for e in events(trace)
+        if is_mapping(e) and e.get("ph") == "M" and e.get("name") in ("thread_name", "process_name")
+    }
 
 
 def dataloader_wait_share(trace) -> dict[str, float]:
@@ -332,5 +389,8 @@ def dataloader_wait_share(trace) -> dict[str, float]:
     steps = [(a, b) for _, a, b in step_ranges(trace)]
     step_us = sum(b - a for a, b in steps)
     next_us = iv.length(iv.intersect(iv.merge(steps), iv.merge(dataloader_ranges(trace))))
-    return {"next_ms": next_us / 1000.0, "step_ms": step_us / 1000.0,
-            "share": next_us / step_us if step_us else float("nan")}
+    return {
+        "next_ms": next_us / 1000.0,
+        "step_ms": step_us / 1000.0,
+        "share": next_us / step_us if step_us else float("nan"),
+    }

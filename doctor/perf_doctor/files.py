@@ -3,6 +3,7 @@
 the newest of every worker, with its rank. What cannot be read is a one-line ``TraceError``; an unreadable
 subfolder is skipped and named in the notes, never silently.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -28,11 +29,14 @@ def _stat(p: Path):
     try:
         return p.stat()
     except FileNotFoundError:
-        raise TraceError(f"{p}: no such file or folder; give a .json / .json.gz trace or the folder that "
-                         "tensorboard_trace_handler wrote") from None
+        raise TraceError(
+            f"{p}: no such file or folder; give a .json / .json.gz trace or the folder that "
+            "tensorboard_trace_handler wrote"
+        ) from None
     except OSError as exc:
-        raise TraceError(f"{p}: cannot read it ({exc.strerror or exc}); check its permissions and its "
-                         f"folders'") from None
+        raise TraceError(
+            f"{p}: cannot read it ({exc.strerror or exc}); check its permissions and its folders'"
+        ) from None
 
 
 def trace_files(folder: Path | str) -> tuple[list[Path], list[str]]:
@@ -42,20 +46,34 @@ def trace_files(folder: Path | str) -> tuple[list[Path], list[str]]:
     try:
         os.listdir(p)
     except OSError as exc:
-        raise TraceError(f"{p}: cannot read the folder ({exc.strerror or exc}); check its permissions") from None
+        raise TraceError(
+            f"{p}: cannot read the folder ({exc.strerror or exc}); check its permissions"
+        ) from None
     unreadable: list[str] = []
-    files = [Path(root) / n for root, _dirs, names
-             in os.walk(p, onerror=lambda exc: unreadable.append(str(exc.filename or exc))) for n in names
-             if n.endswith((".pt.trace.json", ".pt.trace.json.gz"))]
+    files = [
+        Path(root) / n
+        for root, _dirs, names in os.walk(
+            p, onerror=lambda exc: unreadable.append(str(exc.filename or exc))
+        )
+        for n in names
+        if n.endswith((".pt.trace.json", ".pt.trace.json.gz"))
+    ]
     if not files:
         files = [f for pat in ("*.json", "*.json.gz") for f in p.glob(pat)]
-    notes = [f"{p}: {len(unreadable)} subfolder(s) could not be read and were skipped: {', '.join(unreadable[:3])}"
-             ] if unreadable else []
+    notes = (
+        [
+            f"{p}: {len(unreadable)} subfolder(s) could not be read and were skipped: {', '.join(unreadable[:3])}"
+        ]
+        if unreadable
+        else []
+    )
     if not files:
-        raise TraceError(f"{p}: the folder holds no trace file (*.pt.trace.json[.gz])"
-                         + (f" it can read ({len(unreadable)} subfolder(s) unreadable)" if unreadable else "")
-                         + "; give the folder passed to tensorboard_trace_handler after the profiler has run, "
-                           "or a trace file")
+        raise TraceError(
+            f"{p}: the folder holds no trace file (*.pt.trace.json[.gz])"
+            + (f" it can read ({len(unreadable)} subfolder(s) unreadable)" if unreadable else "")
+            + "; give the folder passed to tensorboard_trace_handler after the profiler has run, "
+            "or a trace file"
+        )
     stamped = []
     for f in files:
         try:
@@ -88,7 +106,7 @@ def header_rank(f: Path) -> int | None:
     try:
         with open(f, "rb") as fh:
             head = fh.read(2)
-        with (gzip.open(f, "rb") if head == b"\x1f\x8b" else open(f, "rb")) as fh:
+        with gzip.open(f, "rb") if head == b"\x1f\x8b" else open(f, "rb") as fh:
             data = fh.read(HEADER_BYTES)
     except (OSError, EOFError, zlib.error):
         return None
@@ -104,7 +122,9 @@ def find_workers(path_or_dir: Path | str) -> tuple[list[tuple[int | None, str, P
     if first == p:
         return [(header_rank(p), worker_name(p), p)], notes
     files, notes = trace_files(p)
-    newest = {worker_name(f): f for f in files}   # oldest first: the last one of a worker is its newest
+    newest = {
+        worker_name(f): f for f in files
+    }  # oldest first: the last one of a worker is its newest
     runs = Counter(worker_name(f) for f in files)
     out = []
     for w, f in newest.items():
@@ -114,6 +134,8 @@ def find_workers(path_or_dir: Path | str) -> tuple[list[tuple[int | None, str, P
         out.append((rank, w, f))
     out.sort(key=lambda r: (r[0] is None, r[0] if r[0] is not None else 0, r[1]))
     if several := {w: k for w, k in runs.items() if k > 1}:
-        notes.append(f"{p}: {sum(several.values())} trace files of {len(several)} worker(s) hold several runs; "
-                     f"the newest of each is read")
+        notes.append(
+            f"{p}: {sum(several.values())} trace files of {len(several)} worker(s) hold several runs; "
+            f"the newest of each is read"
+        )
     return out, notes

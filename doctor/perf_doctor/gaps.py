@@ -14,6 +14,7 @@ each microsecond to one cause (as HTA's idle breakdown and TraceLens' ``sync_dra
 6. **Python/operator overhead** — host operators or Python frames run, but no launch reaches the GPU;
 7. **nothing recorded** — the host trace shows nothing (un-profiled Python, another process, the OS).
 """
+
 from __future__ import annotations
 
 import bisect
@@ -25,8 +26,15 @@ from .load import load_trace
 from .split import MALLOC_APIS, TINY_OP_US, split_gpu
 from .syncs import sync_events
 
-IDLE_CAUSES = ("waiting for data", "host sync", "allocator", "communication wait", "launch queue",
-               "Python/operator overhead", "nothing recorded")
+IDLE_CAUSES = (
+    "waiting for data",
+    "host sync",
+    "allocator",
+    "communication wait",
+    "launch queue",
+    "Python/operator overhead",
+    "nothing recorded",
+)
 
 
 def _issuer(e: Mapping[str, Any], ops: dict) -> str:
@@ -61,8 +69,9 @@ def _launch_queue(events: list) -> list[tuple[float, float]]:
 
 
 @ev.memoizing
-def idle_causes(trace: Mapping[str, Any] | str, *, loop_syncs: bool | None = None,
-                split: tuple | None = None) -> dict[str, Any] | None:
+def idle_causes(
+    trace: Mapping[str, Any] | str, *, loop_syncs: bool | None = None, split: tuple | None = None
+) -> dict[str, Any] | None:
     """The GPU's idle time in the steps by cause, ms per step (the module docstring's rules), or None (CPU-only):
     ``{"idle_ms", "step_ms", "steps", "causes": [{"cause", "ms", "share"}] (all ``IDLE_CAUSES``), "sync_by": [{"op",
     "ms", "calls"}]}``. ``split``: ``Diagnosis.split``, refined here, not split again (seconds on a large trace)."""
@@ -85,8 +94,21 @@ def idle_causes(trace: Mapping[str, Any] | str, *, loop_syncs: bool | None = Non
     n = len(steps)
     per = lambda us: us / n / 1000.0  # noqa: E731
     if split is None:
-        parts = {p.cause: p.ivs for p in split_gpu(trace, events, steps, per, loop_syncs=loop_syncs, peak=None,
-                                                    cap=None, alloc_retries=None, near_capacity=1.0, min_share=1.0)}
+        parts = {
+            p.cause: p.ivs
+            for p in split_gpu(
+                trace,
+                events,
+                steps,
+                per,
+                loop_syncs=loop_syncs,
+                peak=None,
+                cap=None,
+                alloc_retries=None,
+                near_capacity=1.0,
+                min_share=1.0,
+            )
+        }
     rest = parts["launch/overhead"]
     comm = iv.merge(ev.span(e) for e in events if ev.is_host(e) and ev.is_collective(e))
     comm_iv = iv.intersect(rest, comm)
@@ -96,18 +118,44 @@ def idle_causes(trace: Mapping[str, Any] | str, *, loop_syncs: bool | None = Non
     host = iv.merge(ev.span(e) for e in events if ev.kind(e) in ("op", "python", "launch"))
     over_iv = iv.intersect(rest, host)
     none_iv = iv.subtract(rest, host)
-    got = {"waiting for data": parts["input"], "host sync": parts["host sync"], "allocator": parts["memory"],
-           "communication wait": comm_iv, "launch queue": queue_iv, "Python/operator overhead": over_iv,
-           "nothing recorded": none_iv}
+    got = {
+        "waiting for data": parts["input"],
+        "host sync": parts["host sync"],
+        "allocator": parts["memory"],
+        "communication wait": comm_iv,
+        "launch queue": queue_iv,
+        "Python/operator overhead": over_iv,
+        "nothing recorded": none_iv,
+    }
     idle_us = sum(iv.length(v) for v in got.values())
-    causes = [{"cause": c, "ms": round(per(iv.length(got[c])), 3),
-               "share": round(iv.length(got[c]) / idle_us, 4) if idle_us else 0.0} for c in IDLE_CAUSES]
+    causes = [
+        {
+            "cause": c,
+            "ms": round(per(iv.length(got[c])), 3),
+            "share": round(iv.length(got[c]) / idle_us, 4) if idle_us else 0.0,
+        }
+        for c in IDLE_CAUSES
+    ]
 
     # which operators issued the syncs: each piece of sync idle goes to the last sync that started before it
     ops = ev.ops_by_thread(events)
     pairs: dict = {}
-    syncs = sorted(((min(float(e["ts"]), float(pairs[id(e)]["ts"])) if id(e) in pairs else float(e["ts"]), e)
-                    for e, _ in sync_events(trace, pairs)), key=lambda p: p[0]) if got["host sync"] else []
+    syncs = (
+        sorted(
+            (
+                (
+                    min(float(e["ts"]), float(pairs[id(e)]["ts"]))
+                    if id(e) in pairs
+                    else float(e["ts"]),
+                    e,
+                )
+                for e, _ in sync_events(trace, pairs)
+            ),
+            key=lambda p: p[0],
+        )
+        if got["host sync"]
+        else []
+    )
     starts = [t for t, _ in syncs]
     by: dict[str, list] = {}
     issuers: dict[int, str] = {}
@@ -119,18 +167,27 @@ def idle_causes(trace: Mapping[str, Any] | str, *, loop_syncs: bool | None = Non
         slot = by.setdefault(name, [0.0, set()])
         slot[0] += b - a
         slot[1].add(i)
-    sync_by = sorted(({"op": k, "ms": round(per(v[0]), 3), "calls": len(v[1])} for k, v in by.items()),
-                     key=lambda r: -r["ms"])
-    return {"idle_ms": round(per(idle_us), 3), "step_ms": round(per(sum(b - a for a, b in steps)), 3),
-            "steps": n, "causes": causes, "sync_by": sync_by}
+    sync_by = sorted(
+        ({"op": k, "ms": round(per(v[0]), 3), "calls": len(v[1])} for k, v in by.items()),
+        key=lambda r: -r["ms"],
+    )
+    return {
+        "idle_ms": round(per(idle_us), 3),
+        "step_ms": round(per(sum(b - a for a, b in steps)), 3),
+        "steps": n,
+        "causes": causes,
+        "sync_by": sync_by,
+    }
 
 
 def idle_lines(res: dict[str, Any] | None) -> list[str]:
     """The report's table: one line per cause with ms per step and share of the idle time."""
     if not res:
         return []
-    out = [f"GPU idle by cause ({res['idle_ms']:.2f} ms per step idle of {res['step_ms']:.2f}; what the host was "
-           f"doing in each gap):"]
+    out = [
+        f"GPU idle by cause ({res['idle_ms']:.2f} ms per step idle of {res['step_ms']:.2f}; what the host was "
+        f"doing in each gap):"
+    ]
     for c in res["causes"]:
         if c["ms"] > 0:
             out.append(f"  {c['cause']:<26} {c['ms']:9.3f} ms  {c['share']:6.1%}")

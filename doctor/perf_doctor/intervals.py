@@ -2,6 +2,7 @@
 *merged* (sorted, disjoint, no empty intervals), as the other functions expect. Hand-written: a few sorted-list
 functions on float tuples, where an interval library (portion, intervaltree) would be a dependency and an object each.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -34,7 +35,9 @@ def clip(ivs: list[tuple[float, float]], a: float, b: float) -> list[tuple[float
     return out
 
 
-def intersect(x: list[tuple[float, float]], y: list[tuple[float, float]]) -> list[tuple[float, float]]:
+def intersect(
+    x: list[tuple[float, float]], y: list[tuple[float, float]]
+) -> list[tuple[float, float]]:
     """Where two merged lists overlap."""
     i = j = 0
     out = []
@@ -49,7 +52,9 @@ def intersect(x: list[tuple[float, float]], y: list[tuple[float, float]]) -> lis
     return out
 
 
-def subtract(x: list[tuple[float, float]], y: list[tuple[float, float]]) -> list[tuple[float, float]]:
+def subtract(
+    x: list[tuple[float, float]], y: list[tuple[float, float]]
+) -> list[tuple[float, float]]:
     """The parts of merged ``x`` outside merged ``y``."""
     out, j = [], 0
     for a, b in x:

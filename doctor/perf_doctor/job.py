@@ -18,6 +18,7 @@ on the rank that joined last; each rank's wait is its duration minus the shortes
 others the most: the straggler when that cost is ``STRAGGLER_SHARE`` of the mean step or more and it is last in
 ``STRAGGLER_LAST`` of the collectives (NCCL/RCCL kernels on a GPU, ProcessGroup labels on a CPU).
 """
+
 from __future__ import annotations
 
 import statistics
@@ -29,11 +30,23 @@ from . import diagnosis as dg
 from . import events as ev
 from . import gaps
 from .files import TraceError, find_workers
-from .report import DoctorError, fit, library_note, quality_lines, see_text, shown_path, trace_report
+from .report import (
+    DoctorError,
+    fit,
+    library_note,
+    quality_lines,
+    see_text,
+    shown_path,
+    trace_report,
+)
 
-RANK_VIEWS_MAX = 8         # above this many ranks, each rank's library views (HTA, TensorBoard's Overview) are left out
-STRAGGLER_SHARE = 0.05     # its cost to the others, as a share of the mean step (the doctor's finding threshold)
-STRAGGLER_LAST = 0.5       # the share of the matched collectives it reaches last
+RANK_VIEWS_MAX = (
+    8  # above this many ranks, each rank's library views (HTA, TensorBoard's Overview) are left out
+)
+STRAGGLER_SHARE = (
+    0.05  # its cost to the others, as a share of the mean step (the doctor's finding threshold)
+)
+STRAGGLER_LAST = 0.5  # the share of the matched collectives it reaches last
 HOST_COLLECTIVE = ("gloo:", "nccl:", "mpi:", "ucc:", "xccl:", "hccl:")
 
 
@@ -43,8 +56,14 @@ def collectives(doc, on_gpu: bool) -> dict[str, list[float]]:
     if on_gpu:
         picked = [e for e in ev.device_work(evs) if ev.is_collective(e)]
     else:
-        picked = sorted((e for e in evs if ev.is_host(e) and str(e.get("name", "")).startswith(HOST_COLLECTIVE)),
-                        key=lambda e: float(e["ts"]))
+        picked = sorted(
+            (
+                e
+                for e in evs
+                if ev.is_host(e) and str(e.get("name", "")).startswith(HOST_COLLECTIVE)
+            ),
+            key=lambda e: float(e["ts"]),
+        )
     out: dict[str, list[float]] = defaultdict(list)
     for e in picked:
         out[str(e.get("name", ""))].append(float(e["dur"]))
@@ -53,7 +72,11 @@ def collectives(doc, on_gpu: bool) -> dict[str, list[float]]:
 
 def waits(per_rank: dict[int, dict[str, list[float]]]) -> dict[str, dict[int, float]]:
     """``{"waited": {rank: µs}, "cost": {rank: µs}, "last": {rank: n}, "matched": n}`` (the module docstring)."""
-    waited, cost, last = defaultdict(float), defaultdict(float), defaultdict(int)   # rank -> µs, µs, times
+    waited, cost, last = (
+        defaultdict(float),
+        defaultdict(float),
+        defaultdict(int),
+    )  # rank -> µs, µs, times
     matched = 0
     kinds = set().union(*(set(c) for c in per_rank.values())) if per_rank else set()
     for kind in sorted(kinds):
@@ -67,15 +90,26 @@ def waits(per_rank: dict[int, dict[str, list[float]]]) -> dict[str, dict[int, fl
             last[late] += 1
             for r, x in durs.items():
                 waited[r] += x - durs[late]
-            cost[late] += sum(x - durs[late] for r, x in durs.items() if r != late) / (len(durs) - 1)
+            cost[late] += sum(x - durs[late] for r, x in durs.items() if r != late) / (
+                len(durs) - 1
+            )
     return {"waited": dict(waited), "cost": dict(cost), "last": dict(last), "matched": matched}
 
 
 def _rank_row(rank: int, worker: str, rep: dict[str, Any]) -> dict[str, Any]:
-    return {"rank": rank, "worker": worker, "trace": rep["trace"], "steps": rep["steps"], "step_ms": rep["step_ms"],
-            "top_cause": rep["top_cause"], "causes": {c["cause"]: c["ms"] for c in rep["diagnosis"]},
-            "diagnosis": rep["diagnosis"], "gpu": rep["gpu"], "gpu_doctor": rep["gpu_doctor"],
-            "quality": rep["quality"]}
+    return {
+        "rank": rank,
+        "worker": worker,
+        "trace": rep["trace"],
+        "steps": rep["steps"],
+        "step_ms": rep["step_ms"],
+        "top_cause": rep["top_cause"],
+        "causes": {c["cause"]: c["ms"] for c in rep["diagnosis"]},
+        "diagnosis": rep["diagnosis"],
+        "gpu": rep["gpu"],
+        "gpu_doctor": rep["gpu_doctor"],
+        "quality": rep["quality"],
+    }
 
 
 def _job_causes(reps: list[dict[str, Any]], step_ms: float) -> list[dict[str, Any]]:
@@ -90,19 +124,36 @@ def _job_causes(reps: list[dict[str, Any]], step_ms: float) -> list[dict[str, An
         ms = [c["ms"] for c in cs]
         mean = statistics.fmean(ms)
         share = mean / step_ms if step_ms else 0.0
-        extra = {k: round(statistics.fmean(c[k] for c in cs), 3) for k in ("exposed_ms", "overlapped_ms")
-                 if all(k in c for c in cs)}
-        out.append({"cause": cause, "ms": round(mean, 3), "share": round(share, 4),
-                    "finding": share >= dg.MIN_FINDING_SHARE, "see": cs[0]["see"],
-                    "evidence": f"mean over {len(ms)} rank(s), {min(ms):.2f} to {max(ms):.2f} ms per step", **extra})
+        extra = {
+            k: round(statistics.fmean(c[k] for c in cs), 3)
+            for k in ("exposed_ms", "overlapped_ms")
+            if all(k in c for c in cs)
+        }
+        out.append(
+            {
+                "cause": cause,
+                "ms": round(mean, 3),
+                "share": round(share, 4),
+                "finding": share >= dg.MIN_FINDING_SHARE,
+                "see": cs[0]["see"],
+                "evidence": f"mean over {len(ms)} rank(s), {min(ms):.2f} to {max(ms):.2f} ms per step",
+                **extra,
+            }
+        )
     return sorted(out, key=lambda c: -c["ms"])
 
 
-def straggler_cause(row: dict[str, Any], others: list[dict[str, Any]]) -> tuple[str | None, float | None]:
+def straggler_cause(
+    row: dict[str, Any], others: list[dict[str, Any]]
+) -> tuple[str | None, float | None]:
     """``(cause, extra ms)``: the straggler's cause furthest above the others' median (else its top cause, None)."""
-    extra = {c: ms - statistics.median(theirs) for c, ms in row["causes"].items()
-             if c != "communication" and ms is not None
-             and (theirs := [o["causes"].get(c) for o in others if o["causes"].get(c) is not None])}
+    extra = {
+        c: ms - statistics.median(theirs)
+        for c, ms in row["causes"].items()
+        if c != "communication"
+        and ms is not None
+        and (theirs := [o["causes"].get(c) for o in others if o["causes"].get(c) is not None])
+    }
     if not extra or max(extra.values()) <= 0:
         return row["top_cause"], None
     cause = max(extra, key=extra.get)
@@ -117,7 +168,7 @@ def _one_rank(job: tuple) -> tuple:
     except DoctorError as exc:  # a rank that cannot be read is a failed row; the others go on
         return rank, worker, f, str(exc), None
     comms = collectives(rep.pop("_trace").doc, rep["_diagnosis"].on_gpu)
-    ev.forget()   # what the memo computed from this rank's events, too
+    ev.forget()  # what the memo computed from this rank's events, too
     return rank, worker, f, rep, comms
 
 
@@ -127,6 +178,7 @@ def _each_rank(jobs: list[tuple], workers: int):
         return map(_one_rank, jobs)
     import concurrent.futures as cf
     import multiprocessing as mp
+
     pool = cf.ProcessPoolExecutor(min(workers, len(jobs)), mp_context=mp.get_context("fork"))
     try:
         return list(pool.map(_one_rank, jobs))
@@ -146,37 +198,66 @@ def diagnose_job(path: Path | str, *, views: bool = True, workers: int = 1) -> d
         # one worker (its newest run), or workers that name no rank at all: separate runs, not a job's ranks
         rep = trace_report(path, views=views)
         if len(found) > 1:
-            rep["notes"].append(f"{path}: {len(found)} workers, none naming its rank (distributedInfo, or rank/"
-                                f"worker and a number in its name): read as separate runs, the newest shown")
+            rep["notes"].append(
+                f"{path}: {len(found)} workers, none naming its rank (distributedInfo, or rank/"
+                f"worker and a number in its name): read as separate runs, the newest shown"
+            )
         return rep
     unknown = [w for r, w, _ in found if r is None]
     ranks = [(r if r is not None else i, w, f) for i, (r, w, f) in enumerate(found)]
     if unknown:
-        notes.append(f"{path}: {len(unknown)} worker(s) name no rank (distributedInfo or name); numbered by name order")
+        notes.append(
+            f"{path}: {len(unknown)} worker(s) name no rank (distributedInfo or name); numbered by name order"
+        )
     rank_views = views and len(ranks) <= RANK_VIEWS_MAX
     if views and not rank_views:
-        notes.append(f"{path}: {len(ranks)} ranks: each rank's HTA and TensorBoard views left out (above "
-                     f"{RANK_VIEWS_MAX} ranks); the doctor's own breakdown and idle causes are shown")
+        notes.append(
+            f"{path}: {len(ranks)} ranks: each rank's HTA and TensorBoard views left out (above "
+            f"{RANK_VIEWS_MAX} ranks); the doctor's own breakdown and idle causes are shown"
+        )
     reps, rows, comms, failed = [], [], {}, []
-    for rank, worker, f, rep, comm in _each_rank([(r, w, f, rank_views, views) for r, w, f in ranks], workers):
+    for rank, worker, f, rep, comm in _each_rank(
+        [(r, w, f, rank_views, views) for r, w, f in ranks], workers
+    ):
         if isinstance(rep, str):
-            failed.append({"rank": rank, "worker": worker, "trace": str(f), "error": rep, "steps": None,
-                           "step_ms": None, "top_cause": None, "causes": {}, "diagnosis": [], "gpu": None,
-                           "gpu_doctor": None, "quality": [], "waits_ms": None, "last_in": None})
+            failed.append(
+                {
+                    "rank": rank,
+                    "worker": worker,
+                    "trace": str(f),
+                    "error": rep,
+                    "steps": None,
+                    "step_ms": None,
+                    "top_cause": None,
+                    "causes": {},
+                    "diagnosis": [],
+                    "gpu": None,
+                    "gpu_doctor": None,
+                    "quality": [],
+                    "waits_ms": None,
+                    "last_in": None,
+                }
+            )
             continue
         reps.append(rep)
         rows.append(_rank_row(rank, worker, rep))
         comms[rank] = comm
     if not rows:
-        raise DoctorError(f"{path}: none of its {len(failed)} ranks' traces can be read ({failed[0]['error']})")
+        raise DoctorError(
+            f"{path}: none of its {len(failed)} ranks' traces can be read ({failed[0]['error']})"
+        )
     if rank_views and (lib := library_note(str(path), any(r["_on_gpu"] for r in reps))):
         notes.append(lib)
     w = waits(comms)
     step_ms = statistics.fmean(r["step_ms"] for r in rows)
     counts = {r["steps"] for r in rows}
-    steps = counts.pop() if len(counts) == 1 else round(statistics.fmean(r["steps"] for r in rows), 2)
+    steps = (
+        counts.pop() if len(counts) == 1 else round(statistics.fmean(r["steps"] for r in rows), 2)
+    )
     for row in rows:
-        row["waits_ms"] = round(w["waited"].get(row["rank"], 0.0) / 1000.0 / max(row["steps"], 1), 3)
+        row["waits_ms"] = round(
+            w["waited"].get(row["rank"], 0.0) / 1000.0 / max(row["steps"], 1), 3
+        )
         row["last_in"] = w["last"].get(row["rank"], 0)
     straggler = None
     if w["matched"]:
@@ -185,25 +266,56 @@ def diagnose_job(path: Path | str, *, views: bool = True, workers: int = 1) -> d
         if ms >= STRAGGLER_SHARE * step_ms and w["last"][late] >= STRAGGLER_LAST * w["matched"]:
             row = next(r for r in rows if r["rank"] == late)
             cause, extra = straggler_cause(row, [r for r in rows if r["rank"] != late])
-            straggler = {"rank": late, "ms": round(ms, 3), "last_in": w["last"][late], "of": w["matched"],
-                         "top_cause": row["top_cause"], "cause": cause, "extra_ms": extra}
+            straggler = {
+                "rank": late,
+                "ms": round(ms, 3),
+                "last_in": w["last"][late],
+                "of": w["matched"],
+                "top_cause": row["top_cause"],
+                "cause": cause,
+                "extra_ms": extra,
+            }
     causes = _job_causes(reps, step_ms)
-    entries = [{"check": e["check"], "message": f"rank {row['rank']}: {e['message']}", "rank": row["rank"]}
-               for row in rows for e in row["quality"]]
-    entries += [{"check": "unreadable", "message": f"rank {x['rank']}: {x['error']}", "rank": x["rank"]}
-                for x in failed]
+    entries = [
+        {"check": e["check"], "message": f"rank {row['rank']}: {e['message']}", "rank": row["rank"]}
+        for row in rows
+        for e in row["quality"]
+    ]
+    entries += [
+        {"check": "unreadable", "message": f"rank {x['rank']}: {x['error']}", "rank": x["rank"]}
+        for x in failed
+    ]
     overviews = [r["overview"] for r in reps if r["overview"]]
-    overview = ({k: round(statistics.fmean((o.get(k) or 0.0) for o in overviews), 3)
-                 for k in dict.fromkeys(k for o in overviews for k in o)} if overviews else None)
+    overview = (
+        {
+            k: round(statistics.fmean((o.get(k) or 0.0) for o in overviews), 3)
+            for k in dict.fromkeys(k for o in overviews for k in o)
+        }
+        if overviews
+        else None
+    )
     top = causes[0]["cause"] if causes else None
     idle = job_idle([r.get("idle_causes") for r in reps])
-    return {"idle_causes": idle, "trace": str(path), "steps": steps, "step_ms": round(step_ms, 3), "quality": entries,
-            "overview": overview, "gpu": None, "gpu_doctor": None, "diagnosis": causes, "top_cause": top,
-            "cannot_judge": sorted({c for r in reps for c in r["cannot_judge"]}), "notes": notes,
-            "ranks": sorted(rows + failed, key=lambda r: r["rank"]), "straggler": straggler,
-            "verdict": verdict(rows, causes, straggler, step_ms),
-            "_diagnoses": [r["_diagnosis"] for r in reps],
-            "_signatures": [r["_signature"] for r in reps], "_on_gpu": any(r["_on_gpu"] for r in reps)}
+    return {
+        "idle_causes": idle,
+        "trace": str(path),
+        "steps": steps,
+        "step_ms": round(step_ms, 3),
+        "quality": entries,
+        "overview": overview,
+        "gpu": None,
+        "gpu_doctor": None,
+        "diagnosis": causes,
+        "top_cause": top,
+        "cannot_judge": sorted({c for r in reps for c in r["cannot_judge"]}),
+        "notes": notes,
+        "ranks": sorted(rows + failed, key=lambda r: r["rank"]),
+        "straggler": straggler,
+        "verdict": verdict(rows, causes, straggler, step_ms),
+        "_diagnoses": [r["_diagnosis"] for r in reps],
+        "_signatures": [r["_signature"] for r in reps],
+        "_on_gpu": any(r["_on_gpu"] for r in reps),
+    }
 
 
 def job_idle(per_rank: list[dict[str, Any] | None]) -> dict[str, Any] | None:
@@ -214,31 +326,53 @@ def job_idle(per_rank: list[dict[str, Any] | None]) -> dict[str, Any] | None:
     idle = statistics.fmean(x["idle_ms"] for x in got)
     causes = []
     for c in got[0]["causes"]:
-        ms = statistics.fmean(next((y["ms"] for y in x["causes"] if y["cause"] == c["cause"]), 0.0) for x in got)
-        causes.append({"cause": c["cause"], "ms": round(ms, 3), "share": round(ms / idle, 4) if idle else 0.0})
+        ms = statistics.fmean(
+            next((y["ms"] for y in x["causes"] if y["cause"] == c["cause"]), 0.0) for x in got
+        )
+        causes.append(
+            {"cause": c["cause"], "ms": round(ms, 3), "share": round(ms / idle, 4) if idle else 0.0}
+        )
     by: dict[str, list] = defaultdict(lambda: [0.0, 0])
     for x in got:
         for r in x["sync_by"]:
             by[r["op"]][0] += r["ms"] / len(got)
             by[r["op"]][1] += r["calls"]
-    return {"idle_ms": round(idle, 3), "step_ms": round(statistics.fmean(x["step_ms"] for x in got), 3),
-            "steps": got[0]["steps"], "ranks": len(got), "causes": causes,
-            "sync_by": sorted(({"op": k, "ms": round(v[0], 3), "calls": v[1]} for k, v in by.items()),
-                              key=lambda r: -r["ms"])}
+    return {
+        "idle_ms": round(idle, 3),
+        "step_ms": round(statistics.fmean(x["step_ms"] for x in got), 3),
+        "steps": got[0]["steps"],
+        "ranks": len(got),
+        "causes": causes,
+        "sync_by": sorted(
+            ({"op": k, "ms": round(v[0], 3), "calls": v[1]} for k, v in by.items()),
+            key=lambda r: -r["ms"],
+        ),
+    }
 
 
-def verdict(rows: list[dict[str, Any]], causes: list[dict[str, Any]], straggler: dict | None, step_ms: float) -> str:
+def verdict(
+    rows: list[dict[str, Any]], causes: list[dict[str, Any]], straggler: dict | None, step_ms: float
+) -> str:
     """One sentence for the job (``rows``: the ranks that could be read)."""
     slow = max(rows, key=lambda r: r["step_ms"])
-    text = (f"{len(rows)} ranks, {step_ms:.2f} ms per step on average (slowest: rank {slow['rank']}, "
-            f"{slow['step_ms']:.2f} ms). Top cause over the ranks: {causes[0]['cause']} "
-            f"({causes[0]['ms']:.2f} ms, {causes[0]['share']:.0%})." if causes else f"{len(rows)} ranks.")
+    text = (
+        f"{len(rows)} ranks, {step_ms:.2f} ms per step on average (slowest: rank {slow['rank']}, "
+        f"{slow['step_ms']:.2f} ms). Top cause over the ranks: {causes[0]['cause']} "
+        f"({causes[0]['ms']:.2f} ms, {causes[0]['share']:.0%})."
+        if causes
+        else f"{len(rows)} ranks."
+    )
     if straggler:
-        text += (f" Straggler: rank {straggler['rank']}, last to {straggler['last_in']} of {straggler['of']} "
-                 f"collectives; the others wait {straggler['ms']:.2f} ms per step for it. "
-                 + (f"Its cause: {straggler['cause']}, {straggler['extra_ms']:.2f} ms per step more than the other "
-                    f"ranks' median: fix that first." if straggler.get("extra_ms") is not None else
-                    f"Fix its own top cause first ({straggler['top_cause']})."))
+        text += (
+            f" Straggler: rank {straggler['rank']}, last to {straggler['last_in']} of {straggler['of']} "
+            f"collectives; the others wait {straggler['ms']:.2f} ms per step for it. "
+            + (
+                f"Its cause: {straggler['cause']}, {straggler['extra_ms']:.2f} ms per step more than the other "
+                f"ranks' median: fix that first."
+                if straggler.get("extra_ms") is not None
+                else f"Fix its own top cause first ({straggler['top_cause']})."
+            )
+        )
     else:
         text += " No straggler stands out."
     return text
@@ -251,28 +385,59 @@ def job_text(job: dict[str, Any]) -> str:
     """The text report of a job, answer first (verdict, straggler, what to do), then the ranks, causes and GPU idle."""
     import pandas as pd
 
-    out = [f"job: {shown_path(job['trace'], 100)} ({len(job['ranks'])} ranks)", f"Verdict: {job['verdict']}"]
+    out = [
+        f"job: {shown_path(job['trace'], 100)} ({len(job['ranks'])} ranks)",
+        f"Verdict: {job['verdict']}",
+    ]
     s = job["straggler"]
-    out.append(f"Straggler: rank {s['rank']}: the others wait {s['ms']:.2f} ms per step for it in collectives (it is "
-               f"the last to {s['last_in']} of {s['of']}); its cause: {s.get('cause') or s['top_cause']}"
-               + (f" (+{s['extra_ms']:.2f} ms per step over the other ranks' median)" if s.get("extra_ms") else "")
-               if s else "Straggler: none stands out")
+    out.append(
+        f"Straggler: rank {s['rank']}: the others wait {s['ms']:.2f} ms per step for it in collectives (it is "
+        f"the last to {s['last_in']} of {s['of']}); its cause: {s.get('cause') or s['top_cause']}"
+        + (
+            f" (+{s['extra_ms']:.2f} ms per step over the other ranks' median)"
+            if s.get("extra_ms")
+            else ""
+        )
+        if s
+        else "Straggler: none stands out"
+    )
     if judged := [c for c in job["diagnosis"] if c["ms"] is not None]:
         out.append(f"What to do ({judged[0]['cause']}): {see_text(judged[0]['see'])}")
     out.append("")
     out += quality_lines(job["quality"])
     cols = [c["cause"] for c in job["diagnosis"]]
-    table = pd.DataFrame([{"rank": r["rank"], "steps": r["steps"], "step ms": r["step_ms"],
-                           "top cause": SHORT.get(r["top_cause"], r["top_cause"]),
-                           **{SHORT.get(c, c): r["causes"].get(c) for c in cols}, "waits": r["waits_ms"],
-                           "last in": r["last_in"]} for r in job["ranks"] if "error" not in r])
-    out += ["Ranks (ms per step; waits: in collectives, waiting for later ranks; "
-            + ", ".join(f"{v}: {k}" for k, v in SHORT.items() if k in cols) + "):",
-            *table.round(2).to_string(index=False, formatters={"rank": lambda r: f"{r:<4}"}).splitlines(), ""]
-    out.append(f"Job diagnosis (mean over the ranks; * = a finding, >= {dg.MIN_FINDING_SHARE:.0%} of the step):")
+    table = pd.DataFrame(
+        [
+            {
+                "rank": r["rank"],
+                "steps": r["steps"],
+                "step ms": r["step_ms"],
+                "top cause": SHORT.get(r["top_cause"], r["top_cause"]),
+                **{SHORT.get(c, c): r["causes"].get(c) for c in cols},
+                "waits": r["waits_ms"],
+                "last in": r["last_in"],
+            }
+            for r in job["ranks"]
+            if "error" not in r
+        ]
+    )
+    out += [
+        "Ranks (ms per step; waits: in collectives, waiting for later ranks; "
+        + ", ".join(f"{v}: {k}" for k, v in SHORT.items() if k in cols)
+        + "):",
+        *table.round(2)
+        .to_string(index=False, formatters={"rank": lambda r: f"{r:<4}"})
+        .splitlines(),
+        "",
+    ]
+    out.append(
+        f"Job diagnosis (mean over the ranks; * = a finding, >= {dg.MIN_FINDING_SHARE:.0%} of the step):"
+    )
     for c in job["diagnosis"]:
-        out.append(f" {'*' if c['finding'] else ' '}- {c['cause']}: {c['ms']:.2f} ms ({c['share']:.0%}), "
-                   f"{c['evidence']}.")
+        out.append(
+            f" {'*' if c['finding'] else ' '}- {c['cause']}: {c['ms']:.2f} ms ({c['share']:.0%}), "
+            f"{c['evidence']}."
+        )
         out.append(f"     what to do: {see_text(c['see'])}")
     out.append("")
     if idle := job.get("idle_causes"):

@@ -18,6 +18,7 @@ naming conventions of NVIDIA's libraries (and AMD's Tensile):
   3xTF32 for float32) and FlashAttention -> True;
 - any other GEMM-like kernel (e.g. a Triton matmul template, whose precision its name does not say) -> None.
 """
+
 from __future__ import annotations
 
 import re
@@ -26,26 +27,67 @@ from functools import lru_cache
 ELLIPSIS = "…"
 
 _ANON = re.compile(r"\(anonymous namespace\)::")
-_RETURN_TYPE = re.compile(r"^(?:(?:void|static|__global__|inline|unsigned|signed|const|int|float|double|bool|long|"
-                          r"char|short|auto)\s+)+")
+_RETURN_TYPE = re.compile(
+    r"^(?:(?:void|static|__global__|inline|unsigned|signed|const|int|float|double|bool|long|"
+    r"char|short|auto)\s+)+"
+)
 _CPP_HEAD = re.compile(r"[A-Za-z_~][\w:~]*")
 # the parts of a cuBLAS/cuDNN xmma name that only tune it (stages, warps, alignment, how it is launched)
-_XMMA_NOISE = [(re.compile(r"_stage\d+"), ""), (re.compile(r"_warp(?:group)?size\d+x\d+x\d+"), ""),
-               (re.compile(r"_align[a-z]\d+"), ""), (re.compile(r"_tilesize(\d+x\d+x\d+)"), r"_\1"),
-               (re.compile(r"_execute(?:_segment_k_o(?:n|ff)|_split_k)?_kernel"), ""),
-               (re.compile(r"_strided_execute_kernel"), "_strided"), (re.compile(r"__5x_"), "_"),
-               (re.compile(r"_implicit_gemm"), ""), (re.compile(r"_g1(?=_)"), ""),
-               (re.compile(r"_(nchw|nhwc)(?:kcrs|krsc)_(nchw|nhwc)"),
-                lambda m: f"_{m.group(1)}" if m.group(1) == m.group(2) else f"_{m.group(1)}_{m.group(2)}")]
+_XMMA_NOISE = [
+    (re.compile(r"_stage\d+"), ""),
+    (re.compile(r"_warp(?:group)?size\d+x\d+x\d+"), ""),
+    (re.compile(r"_align[a-z]\d+"), ""),
+    (re.compile(r"_tilesize(\d+x\d+x\d+)"), r"_\1"),
+    (re.compile(r"_execute(?:_segment_k_o(?:n|ff)|_split_k)?_kernel"), ""),
+    (re.compile(r"_strided_execute_kernel"), "_strided"),
+    (re.compile(r"__5x_"), "_"),
+    (re.compile(r"_implicit_gemm"), ""),
+    (re.compile(r"_g1(?=_)"), ""),
+    (
+        re.compile(r"_(nchw|nhwc)(?:kcrs|krsc)_(nchw|nhwc)"),
+        lambda m: f"_{m.group(1)}" if m.group(1) == m.group(2) else f"_{m.group(1)}_{m.group(2)}",
+    ),
+]
 # a template argument worth showing beside a generic kernel (PyTorch's element-wise and reduction kernels are told
 # apart only by their functor or the function whose lambda they run)
 _HINT = re.compile(r"functor|ops\b|impl\b|_cuda\b|_kernel\b", re.IGNORECASE)
-_NOT_HINT = {"BinaryFunctor", "BUnaryFunctor", "AUnaryFunctor", "UnaryFunctor", "gpu_kernel_impl",
-             "gpu_kernel_impl_nocast", "func_wrapper_t", "ReduceOp", "OpaqueType", "TensorListMetadata",
-             "_cuda_scatter_gather_internal_kernel", "CUDAGeneratorImpl"}
-_PLAIN_TYPES = {"float", "double", "half", "bool", "int", "long", "short", "char", "unsigned", "signed", "void",
-                "float2", "float4", "BFloat16", "Half"}
-_WRAPPERS = {"Kernel", "Kernel2", "device_kernel", "kernel"}   # CUTLASS's kernel entry points: the name is inside
+_NOT_HINT = {
+    "BinaryFunctor",
+    "BUnaryFunctor",
+    "AUnaryFunctor",
+    "UnaryFunctor",
+    "gpu_kernel_impl",
+    "gpu_kernel_impl_nocast",
+    "func_wrapper_t",
+    "ReduceOp",
+    "OpaqueType",
+    "TensorListMetadata",
+    "_cuda_scatter_gather_internal_kernel",
+    "CUDAGeneratorImpl",
+}
+_PLAIN_TYPES = {
+    "float",
+    "double",
+    "half",
+    "bool",
+    "int",
+    "long",
+    "short",
+    "char",
+    "unsigned",
+    "signed",
+    "void",
+    "float2",
+    "float4",
+    "BFloat16",
+    "Half",
+}
+_WRAPPERS = {
+    "Kernel",
+    "Kernel2",
+    "device_kernel",
+    "kernel",
+}  # CUTLASS's kernel entry points: the name is inside
 _ALREADY_SHORT = re.compile(r"[\w:.\-]+(?:<[\w:]*>?)?" + ELLIPSIS + "?")
 
 
@@ -84,7 +126,16 @@ def _hint(targs: str) -> str | None:
     """The template argument that tells a generic kernel apart: a functor/op/implementation, or a lambda's function."""
     for m in re.finditer(r"([A-Za-z_]\w*)\s*([(<]?)", targs):
         word, after = m.group(1), m.group(2)
-        if word in _NOT_HINT or word in ("std", "at", "native", "c10", "cuda", "detail", "lambda", "operator"):
+        if word in _NOT_HINT or word in (
+            "std",
+            "at",
+            "native",
+            "c10",
+            "cuda",
+            "detail",
+            "lambda",
+            "operator",
+        ):
             continue
         if _HINT.search(word) or after == "(":
             return word
@@ -103,13 +154,13 @@ def _parse(name: str) -> tuple[str, str, str]:
     core, hint, targs = s, "", ""
     m = _CPP_HEAD.match(s)
     if m and m.end() < len(s) and s[m.end()] in "<(":
-        head, rest = m.group(0), s[m.end():]
+        head, rest = m.group(0), s[m.end() :]
         if rest[0] == "<":
             end = _match(rest, 0)
             targs = rest[1:end]
-            after = rest[end + 1:].lstrip()
+            after = rest[end + 1 :].lstrip()
             if after and after[0] not in "(:" and not after.startswith("::"):
-                head = None   # not a C++ signature (e.g. "a<b c")
+                head = None  # not a C++ signature (e.g. "a<b c")
         if head is not None:
             core = head
             last = head.rsplit("::", 1)[-1]
@@ -125,7 +176,9 @@ def _parse(name: str) -> tuple[str, str, str]:
     return core, hint, targs
 
 
-_SIGNATURE = re.compile(r"^(?:void\s+)?[A-Za-z_][\w:]*(?:<.*>)?\(.*\)$|^void\s|\(anonymous namespace\)")
+_SIGNATURE = re.compile(
+    r"^(?:void\s+)?[A-Za-z_][\w:]*(?:<.*>)?\(.*\)$|^void\s|\(anonymous namespace\)"
+)
 
 
 def looks_like_signature(name: str) -> bool:
@@ -142,18 +195,26 @@ def short_name(name: str, width: int = 60) -> str:
         return name
     core, hint, _ = _parse(name)
     out = " ".join((f"{core}<{hint}>" if hint else core).split())
-    return out if len(out) <= width else out[:width - 1] + ELLIPSIS
+    return out if len(out) <= width else out[: width - 1] + ELLIPSIS
 
 
-_TC_INSTRUCTION = re.compile(r"hmma|gmma|imma|qmma|dmma|wmma|mfma|xdlops|_xdl_|tensorop|tensor\d+x\d+x\d+"
-                             r"|[a-z](?:16816|1688|884|8816|16832|16864)(?=[a-z_])"
-                             r"|sm[789]\d_\d+x\d+x\d+_|_mi\d+x\d+x\d+")
-_CUDA_CORE = re.compile(r"ffma|hfma|dfma|sgemm|dgemm|hgemm|cgemm|zgemm|simt|gemv|gemmsn|gemmk1|scudnn|dcudnn"
-                        r"|_alg\d_engine|convolve_|fft|winograd")
-_LIBRARY_HELPER = re.compile(r"init_device_workspace|splitkreduce|epilogue|nchwtonhwc|nhwctonchw|transpose"
-                             r"|scal_kernel|reduce_kernel|computeoffsets|convert|subtensorop")
-_GEMM_LIKE = re.compile(r"gemm|conv|fprop|dgrad|wgrad|matmul|(?:^|_)b?mm(?:_|$)|fmha|flash|attention|sdpa|nvjet"
-                        r"|triton_tem|xmma|cijk_")
+_TC_INSTRUCTION = re.compile(
+    r"hmma|gmma|imma|qmma|dmma|wmma|mfma|xdlops|_xdl_|tensorop|tensor\d+x\d+x\d+"
+    r"|[a-z](?:16816|1688|884|8816|16832|16864)(?=[a-z_])"
+    r"|sm[789]\d_\d+x\d+x\d+_|_mi\d+x\d+x\d+"
+)
+_CUDA_CORE = re.compile(
+    r"ffma|hfma|dfma|sgemm|dgemm|hgemm|cgemm|zgemm|simt|gemv|gemmsn|gemmk1|scudnn|dcudnn"
+    r"|_alg\d_engine|convolve_|fft|winograd"
+)
+_LIBRARY_HELPER = re.compile(
+    r"init_device_workspace|splitkreduce|epilogue|nchwtonhwc|nhwctonchw|transpose"
+    r"|scal_kernel|reduce_kernel|computeoffsets|convert|subtensorop"
+)
+_GEMM_LIKE = re.compile(
+    r"gemm|conv|fprop|dgrad|wgrad|matmul|(?:^|_)b?mm(?:_|$)|fmha|flash|attention|sdpa|nvjet"
+    r"|triton_tem|xmma|cijk_"
+)
 _TC_DTYPE = re.compile(r"tf32|bf16|fp16|half|e4m3|e5m2|fp8|int8|(?:^|_)(?:f16|i8|s8|u8)")
 _NVJET_TC = re.compile(r"^nvjet_[a-z]*[hbtqe][a-z]*_")
 _FMHA_SM80 = re.compile(r"fmha_cutlass.*_sm(?:8\d|9\d|1\d\d)")
@@ -172,7 +233,12 @@ def uses_tensor_cores(name: str) -> bool | None:
         return False
     if not _GEMM_LIKE.search(core):
         return False
-    if _TC_DTYPE.search(core) or _NVJET_TC.search(core) or _FMHA_SM80.search(core) or "flash" in core:
+    if (
+        _TC_DTYPE.search(core)
+        or _NVJET_TC.search(core)
+        or _FMHA_SM80.search(core)
+        or "flash" in core
+    ):
         return True
     return None
 
@@ -183,17 +249,37 @@ def tensor_core_label(value: bool | None) -> str:
 
 
 DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
-_CUTLASS_T = [("tfloat32_t", "tf32"), ("bfloat16_t", "bf16"), ("half_t", "fp16"), ("float_e4m3_t", "fp8"),
-              ("float_e5m2_t", "fp8"), ("int8_t", "int8")]
-_NAME_T = [(re.compile(r"e4m3|e5m2|fp8|(?:^|_)f8(?:_|f8|b8|$)"), "fp8"),
-           (re.compile(r"int8|(?:^|_)[isu]8(?:_|$)|imma"), "int8"),
-           (re.compile(r"tf32|xf32"), "tf32"), (re.compile(r"bf16|bfloat16"), "bf16"),
-           (re.compile(r"fp16|f16|half|hmma|h884|h1688|hgemm|hfma"), "fp16"),
-           (re.compile(r"f64|fp64|dgemm|dfma|dmma|double"), "fp64"),
-           (re.compile(r"f32|fp32|sgemm|ffma|simt"), "fp32")]
-_TENSILE = re.compile(r"cijk_a[a-z]+_b[a-z]+_([a-z0-9]+?)_")     # Tensile/hipBLASLt: Cijk_Ailk_Bljk_HHS_BH_MT...
+_CUTLASS_T = [
+    ("tfloat32_t", "tf32"),
+    ("bfloat16_t", "bf16"),
+    ("half_t", "fp16"),
+    ("float_e4m3_t", "fp8"),
+    ("float_e5m2_t", "fp8"),
+    ("int8_t", "int8"),
+]
+_NAME_T = [
+    (re.compile(r"e4m3|e5m2|fp8|(?:^|_)f8(?:_|f8|b8|$)"), "fp8"),
+    (re.compile(r"int8|(?:^|_)[isu]8(?:_|$)|imma"), "int8"),
+    (re.compile(r"tf32|xf32"), "tf32"),
+    (re.compile(r"bf16|bfloat16"), "bf16"),
+    (re.compile(r"fp16|f16|half|hmma|h884|h1688|hgemm|hfma"), "fp16"),
+    (re.compile(r"f64|fp64|dgemm|dfma|dmma|double"), "fp64"),
+    (re.compile(r"f32|fp32|sgemm|ffma|simt"), "fp32"),
+]
+_TENSILE = re.compile(
+    r"cijk_a[a-z]+_b[a-z]+_([a-z0-9]+?)_"
+)  # Tensile/hipBLASLt: Cijk_Ailk_Bljk_HHS_BH_MT...
 _TENSILE_T = {"h": "fp16", "b": "bf16", "s": "fp32", "d": "fp64", "x": "tf32"}
-_NVJET_T = {"h": "fp16", "b": "bf16", "t": "tf32", "s": "fp32", "q": "fp8", "e": "fp8", "i": "int8", "d": "fp64"}
+_NVJET_T = {
+    "h": "fp16",
+    "b": "bf16",
+    "t": "tf32",
+    "s": "fp32",
+    "q": "fp8",
+    "e": "fp8",
+    "i": "int8",
+    "d": "fp64",
+}
 
 
 @lru_cache(maxsize=4096)
@@ -208,7 +294,11 @@ def kernel_dtype(name: str) -> str | None:
     whole = raw.lower()
     core = _parse(raw)[0].lower()
     tc = uses_tensor_cores(raw)
-    if tc is False and not (_GEMM_LIKE.search(core) or "gemm" in whole) or _LIBRARY_HELPER.search(core):
+    if (
+        tc is False
+        and not (_GEMM_LIKE.search(core) or "gemm" in whole)
+        or _LIBRARY_HELPER.search(core)
+    ):
         return None
     if m := _TENSILE.search(whole):
         tok = m.group(1)
@@ -221,21 +311,29 @@ def kernel_dtype(name: str) -> str | None:
         return _TENSILE_T.get(tok[0])
     if m := re.match(r"nvjet_([a-z])", core):
         return _NVJET_T.get(m.group(1))
-    if raw.startswith("_ZN2ck"):     # Composable Kernel: the first run of mangled scalar types after the GEMM's name
+    if raw.startswith(
+        "_ZN2ck"
+    ):  # Composable Kernel: the first run of mangled scalar types after the GEMM's name
         if "DF16_" in raw:
             return "fp16"
         if m := re.search(r"(?:E|I|_)([tfhdaDF8_]{3,})(?:L|N|E|S)", raw):
             t = m.group(1)
             return "bf16" if t.startswith("t") else "fp32" if t.startswith("f") else None
         return None
-    m = re.search(r"tensorop_([shdi])(1688|16816|884|8816|16832)", whole)   # CUTLASS: the MMA's accumulator and shape
+    m = re.search(
+        r"tensorop_([shdi])(1688|16816|884|8816|16832)", whole
+    )  # CUTLASS: the MMA's accumulator and shape
     if m and not any(pat.search(core) for pat, _ in _NAME_T[:5]):
-        return {"d": "fp64", "i": "int8", "h": "fp16"}.get(m.group(1)) or ("tf32" if m.group(2) == "1688" else None)
+        return {"d": "fp64", "i": "int8", "h": "fp16"}.get(m.group(1)) or (
+            "tf32" if m.group(2) == "1688" else None
+        )
     for t, dt in _CUTLASS_T:
         if "cutlass::" + t in raw or "cute::" + t in raw:
             return dt
     # xmma: the types before the tile shape; the math type is the second pair (f32f32_tf32f32 -> tf32)
-    m = re.search(r"xmma_[a-z_]*?(?:gemm|fprop|dgrad|wgrad)[a-z_]*?_([a-z0-9]+)_([a-z0-9]+)_", whole)
+    m = re.search(
+        r"xmma_[a-z_]*?(?:gemm|fprop|dgrad|wgrad)[a-z_]*?_([a-z0-9]+)_([a-z0-9]+)_", whole
+    )
     if m and re.fullmatch(r"(?:[a-z]+\d+){2}", m.group(2)):
         for pat, dt in _NAME_T:
             if pat.search("_" + m.group(2) + "_"):

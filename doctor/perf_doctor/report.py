@@ -21,6 +21,7 @@ The dict (its ``--json``; every number finite or null)::
      "memory": {"devices": [{"device", "peak_mb", "absolute"}], "top_ops": [{"op", "mb_per_step", ...}], ...} | null}
                                                         # memory.memory_report (profile_memory=True)
 """
+
 from __future__ import annotations
 
 import math
@@ -39,10 +40,12 @@ from .kernels import short_name
 from .views import FULL, Trace, missing_libraries, open_trace, quiet
 
 HTA = "Holistic Trace Analysis"
-SCHEMA_VERSION = 3      # the --json contract: 2 (issue 32) added schema_version, verdict, bound, idle_causes,
+SCHEMA_VERSION = (
+    3  # the --json contract: 2 (issue 32) added schema_version, verdict, bound, idle_causes,
+)
 #                         throughput; 3 (issue 34) memory
-WIDTH = 120             # every line of the text report fits a 120-column terminal
-NAME_WIDTH = 48         # the most a table's name column takes (kernels.short_name)
+WIDTH = 120  # every line of the text report fits a 120-column terminal
+NAME_WIDTH = 48  # the most a table's name column takes (kernels.short_name)
 
 
 def see_text(see: str) -> str:
@@ -73,8 +76,13 @@ def fit(lines: list[str], width: int = WIDTH) -> list[str]:
             out.append(line)
             continue
         pad = " " * (len(line) - len(line.lstrip()))
-        out += textwrap.wrap(line.strip(), width, initial_indent=pad, subsequent_indent=pad + "    ",
-                             break_on_hyphens=False) or [line[:width]]
+        out += textwrap.wrap(
+            line.strip(),
+            width,
+            initial_indent=pad,
+            subsequent_indent=pad + "    ",
+            break_on_hyphens=False,
+        ) or [line[:width]]
     return out
 
 
@@ -139,19 +147,30 @@ def overview_per_step(t: Trace) -> tuple[dict[str, float] | None, str | None]:
 def gpu_breakdown(t: Trace) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None]:
     """``(gpu, gpu_doctor, note)``: HTA's breakdown, or the doctor's own where HTA fails (the note says why)."""
     if not t.has_gpu:
-        return None, None, f"{t.label}: a CPU-only trace has no GPU timeline, so no GPU breakdown (profile on a GPU)"
+        return (
+            None,
+            None,
+            f"{t.label}: a CPU-only trace has no GPU timeline, so no GPU breakdown (profile on a GPU)",
+        )
     own = gputime.breakdown(t.doc)
     own = {k: _num(v) for k, v in own.items()} if own else None
     g, why = view(t, "gpu_breakdown")
-    hta = None if g is None else {k: _num(g.get(k)) for k in ("idle_pct", "compute_pct", "non_compute_pct")}
+    hta = (
+        None
+        if g is None
+        else {k: _num(g.get(k)) for k in ("idle_pct", "compute_pct", "non_compute_pct")}
+    )
     if hta and None not in hta.values():
         return {**hta, "source": HTA}, own, None
     why = why or f"{t.label}: HTA's temporal breakdown has no figures for this trace"
     if own is None:
         return None, None, why
     why = why.split(": ", 1)[-1]
-    return ({**{k: own[k] for k in ("idle_pct", "compute_pct", "non_compute_pct")}, "source": "doctor"}, own,
-            f"{t.label}: {why}; the GPU figures are the doctor's own, with HTA's definitions (perf_doctor.gputime)")
+    return (
+        {**{k: own[k] for k in ("idle_pct", "compute_pct", "non_compute_pct")}, "source": "doctor"},
+        own,
+        f"{t.label}: {why}; the GPU figures are the doctor's own, with HTA's definitions (perf_doctor.gputime)",
+    )
 
 
 def library_note(label: str, on_gpu: bool) -> str | None:
@@ -174,13 +193,22 @@ def load(path: Path | str | Trace) -> Trace:
         return open_trace(Path(path))
     except TraceError as exc:
         raise DoctorError(str(exc).splitlines()[0]) from None
-    except (AttributeError, TypeError, KeyError, ValueError) as exc:  # JSON whose events are not trace events
-        raise DoctorError(f"{path}: JSON, but its traceEvents are not Chrome-trace events ({type(exc).__name__}); "
-                          f"give the file that prof.export_chrome_trace or tensorboard_trace_handler wrote") from None
+    except (
+        AttributeError,
+        TypeError,
+        KeyError,
+        ValueError,
+    ) as exc:  # JSON whose events are not trace events
+        raise DoctorError(
+            f"{path}: JSON, but its traceEvents are not Chrome-trace events ({type(exc).__name__}); "
+            f"give the file that prof.export_chrome_trace or tensorboard_trace_handler wrote"
+        ) from None
 
 
 @ev.memoizing
-def trace_report(path: Path | str | Trace, *, views: bool = True, idle: bool | None = None) -> dict[str, Any]:
+def trace_report(
+    path: Path | str | Trace, *, views: bool = True, idle: bool | None = None
+) -> dict[str, Any]:
     """One trace's report (the module docstring's dict; ``DoctorError`` on bad input). ``views=False`` skips Overview
     and HTA, and by default (``idle``) idle causes and throughput; ``_`` keys are for the text report, not the JSON."""
     t = load(path)
@@ -191,9 +219,17 @@ def trace_report(path: Path | str | Trace, *, views: bool = True, idle: bool | N
         raise DoctorError(str(exc).splitlines()[0]) from None
     except dg.DiagnosisError as exc:
         raise DoctorError(f"{t.label}: {str(exc).split(': ', 1)[-1]}") from None
-    except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:  # events not shaped as PyTorch's
-        raise DoctorError(f"{t.label}: its events are not shaped as PyTorch profiler events ({type(exc).__name__}: "
-                          f"{str(exc)[:80]}); give the file that torch.profiler wrote") from None
+    except (
+        AttributeError,
+        TypeError,
+        KeyError,
+        ValueError,
+        IndexError,
+    ) as exc:  # events not shaped as PyTorch's
+        raise DoctorError(
+            f"{t.label}: its events are not shaped as PyTorch profiler events ({type(exc).__name__}: "
+            f"{str(exc)[:80]}); give the file that torch.profiler wrote"
+        ) from None
     entries += quality.warmup(d.step_times)
     entries += [{"check": "unreadable", "message": n} for n in t.notes if "could not be read" in n]
     notes = list(t.notes) if t.notes else list(d.notes)
@@ -202,7 +238,7 @@ def trace_report(path: Path | str | Trace, *, views: bool = True, idle: bool | N
         with quiet():
             overview, why_ov = overview_per_step(t)
             gpu, own, why_gpu = gpu_breakdown(t)
-        lib = library_note(t.label, t.has_gpu)   # one line in place of each missing library's own
+        lib = library_note(t.label, t.has_gpu)  # one line in place of each missing library's own
         notes += [w for w in (why_ov, why_gpu) if w and FULL not in w] + ([lib] if lib else [])
     elif t.has_gpu:
         own = gputime.breakdown(t.doc)
@@ -210,24 +246,58 @@ def trace_report(path: Path | str | Trace, *, views: bool = True, idle: bool | N
     notes += [why_add] if why_add else []
     try:
         idle = views if idle is None else idle
-        idle, tput = (gaps.idle_causes(t.doc, split=d.split), op_throughput(t.doc)) if d.on_gpu and idle else (None, [])
-    except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:  # an odd trace: the rest stands
+        idle, tput = (
+            (gaps.idle_causes(t.doc, split=d.split), op_throughput(t.doc))
+            if d.on_gpu and idle
+            else (None, [])
+        )
+    except (
+        AttributeError,
+        TypeError,
+        KeyError,
+        ValueError,
+        IndexError,
+    ) as exc:  # an odd trace: the rest stands
         idle, tput = None, []
-        notes.append(f"{t.label}: GPU idle causes and operator throughput not computed ({type(exc).__name__})")
+        notes.append(
+            f"{t.label}: GPU idle causes and operator throughput not computed ({type(exc).__name__})"
+        )
     try:
         mem = memory_report(t.doc)
     except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:
         mem = None
         notes.append(f"{t.label}: its memory events could not be read ({type(exc).__name__})")
-    return {"trace": t.label, "steps": d.steps, "step_ms": d.step_ms, "bound": d.bound, "host_ms": d.host_ms,
-            "device_ms": d.device_ms, "quality": entries, "overview": overview,
-            "gpu": gpu, "gpu_doctor": own, "diagnosis": d.to_list(), "top_cause": d.top,
-            "cannot_judge": d.cannot_judge, "notes": notes, "ranks": None, "straggler": None,
-            "idle_causes": idle, "throughput": tput, "memory": mem, "verdict": trace_verdict(d), "_diagnosis": d,
-            "_trace": t, "_on_gpu": d.on_gpu, "_signature": signature(t.doc, d.steps)}
+    return {
+        "trace": t.label,
+        "steps": d.steps,
+        "step_ms": d.step_ms,
+        "bound": d.bound,
+        "host_ms": d.host_ms,
+        "device_ms": d.device_ms,
+        "quality": entries,
+        "overview": overview,
+        "gpu": gpu,
+        "gpu_doctor": own,
+        "diagnosis": d.to_list(),
+        "top_cause": d.top,
+        "cannot_judge": d.cannot_judge,
+        "notes": notes,
+        "ranks": None,
+        "straggler": None,
+        "idle_causes": idle,
+        "throughput": tput,
+        "memory": mem,
+        "verdict": trace_verdict(d),
+        "_diagnosis": d,
+        "_trace": t,
+        "_on_gpu": d.on_gpu,
+        "_signature": signature(t.doc, d.steps),
+    }
 
 
-def add_up(overview: dict[str, float] | None, step_ms: float) -> tuple[dict[str, float] | None, str | None]:
+def add_up(
+    overview: dict[str, float] | None, step_ms: float
+) -> tuple[dict[str, float] | None, str | None]:
     """The Overview made to add up to the doctor's step (``outside``: what the plugin's step leaves out), and a note."""
     if not overview:
         return overview, None
@@ -238,12 +308,18 @@ def add_up(overview: dict[str, float] | None, step_ms: float) -> tuple[dict[str,
     if gap > 0:
         return {**overview, "outside": round(gap, 3)}, (
             f"torch-tb-profiler's step covers {total:.2f} of the {step_ms:.2f} ms window; the other {gap:.2f} ms "
-            f"are the Overview's 'outside' row")
-    return overview, (f"torch-tb-profiler's step ({total:.2f} ms) is longer than the doctor's ({step_ms:.2f} ms: "
-                      f"the longer of the CPU step and the span of its device work)")
+            f"are the Overview's 'outside' row"
+        )
+    return overview, (
+        f"torch-tb-profiler's step ({total:.2f} ms) is longer than the doctor's ({step_ms:.2f} ms: "
+        f"the longer of the CPU step and the span of its device work)"
+    )
 
 
-OLD_SCHEMA = {"operator", "runtime"}    # torch <= 1.9's capitalised categories (normalised), its host side
+OLD_SCHEMA = {
+    "operator",
+    "runtime",
+}  # torch <= 1.9's capitalised categories (normalised), its host side
 
 
 def signature(doc: dict[str, Any], steps: int) -> dict[str, Any]:
@@ -261,14 +337,25 @@ def signature(doc: dict[str, Any], steps: int) -> dict[str, Any]:
             old = old or ev.category(e.get("cat", "")) in OLD_SCHEMA
         elif k == "kernel":
             kernels.add(str(e.get("name", "")))
-    devices = [str(p.get("name", "?")) for p in doc.get("deviceProperties") or [] if ev.is_mapping(p)]
-    return {"ops": ops, "kernels": kernels, "shapes": shapes, "devices": devices, "schema": "old" if old else "new"}
+    devices = [
+        str(p.get("name", "?")) for p in doc.get("deviceProperties") or [] if ev.is_mapping(p)
+    ]
+    return {
+        "ops": ops,
+        "kernels": kernels,
+        "shapes": shapes,
+        "devices": devices,
+        "schema": "old" if old else "new",
+    }
 
 
 def quality_lines(entries: list[dict[str, Any]]) -> list[str]:
     """The report's trace-quality block: one line per problem (in a job, with the ranks it is found on)."""
     if not entries:
-        return ["Trace quality: no problem found (steps, warm-up, kernels, ranks, categories, times)", ""]
+        return [
+            "Trace quality: no problem found (steps, warm-up, kernels, ranks, categories, times)",
+            "",
+        ]
     lines: dict[tuple[str, str], list] = {}
     for e in entries:
         msg = e["message"].split(": ", 1)[1] if "rank" in e else e["message"]
@@ -276,26 +363,40 @@ def quality_lines(entries: list[dict[str, Any]]) -> list[str]:
     out = ["Trace quality (read the diagnosis with these in mind):"]
     for (check, msg), ranks in lines.items():
         on = [r for r in ranks if r is not None]
-        out.append(f"  ! {check}: " + (f"rank{'s' if len(on) > 1 else ''} {', '.join(map(str, on))}: " if on else "")
-                   + msg)
+        out.append(
+            f"  ! {check}: "
+            + (f"rank{'s' if len(on) > 1 else ''} {', '.join(map(str, on))}: " if on else "")
+            + msg
+        )
     return out + [""]
 
 
 def trace_verdict(d: dg.Diagnosis) -> str:
     """One sentence: the step period and what bounds it, the top cause and where its fix is taught."""
     if d.damaged:
-        return (f"Damaged ProfilerSteps: the whole trace ({d.step_ms:.2f} ms) is one window; no cause is diagnosed "
-                f"(export the trace again).")
-    step = (f"No ProfilerStep: the whole trace ({d.step_ms:.2f} ms) is one window, not a training step."
-            if d.whole_trace else f"{d.step_ms:.2f} ms per step over {d.steps} step(s)"
-            + (f", {d.bound} (CPU step {d.host_ms:.2f} ms, device work {d.device_ms:.2f} ms)." if d.bound else "."))
+        return (
+            f"Damaged ProfilerSteps: the whole trace ({d.step_ms:.2f} ms) is one window; no cause is diagnosed "
+            f"(export the trace again)."
+        )
+    step = (
+        f"No ProfilerStep: the whole trace ({d.step_ms:.2f} ms) is one window, not a training step."
+        if d.whole_trace
+        else f"{d.step_ms:.2f} ms per step over {d.steps} step(s)"
+        + (
+            f", {d.bound} (CPU step {d.host_ms:.2f} ms, device work {d.device_ms:.2f} ms)."
+            if d.bound
+            else "."
+        )
+    )
     top = next((c for c in d.causes if c["ms"] is not None and c["cause"] == d.top), None)
     if top is None:
         return step + " No cause could be judged."
-    where = re.search(r"\b\d\d_[a-z]\w*", top["see"] or "")   # the first notebook its advice names
+    where = re.search(r"\b\d\d_[a-z]\w*", top["see"] or "")  # the first notebook its advice names
     where = f"notebook {where.group(0)}" if where else ""
-    return step + (f" Top cause: {top['cause']}, {top['ms']:.2f} ms per step ({top['share']:.0%})"
-                   + (f"; its fix is taught in {where}." if where else "."))
+    return step + (
+        f" Top cause: {top['cause']}, {top['ms']:.2f} ms per step ({top['share']:.0%})"
+        + (f"; its fix is taught in {where}." if where else ".")
+    )
 
 
 def headline(rep: dict[str, Any]) -> list[str]:
@@ -303,34 +404,53 @@ def headline(rep: dict[str, Any]) -> list[str]:
     d = rep["_diagnosis"]
     whole = any(q.get("check") == "no_profiler_step" for q in rep.get("quality") or [])
     if d.damaged:
-        out = [f"Step: damaged ProfilerSteps: the whole trace ({rep['step_ms']:.2f} ms) is one window; no cause "
-               f"diagnosed"]
+        out = [
+            f"Step: damaged ProfilerSteps: the whole trace ({rep['step_ms']:.2f} ms) is one window; no cause "
+            f"diagnosed"
+        ]
     elif whole or d.whole_trace:
-        out = [f"Step: no ProfilerStep marks: the whole trace ({rep['step_ms']:.2f} ms) is one window, not a training "
-               f"step"]
+        out = [
+            f"Step: no ProfilerStep marks: the whole trace ({rep['step_ms']:.2f} ms) is one window, not a training "
+            f"step"
+        ]
     else:
-        out = [f"Step: {rep['step_ms']:.2f} ms (mean of {rep['steps']})"
-               + (f", {rep['bound']}: CPU step {rep['host_ms']:.2f} ms, device work it launched "
-                  f"{rep['device_ms']:.2f} ms" if rep.get("bound") else "")]
+        out = [
+            f"Step: {rep['step_ms']:.2f} ms (mean of {rep['steps']})"
+            + (
+                f", {rep['bound']}: CPU step {rep['host_ms']:.2f} ms, device work it launched "
+                f"{rep['device_ms']:.2f} ms"
+                if rep.get("bound")
+                else ""
+            )
+        ]
     judged = [c for c in rep["diagnosis"] if c["ms"] is not None]
     if judged and not d.damaged:
         top = judged[0]
-        out.append(f"Top cause: {top['cause']}, {top['ms']:.2f} ms per step ({top['share']:.0%} of the step)")
+        out.append(
+            f"Top cause: {top['cause']}, {top['ms']:.2f} ms per step ({top['share']:.0%} of the step)"
+        )
         out.append(f"What to do: {see_text(top['see'])}")
         finds = [c for c in judged if c["finding"]]
         if len(finds) > 1:
-            out.append(f"Findings (>= {dg.MIN_FINDING_SHARE:.0%} of the step): "
-                       + "; ".join(f"{c['cause']} {c['ms']:.2f} ms ({c['share']:.0%})" for c in finds))
+            out.append(
+                f"Findings (>= {dg.MIN_FINDING_SHARE:.0%} of the step): "
+                + "; ".join(f"{c['cause']} {c['ms']:.2f} ms ({c['share']:.0%})" for c in finds)
+            )
     elif not d.damaged:
         out.append("Top cause: none could be judged")
     if g := rep.get("gpu"):
         comm = (rep.get("gpu_doctor") or {}).get("communication_pct")
-        out.append(f"GPU ({g['source']}): idle {g['idle_pct']:.1f}%, compute {g['compute_pct']:.1f}%, "
-                   f"non-compute {g['non_compute_pct']:.1f}%" + (f" (communication {comm:.1f}%)" if comm else ""))
+        out.append(
+            f"GPU ({g['source']}): idle {g['idle_pct']:.1f}%, compute {g['compute_pct']:.1f}%, "
+            f"non-compute {g['non_compute_pct']:.1f}%"
+            + (f" (communication {comm:.1f}%)" if comm else "")
+        )
     if (idle := rep.get("idle_causes")) and idle["idle_ms"] > 0:
         big = sorted((c for c in idle["causes"] if c["ms"] > 0), key=lambda c: -c["ms"])[:3]
-        out.append(f"GPU idle {idle['idle_ms']:.2f} ms per step, mostly: "
-                   + "; ".join(f"{c['cause']} {c['ms']:.2f} ms ({c['share']:.0%})" for c in big))
+        out.append(
+            f"GPU idle {idle['idle_ms']:.2f} ms per step, mostly: "
+            + "; ".join(f"{c['cause']} {c['ms']:.2f} ms ({c['share']:.0%})" for c in big)
+        )
     return fit(out)
 
 
@@ -344,8 +464,10 @@ def diagnosis_lines(rep: dict[str, Any]) -> list[str]:
         if c["ms"] is None:
             out.append(f"  - {c['cause']}: cannot judge. {c['evidence']}")
             continue
-        out.append(f" {'*' if c['finding'] else ' '}- {c['cause']}: {c['ms']:.2f} ms ({c['share']:.0%}). "
-                   f"{c['evidence']}")
+        out.append(
+            f" {'*' if c['finding'] else ' '}- {c['cause']}: {c['ms']:.2f} ms ({c['share']:.0%}). "
+            f"{c['evidence']}"
+        )
         out.append(f"     what to do: {see_text(c['see'])}")
     return out
 
@@ -357,7 +479,9 @@ def trace_text(rep: dict[str, Any], top: int = 10) -> str:
     out += quality_lines(rep["quality"])
     if rep["overview"]:
         total = sum(v for v in rep["overview"].values() if v is not None)
-        out.append(f"Overview (ms per step; torch-tb-profiler's categories, {total:.2f} ms in all):")
+        out.append(
+            f"Overview (ms per step; torch-tb-profiler's categories, {total:.2f} ms in all):"
+        )
         out += [f"  {k:<16} {v:10.3f}" for k, v in rep["overview"].items() if v is not None]
         out.append("")
     out += gaps.idle_lines(rep.get("idle_causes"))
@@ -373,10 +497,18 @@ def trace_text(rep: dict[str, Any], top: int = 10) -> str:
         else:
             out.append(f"{name.capitalize()}: none in this trace")
         if name == "operators" and rep.get("throughput"):
-            out.append("  achieved TFLOP/s (shapes recorded): " + "; ".join(
-                f"{r['name']} {r['tflops']:.1f} {r['dtype'] or '?'}"
-                + (f" = {r['peak_pct']:.0f}% of {r['peak_tflops']:g}" if r["peak_pct"] is not None else "")
-                for r in [r for r in rep["throughput"] if r.get("outer", True)][:4]))
+            out.append(
+                "  achieved TFLOP/s (shapes recorded): "
+                + "; ".join(
+                    f"{r['name']} {r['tflops']:.1f} {r['dtype'] or '?'}"
+                    + (
+                        f" = {r['peak_pct']:.0f}% of {r['peak_tflops']:g}"
+                        if r["peak_pct"] is not None
+                        else ""
+                    )
+                    for r in [r for r in rep["throughput"] if r.get("outer", True)][:4]
+                )
+            )
             out += [f"  advice: {a}" for a in throughput_advice(rep["throughput"])]
         out.append("")
     out += diagnosis_lines(rep)

@@ -5,6 +5,7 @@ The trace is named once (its file; the folder in the first line only); each tabl
 something on this trace (a CPU-only trace has no device columns). Tables and lines go through ``Table`` and ``say``:
 plain here, replaced by ``render_with`` (the lab's ``helpers.notebook.display`` installs its own when imported),
 so the trace toolkit needs nothing from the notebook layer."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,6 +32,7 @@ def render_with(table, say_line) -> None:
     global Table, say
     Table, say = table, say_line
 
+
 # columns that only a GPU fills: left out of the views of a CPU-only trace (the Overview's device categories, the
 # Operators' device times)
 DEVICE_OVERVIEW = ("kernel_ms", "memcpy_ms", "memset_ms", "communication_ms", "runtime_ms")
@@ -38,14 +40,16 @@ DEVICE_OPERATORS = ("device_self_ms", "device_total_ms")
 # never shown: torch-tb-profiler's tensor-core *eligibility* of an operator reads as use beside the kernels' own
 # classification (the Kernels view's ``tensor_cores``)
 HIDDEN_OPERATORS = ("tc_eligible",)
-NAME_WIDTH = 60   # a kernel's or operator's name in a table: ``kernels.short_name`` (the full name stays in the data)
+NAME_WIDTH = 60  # a kernel's or operator's name in a table: ``kernels.short_name`` (the full name stays in the data)
 
 
 def short_names(df, width: int = NAME_WIDTH):
     """``df`` with its ``name`` column as a table shows it: each name ``kernels.short_name``'d to ``width``."""
     if "name" not in df.columns:
         return df
-    return df.assign(name=df["name"].map(lambda n: short_name(n, width) if isinstance(n, str) else n))
+    return df.assign(
+        name=df["name"].map(lambda n: short_name(n, width) if isinstance(n, str) else n)
+    )
 
 
 def shown_columns(df, has_gpu: bool, device_cols=(), precision: int = 2):
@@ -54,9 +58,16 @@ def shown_columns(df, has_gpu: bool, device_cols=(), precision: int = 2):
 
     if has_gpu:
         return df
-    drop = [c for c in df.columns if c in device_cols
-            or (pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
-                and (df[c].fillna(0).abs() < 10 ** -precision).all())]
+    drop = [
+        c
+        for c in df.columns
+        if c in device_cols
+        or (
+            pd.api.types.is_numeric_dtype(df[c])
+            and not pd.api.types.is_bool_dtype(df[c])
+            and (df[c].fillna(0).abs() < 10**-precision).all()
+        )
+    ]
     return df.drop(columns=drop)
 
 
@@ -77,13 +88,19 @@ def show(path_or_dir, steps: int = 3, top: int = 10, title: str | None = None) -
     except TraceError as exc:
         say(f"trace: {exc}")
         return
-    ranges = ev.step_windows(t.doc)   # the steps as the Overview (and the doctor) count them
+    ranges = ev.step_windows(t.doc)  # the steps as the Overview (and the doctor) count them
     mean_ms = sum(b - a for _, a, b in ranges) / len(ranges) / 1000.0 if ranges else None
     name = Path(t.label).name if t.path is not None else t.label
     where = f" (in {Path(t.label).parent})" if t.path is not None else ""
-    say(f"**{title + ': ' if title else ''}{name}**{where}: {len(ranges)} ProfilerStep(s)"
+    say(
+        f"**{title + ': ' if title else ''}{name}**{where}: {len(ranges)} ProfilerStep(s)"
         + (f", {mean_ms:.2f} ms per step on average" if ranges else "")
-        + ("; GPU activity recorded" if t.has_gpu else "; CPU only, so the GPU views and device columns are left out"))
+        + (
+            "; GPU activity recorded"
+            if t.has_gpu
+            else "; CPU only, so the GPU views and device columns are left out"
+        )
+    )
     for note in t.notes:
         say(f"note: {_short(note, t)}", small=True)
 
@@ -95,14 +112,19 @@ def show(path_or_dir, steps: int = 3, top: int = 10, title: str | None = None) -
             say(f"  {_short(exc, t)}", small=True)
         except Exception as exc:  # noqa: BLE001 - one view failing must not hide the others
             why = (str(exc).strip().splitlines() or [""])[0][:120]
-            say(f"  {heading} could not be computed on {name}: {type(exc).__name__}: {why}", small=True)
+            say(
+                f"  {heading} could not be computed on {name}: {type(exc).__name__}: {why}",
+                small=True,
+            )
         else:
             if out is not None:
                 display(out)
 
     def overview_view():
         try:
-            return Table(shown_columns(t.overview().round(3).reset_index(), t.has_gpu, DEVICE_OVERVIEW))
+            return Table(
+                shown_columns(t.overview().round(3).reset_index(), t.has_gpu, DEVICE_OVERVIEW)
+            )
         except TraceError as exc:
             say(f"  {_short(exc, t)}; the step times from the trace:", small=True)
             return Table(t.step_times())
@@ -111,39 +133,67 @@ def show(path_or_dir, steps: int = 3, top: int = 10, title: str | None = None) -
     if t.has_gpu:
         import pandas as pd
 
-        view("GPU time (%; Holistic Trace Analysis' temporal breakdown)",
-             lambda: Table(pd.DataFrame([t.gpu_breakdown()])))
-        view("GPU idle time by cause (Holistic Trace Analysis)", lambda: Table(t.idle_breakdown().round(3)))
-        view("Kernel launches (Holistic Trace Analysis; medians)",
-             lambda: Table(pd.DataFrame([t.launch_summary()]).round(3)))
+        view(
+            "GPU time (%; Holistic Trace Analysis' temporal breakdown)",
+            lambda: Table(pd.DataFrame([t.gpu_breakdown()])),
+        )
+        view(
+            "GPU idle time by cause (Holistic Trace Analysis)",
+            lambda: Table(t.idle_breakdown().round(3)),
+        )
+        view(
+            "Kernel launches (Holistic Trace Analysis; medians)",
+            lambda: Table(pd.DataFrame([t.launch_summary()]).round(3)),
+        )
 
     def operators_view():
         if note := t.operators_note():
             say(f"  {_short(note, t)}", small=True)
         ops = t.operators().head(top).round(3).drop(columns=list(HIDDEN_OPERATORS), errors="ignore")
-        return Table(short_names(shown_columns(ops, t.has_gpu, DEVICE_OPERATORS, precision=3)), precision=3)
+        return Table(
+            short_names(shown_columns(ops, t.has_gpu, DEVICE_OPERATORS, precision=3)), precision=3
+        )
 
     view("Operators (by device self time on a GPU, else host self time)", operators_view)
 
     def kernels_view():
         k = t.kernels()
         tc = t.tensor_core_split()
-        say(f"  {len(k)} kernels, {k['total_ms'].sum():.2f} ms in all"
-            + (f"; {tc['yes']:.0%} of kernel time in kernels using tensor cores (classified from kernel names"
-               + (f"; {tc['unknown']:.0%} in matrix kernels whose name does not say" if tc["unknown"] else "")
-               + ")" if tc is not None else ""), small=True)
+        say(
+            f"  {len(k)} kernels, {k['total_ms'].sum():.2f} ms in all"
+            + (
+                f"; {tc['yes']:.0%} of kernel time in kernels using tensor cores (classified from kernel names"
+                + (
+                    f"; {tc['unknown']:.0%} in matrix kernels whose name does not say"
+                    if tc["unknown"]
+                    else ""
+                )
+                + ")"
+                if tc is not None
+                else ""
+            ),
+            small=True,
+        )
         return Table(short_names(k.head(top).round(3)))
 
     if t.has_gpu:
         view("Kernels", kernels_view)
     view("Memory", lambda: Table(t.memory().round(1)))
+
     def timeline_view():
         own, loop = sync_split(t.doc)
-        if loop:   # the loop's own syncs are drawn apart: the count said beside them is the step's
-            say(f"  host-device syncs: {len(own)} in the steps, and {len(loop)} of the profiling loop's own "
+        if loop:  # the loop's own syncs are drawn apart: the count said beside them is the step's
+            say(
+                f"  host-device syncs: {len(own)} in the steps, and {len(loop)} of the profiling loop's own "
                 "(one ends each step: it waits for the step's GPU work; drawn grey, not counted as the step's)",
-                small=True)
+                small=True,
+            )
         return t.timeline(steps, title=title)
 
-    drawn = len(ev.step_ranges(t.doc)[:max(1, int(steps))])   # the steps the figure draws (timeline._window)
-    view(f"Timeline of the first {drawn} step(s)" if drawn else "Timeline of the trace", timeline_view)
+    drawn = len(
+        ev.step_ranges(t.doc)[: max(1, int(steps))]
+    )  # the steps the figure draws (timeline._window)
+    view(
+        f"Timeline of the first {drawn} step(s)" if drawn else "Timeline of the trace",
+        timeline_view,
+    )

@@ -2,6 +2,7 @@
 measured on its own samples (``noise_floor``) and a verdict, worded by ``describe``. The doctor's ``compare`` judges
 two traces' steps with them; the lab's notebooks judge their interleaved rounds with the same
 (``helpers.measure.compare`` imports them from here)."""
+
 from __future__ import annotations
 
 import warnings
@@ -32,9 +33,20 @@ def noise_floor(*samples, min_n: int = 4) -> tuple[float | None, str]:
     return float(max(diffs)), "A/A split of each side's samples (even vs odd rounds)"
 
 
-def compare_times(a_ms, b_ms, *, a: str = "a", b: str = "b", metric: str = "step_ms_mean", confidence: float = 0.95,
-                  n_resamples: int = 2000, seed: int = 0, statistic=None, floor: float | None = None,
-                  role: str = "change") -> dict:
+def compare_times(
+    a_ms,
+    b_ms,
+    *,
+    a: str = "a",
+    b: str = "b",
+    metric: str = "step_ms_mean",
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    statistic=None,
+    floor: float | None = None,
+    role: str = "change",
+) -> dict:
     """Is ``b`` faster than ``a``? ``ratio`` = statistic(a) / statistic(b) (mean unless ``statistic``: 04 passes the
     median for rounds that compile graphs), a BCa bootstrap ``[low, high]``, and a verdict:
     "faster" when the interval is above 1 and the ratio beyond the floor (measured by ``noise_floor`` unless given;
@@ -42,44 +54,85 @@ def compare_times(a_ms, b_ms, *, a: str = "a", b: str = "b", metric: str = "step
     results.json's comparison entry with ``role``, ``n_a``, ``n_b``, ``confidence``, ``floor``, ``floor_from``,
     ``samples``. Under 2 samples or none varying: interval = ratio."""
     from scipy import stats
+
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, not {role!r}")
     stat = statistic or np.mean
     x = np.asarray(list(a_ms), dtype=float)
     y = np.asarray(list(b_ms), dtype=float)
-    if not len(x) or not len(y) or not np.isfinite(x).all() or not np.isfinite(y).all() or stat(y) <= 0:
-        raise ValueError(f"compare_times needs finite, positive samples on both sides ({a}: {len(x)}, {b}: {len(y)})")
+    if (
+        not len(x)
+        or not len(y)
+        or not np.isfinite(x).all()
+        or not np.isfinite(y).all()
+        or stat(y) <= 0
+    ):
+        raise ValueError(
+            f"compare_times needs finite, positive samples on both sides ({a}: {len(x)}, {b}: {len(y)})"
+        )
     ratio = float(stat(x) / stat(y))
     low = high = ratio
     if len(x) >= 2 and len(y) >= 2 and (np.ptp(x) > 0 or np.ptp(y) > 0):
+
         def r(u, v, axis=-1):
             return stat(u, axis=axis) / stat(v, axis=axis)
 
-        for method in ("BCa", "percentile"):  # BCa is undefined on some degenerate resamples: fall back
+        for method in (
+            "BCa",
+            "percentile",
+        ):  # BCa is undefined on some degenerate resamples: fall back
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # scipy's degenerate-data warnings: the fallback handles them
-                ci = stats.bootstrap((x, y), r, vectorized=True, paired=False, n_resamples=n_resamples,
-                                     confidence_level=confidence, method=method,
-                                     random_state=seed).confidence_interval
+                warnings.simplefilter(
+                    "ignore"
+                )  # scipy's degenerate-data warnings: the fallback handles them
+                ci = stats.bootstrap(
+                    (x, y),
+                    r,
+                    vectorized=True,
+                    paired=False,
+                    n_resamples=n_resamples,
+                    confidence_level=confidence,
+                    method=method,
+                    random_state=seed,
+                ).confidence_interval
             if np.isfinite(ci.low) and np.isfinite(ci.high):
                 low, high = float(ci.low), float(ci.high)
                 break
     if floor is None:
         floor, floor_from = noise_floor(x, y)
-        if floor is None:   # too few samples to measure a floor (and to trust a bootstrap): the small-change size
+        if (
+            floor is None
+        ):  # too few samples to measure a floor (and to trust a bootstrap): the small-change size
             floor, floor_from = SMALL, f"assumed {100 * SMALL:g}%: {floor_from}"
     else:
         floor_from = "given"
     if not 0 <= floor:
         raise ValueError(f"floor must be a fraction >= 0, not {floor!r}")
-    verdict = ("faster" if low > 1.0 and ratio >= 1.0 + floor else
-               "slower" if high < 1.0 and ratio <= 1.0 / (1.0 + floor) else "no difference")
+    verdict = (
+        "faster"
+        if low > 1.0 and ratio >= 1.0 + floor
+        else "slower"
+        if high < 1.0 and ratio <= 1.0 / (1.0 + floor)
+        else "no difference"
+    )
     if verdict != "no difference" and max(ratio, 1 / ratio) < 1 + SMALL:
         verdict += ", small"
-    return {"a": a, "b": b, "metric": metric, "ratio": round(ratio, 4), "low": round(low, 4), "high": round(high, 4),
-            "verdict": verdict, "role": role, "n_a": int(len(x)), "n_b": int(len(y)), "confidence": confidence,
-            "floor": round(floor, 4), "floor_from": floor_from,
-            "samples": {"a": [round(float(v), 4) for v in x], "b": [round(float(v), 4) for v in y]}}
+    return {
+        "a": a,
+        "b": b,
+        "metric": metric,
+        "ratio": round(ratio, 4),
+        "low": round(low, 4),
+        "high": round(high, 4),
+        "verdict": verdict,
+        "role": role,
+        "n_a": int(len(x)),
+        "n_b": int(len(y)),
+        "confidence": confidence,
+        "floor": round(floor, 4),
+        "floor_from": floor_from,
+        "samples": {"a": [round(float(v), 4) for v in x], "b": [round(float(v), 4) for v in y]},
+    }
 
 
 def direction(comparison: Mapping[str, Any]) -> str | None:
@@ -108,14 +161,20 @@ def describe(comparison: Mapping[str, Any]) -> str:
     small = "; a small change, under 3.5%" if c["verdict"].endswith("small") else ""
     if d is None:
         floor = f"; noise floor ±{100 * c['floor']:.1f}%" if c.get("floor") else ""
-        return (f"{c['b']} vs {c['a']}: no difference beyond this run's noise ({_x(r)}, {pct}% interval "
-                f"{lo:.2f}–{hi:.2f}×{floor})")
+        return (
+            f"{c['b']} vs {c['a']}: no difference beyond this run's noise ({_x(r)}, {pct}% interval "
+            f"{lo:.2f}–{hi:.2f}×{floor})"
+        )
     if c.get("role") == "timer":
         if d == "faster":
             return f"{c['b']} reads {_x(r)} low against {c['a']} ({pct}% interval {_x(lo)}–{_x(hi)}{small})"
         return f"{c['b']} reads {_x(1 / r)} high against {c['a']} ({pct}% interval {_x(1 / hi)}–{_x(1 / lo)}{small})"
     if d == "faster":
-        return (f"{c['b']}: {1 / r:.2f}× the {c['a']} step ({_x(r)} faster; {pct}% interval "
-                f"{_x(lo)}–{_x(hi)}{small})")
-    return (f"{c['b']} makes the step {_x(1 / r)} slower than {c['a']} ({pct}% interval {_x(1 / hi)}–{_x(1 / lo)}"
-            f"{small})")
+        return (
+            f"{c['b']}: {1 / r:.2f}× the {c['a']} step ({_x(r)} faster; {pct}% interval "
+            f"{_x(lo)}–{_x(hi)}{small})"
+        )
+    return (
+        f"{c['b']} makes the step {_x(1 / r)} slower than {c['a']} ({pct}% interval {_x(1 / hi)}–{_x(1 / lo)}"
+        f"{small})"
+    )

@@ -1,5 +1,6 @@
 """The doctor's lean reader: the first steps of a trace, streamed (``read_trimmed``), with its progress on a stream
 (``progress_to``). Split from ``load``, whose whole-trace reader and ``trim`` it reproduces in bounded memory."""
+
 from __future__ import annotations
 
 import codecs
@@ -16,17 +17,39 @@ from tqdm import tqdm
 
 from . import events as ev
 from .files import TraceError, find_trace
-from .load import (CHUNK, MAX_EVENTS, MAX_STEPS, QUOTE_BUG, byte_chunks, gc_paused, load_trace, max_trace_bytes,
-                   not_json, not_trace, nothing_profiled, repair_quotes, steps_kept, trim)
+from .load import (
+    CHUNK,
+    MAX_EVENTS,
+    MAX_STEPS,
+    QUOTE_BUG,
+    byte_chunks,
+    gc_paused,
+    load_trace,
+    max_trace_bytes,
+    not_json,
+    not_trace,
+    nothing_profiled,
+    repair_quotes,
+    steps_kept,
+    trim,
+)
 
 # ``read_trimmed`` streams the ``traceEvents`` array in chunks of complete events and keeps what ``trim`` would keep,
 # so its memory follows the steps kept, not the file; its limit (``load.STREAM_MAX_MB``) bounds time (about a minute a
 # GB on a 2-core machine).
-KEEP_MB = 64            # a trace that decompresses to no more than this is read in one pass and trimmed in memory
-PROGRESS_AFTER_S = 2.0  # a progress bar on the progress stream, when it is a terminal, for reads longer than this
-_progress: Any = None   # the stream for the progress bar (``progress_to``): the command line's stderr, else None
-_CUT = re.compile(r"\}\s*,\s*\Z")                  # what precedes an event that starts a new object: "}," + spaces
+KEEP_MB = (
+    64  # a trace that decompresses to no more than this is read in one pass and trimmed in memory
+)
+PROGRESS_AFTER_S = (
+    2.0  # a progress bar on the progress stream, when it is a terminal, for reads longer than this
+)
+_progress: Any = (
+    None  # the stream for the progress bar (``progress_to``): the command line's stderr, else None
+)
+_CUT = re.compile(r"\}\s*,\s*\Z")  # what precedes an event that starts a new object: "}," + spaces
 _WS = re.compile(r"[ \t\r\n]*")
+
+
 @contextlib.contextmanager
 def progress_to(stream) -> Iterator[None]:
     """Inside the block, reads longer than ``PROGRESS_AFTER_S`` show a progress bar (tqdm's) on ``stream``
@@ -51,8 +74,17 @@ class _Progress:
         if not self.tty:
             return
         if self.bar is None:
-            self.bar = tqdm(total=total, desc=self.desc, file=_progress, unit="B", unit_scale=True,
-                            delay=PROGRESS_AFTER_S, mininterval=0.5, leave=False, dynamic_ncols=True)
+            self.bar = tqdm(
+                total=total,
+                desc=self.desc,
+                file=_progress,
+                unit="B",
+                unit_scale=True,
+                delay=PROGRESS_AFTER_S,
+                mininterval=0.5,
+                leave=False,
+                dynamic_ncols=True,
+            )
         self.bar.update(done - self.bar.n)
 
     def end(self) -> None:
@@ -72,7 +104,7 @@ class _Events:
         self.cuts: dict = {}
         self.header: dict = {}
         self.repaired = 0
-        self.chars = 0    # characters read so far
+        self.chars = 0  # characters read so far
         self.dec = json.JSONDecoder(strict=False)
 
     def _value(self, buf: str, i: int, more) -> tuple[Any, int, str]:
@@ -105,39 +137,41 @@ class _Events:
         """The file's text, chunk by chunk (``load.byte_chunks``), its progress shown and counted in ``chars``."""
         text, shown = codecs.getincrementaldecoder("utf-8-sig")(), _Progress(self.p, self.what)
         try:
-            for chunk in itertools.chain(byte_chunks(self.p, self.limit, True, shown, CHUNK), [b""]):
+            for chunk in itertools.chain(
+                byte_chunks(self.p, self.limit, True, shown, CHUNK), [b""]
+            ):
                 out = text.decode(chunk, final=not chunk)
                 self.chars += len(out)
                 yield out
         except UnicodeDecodeError as exc:
             raise not_json(self.p, exc) from None
-        finally:   # the bar leaves the terminal before the report, or the error line, is printed
+        finally:  # the bar leaves the terminal before the report, or the error line, is printed
             shown.end()
 
     def __iter__(self) -> Iterator[list]:
         more = self._chunks()
         buf, i = "", 0
         i, buf, more = self._skip(buf, i, more)
-        if buf[i:i + 1] not in ("[", "{"):
+        if buf[i : i + 1] not in ("[", "{"):
             raise not_json(self.p, "no JSON document")
-        bare = buf[i:i + 1] == "["
+        bare = buf[i : i + 1] == "["
         if not bare:
             i, buf, more = self._skip(buf, i + 1, more)
-            while True:   # the keys before traceEvents
-                if buf[i:i + 1] == "}":
+            while True:  # the keys before traceEvents
+                if buf[i : i + 1] == "}":
                     raise not_trace(self.p)
                 key, i, buf = self._value(buf, i, more)
                 i, buf, more = self._skip(buf, i, more)
-                if buf[i:i + 1] != ":":
+                if buf[i : i + 1] != ":":
                     raise not_json(self.p, f"expected ':' at character {i}")
                 i, buf, more = self._skip(buf, i + 1, more)
-                if key == "traceEvents" and buf[i:i + 1] == "[":
+                if key == "traceEvents" and buf[i : i + 1] == "[":
                     break
                 self.header[key], i, buf = self._value(buf, i, more)
                 i, buf, more = self._skip(buf, i, more)
-                if buf[i:i + 1] == ",":
+                if buf[i : i + 1] == ",":
                     i, buf, more = self._skip(buf, i + 1, more)
-                elif buf[i:i + 1] == "}":
+                elif buf[i : i + 1] == "}":
                     raise not_trace(self.p)
                 else:
                     raise not_json(self.p, f"expected ',' or '}}' at character {i}")
@@ -147,11 +181,13 @@ class _Events:
         buf = buf[i:]
         for c, nxt in enumerate(more or (), 1):
             buf += nxt
-            if self.plan is not None:   # a second pass: the first pass's batches, decoded where they are needed
+            if (
+                self.plan is not None
+            ):  # a second pass: the first pass's batches, decoded where they are needed
                 if (step := self.plan.get(c)) is None:
                     continue
                 if self.skip(step[0]):
-                    buf = buf[step[1]:]
+                    buf = buf[step[1] :]
                     continue
             before = len(buf)
             batch, buf = self._batch(buf)
@@ -162,15 +198,15 @@ class _Events:
         out, i = [], 0
         while True:
             i, buf, _ = self._skip(buf, i, None)
-            if buf[i:i + 1] == "]":
+            if buf[i : i + 1] == "]":
                 i += 1
                 break
             v, i, buf = self._decode_one(buf, i)
             out.append(v)
             i, buf, _ = self._skip(buf, i, None)
-            if buf[i:i + 1] == ",":
+            if buf[i : i + 1] == ",":
                 i += 1
-            elif buf[i:i + 1] != "]":
+            elif buf[i : i + 1] != "]":
                 raise not_json(self.p, "expected ',' or ']' near the end of the events")
         if out:
             yield out
@@ -203,7 +239,7 @@ class _Events:
     def _batch(self, buf: str) -> tuple[list, str]:
         """The whole events at the start of ``buf`` and the text after them."""
         end = len(buf)
-        for _ in range(4):   # the last "}, {" is almost always between two events; a few tries else
+        for _ in range(4):  # the last "}, {" is almost always between two events; a few tries else
             k = buf.rfind("{", 0, end)
             while k > 0 and not _CUT.search(buf, max(0, k - 64), k):
                 k = buf.rfind("{", 0, k)
@@ -221,15 +257,21 @@ class _Events:
                         self.repaired += n
                         return out, buf[k:]
             end = k
-        if len(buf) > 4 * CHUNK:   # no break between events found: one at a time, which finds the fault
+        if (
+            len(buf) > 4 * CHUNK
+        ):  # no break between events found: one at a time, which finds the fault
             v, i, buf = self._decode_one(buf, 0)
             i = _WS.match(buf, i).end()
-            return [v], buf[i + 1:] if buf[i:i + 1] == "," else buf[i:]
+            return [v], buf[i + 1 :] if buf[i : i + 1] == "," else buf[i:]
         return [], buf
 
 
-def read_trimmed(path: Path | str, max_steps: int | None = MAX_STEPS, max_events: int | None = MAX_EVENTS,
-                 keep_mb: float = KEEP_MB) -> tuple[dict, str | None, list[str]]:
+def read_trimmed(
+    path: Path | str,
+    max_steps: int | None = MAX_STEPS,
+    max_events: int | None = MAX_EVENTS,
+    keep_mb: float = KEEP_MB,
+) -> tuple[dict, str | None, list[str]]:
     """``trim(load_trace(path), max_steps, max_events)`` in memory that follows the steps kept, not the file:
     ``(doc, note, notes)``. Up to ``keep_mb`` MiB in one pass; larger in two (steps first, then what ``trim`` keeps)."""
     p, _ = find_trace(path)
@@ -238,7 +280,7 @@ def read_trimmed(path: Path | str, max_steps: int | None = MAX_STEPS, max_events
     meta, named, stamps, launch_ts, launch_corr = [], [], array("d"), array("d"), []
     whole: list | None = []
     total = 0
-    batches = []   # per batch: (earliest, latest time, smallest, largest device correlation id, must be read)
+    batches = []  # per batch: (earliest, latest time, smallest, largest device correlation id, must be read)
     profiled = False
     reader = _Events(p, limit)
     try:
@@ -279,22 +321,32 @@ def read_trimmed(path: Path | str, max_steps: int | None = MAX_STEPS, max_events
                 batches.append((t_lo, t_hi, c_lo, c_hi, odd))
                 if whole is not None:
                     whole += batch
-                    if reader.chars > keep_bytes:   # past the one-pass budget: two passes
+                    if reader.chars > keep_bytes:  # past the one-pass budget: two passes
                         whole = None
     except _Fallback:
         doc = load_trace(p)
         return (*trim(doc, max_steps, max_events), [])
     except MemoryError:
-        raise TraceError(f"{p}: this machine has not the memory to read it; give a shorter trace") from None
-    notes = [f"{p}: {reader.repaired} event name(s) with unescaped quotes (Kineto's with_stack bug before its July "
-             f"2026 fix) were repaired"] if reader.repaired else []
+        raise TraceError(
+            f"{p}: this machine has not the memory to read it; give a shorter trace"
+        ) from None
+    notes = (
+        [
+            f"{p}: {reader.repaired} event name(s) with unescaped quotes (Kineto's with_stack bug before its July "
+            f"2026 fix) were repaired"
+        ]
+        if reader.repaired
+        else []
+    )
     if not profiled:
         raise nothing_profiled(p)
-    if whole is not None:   # one pass: the events are in memory
+    if whole is not None:  # one pass: the events are in memory
         return (*trim({**reader.header, "traceEvents": whole}, max_steps, max_events), notes)
     steps = ev.step_ranges(named)
     del named
-    k = steps_kept([a for _, a, _ in steps], stamps, max_steps, max_events) if steps else 0   # as trim keeps
+    k = (
+        steps_kept([a for _, a, _ in steps], stamps, max_steps, max_events) if steps else 0
+    )  # as trim keeps
     del stamps
     cut = steps and k < len(steps)
     lo, hi = (steps[0][1], steps[k][1]) if cut else (-math.inf, math.inf)
@@ -302,13 +354,19 @@ def read_trimmed(path: Path | str, max_steps: int | None = MAX_STEPS, max_events
     del launch_ts, launch_corr, meta
     ints = [c for c in corrs if type(c) is int]
     w_lo, w_hi = (min(ints), max(ints)) if ints else (math.inf, -math.inf)
-    any_corr = len(ints) < len(corrs)   # a correlation id that is not an int: any device work may be late work
+    any_corr = len(ints) < len(
+        corrs
+    )  # a correlation id that is not an int: any device work may be late work
 
     def skip(n: int) -> bool:
         """Batch ``n`` holds nothing ``trim`` keeps (no event in the window, metadata, or kept launch's device work)."""
         t_lo, t_hi, c_lo, c_hi, odd = batches[n]
-        return not (odd or (t_lo < hi and t_hi >= lo) or (c_lo <= w_hi and c_hi >= w_lo)
-                    or (any_corr and c_lo <= c_hi))
+        return not (
+            odd
+            or (t_lo < hi and t_hi >= lo)
+            or (c_lo <= w_hi and c_hi >= w_lo)
+            or (any_corr and c_lo <= c_hi)
+        )
 
     kept, late, names = [], [], {}
     plan = reader.cuts if cut and not reader.repaired else None
@@ -323,8 +381,14 @@ def read_trimmed(path: Path | str, max_steps: int | None = MAX_STEPS, max_events
                     continue
                 kept.append(_intern(e, names))
     kept += [_intern(e, names) for e in late]
-    note = (f"the trace holds {len(steps)} ProfilerSteps ({total:,} events); the first {k} ({len(kept):,} events) "
-            f"are analysed; open_trace(path, max_steps=None) for all of them") if cut else None
+    note = (
+        (
+            f"the trace holds {len(steps)} ProfilerSteps ({total:,} events); the first {k} ({len(kept):,} events) "
+            f"are analysed; open_trace(path, max_steps=None) for all of them"
+        )
+        if cut
+        else None
+    )
     return {**reader.header, "traceEvents": kept}, note, notes
 
 

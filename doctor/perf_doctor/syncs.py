@@ -1,6 +1,7 @@
 """Host-device synchronisations in a trace: each counted once, and what each cost (taught in ``03_backward_hooks``).
 A CPU-only trace has none: every count is 0 and ``sync_costs`` is empty.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -13,31 +14,79 @@ from . import intervals as iv
 # host calls that wait for the device, by kind (runtime and driver API, base names without CUPTI's suffixes;
 # ROCm's HIP calls, which Kineto records under the same categories, alike)
 SYNC_KINDS = {
-    "cudaStreamSynchronize": "stream_sync", "cuStreamSynchronize": "stream_sync", "hipStreamSynchronize": "stream_sync",
-    "cudaDeviceSynchronize": "device_sync", "cudaThreadSynchronize": "device_sync", "cuCtxSynchronize": "device_sync",
-    "hipDeviceSynchronize": "device_sync", "hipCtxSynchronize": "device_sync",
-    "cudaEventSynchronize": "event_sync", "cuEventSynchronize": "event_sync", "hipEventSynchronize": "event_sync",
+    "cudaStreamSynchronize": "stream_sync",
+    "cuStreamSynchronize": "stream_sync",
+    "hipStreamSynchronize": "stream_sync",
+    "cudaDeviceSynchronize": "device_sync",
+    "cudaThreadSynchronize": "device_sync",
+    "cuCtxSynchronize": "device_sync",
+    "hipDeviceSynchronize": "device_sync",
+    "hipCtxSynchronize": "device_sync",
+    "cudaEventSynchronize": "event_sync",
+    "cuEventSynchronize": "event_sync",
+    "hipEventSynchronize": "event_sync",
 }
 # copies whose API call itself blocks the host until the copy is done (the synchronous copy API);
 # a device-to-device copy does not make the host wait, so it is left out (by its GPU record, when there is one)
-BLOCKING_COPIES = {"cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyFromSymbol", "cudaMemcpyToSymbol",
-                   "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD", "cuMemcpy2D", "cuMemcpy3D",
-                   "hipMemcpy", "hipMemcpy2D", "hipMemcpy3D", "hipMemcpyDtoH", "hipMemcpyHtoD",
-                   "hipMemcpyWithStream"}
+BLOCKING_COPIES = {
+    "cudaMemcpy",
+    "cudaMemcpy2D",
+    "cudaMemcpy3D",
+    "cudaMemcpyFromSymbol",
+    "cudaMemcpyToSymbol",
+    "cuMemcpy",
+    "cuMemcpyDtoH",
+    "cuMemcpyHtoD",
+    "cuMemcpy2D",
+    "cuMemcpy3D",
+    "hipMemcpy",
+    "hipMemcpy2D",
+    "hipMemcpy3D",
+    "hipMemcpyDtoH",
+    "hipMemcpyHtoD",
+    "hipMemcpyWithStream",
+}
 # asynchronous copies: they block only when the destination is pageable host memory (a DtoH copy into memory
 # that is not pinned is staged and waited for by the driver); into pinned memory they do not wait
-ASYNC_COPIES = {"cudaMemcpyAsync", "cudaMemcpy2DAsync", "cudaMemcpy3DAsync", "cudaMemcpyFromSymbolAsync",
-                "cuMemcpyAsync", "cuMemcpyDtoHAsync", "cuMemcpy2DAsync", "cuMemcpy3DAsync",
-                "hipMemcpyAsync", "hipMemcpyDtoHAsync", "hipMemcpy2DAsync", "hipMemcpy3DAsync"}
+ASYNC_COPIES = {
+    "cudaMemcpyAsync",
+    "cudaMemcpy2DAsync",
+    "cudaMemcpy3DAsync",
+    "cudaMemcpyFromSymbolAsync",
+    "cuMemcpyAsync",
+    "cuMemcpyDtoHAsync",
+    "cuMemcpy2DAsync",
+    "cuMemcpy3DAsync",
+    "hipMemcpyAsync",
+    "hipMemcpyDtoHAsync",
+    "hipMemcpy2DAsync",
+    "hipMemcpy3DAsync",
+}
 KINDS = ("stream_sync", "device_sync", "event_sync", "blocking_copy")
 # Kineto's own records of a sync on the GPU timeline (category ``cuda_sync``, with ``enable_cuda_sync_events``):
 # the same wait as the host call with the same correlation id; "Stream Wait Event" is a GPU-side wait, no host sync
-DEVICE_SYNC_KINDS = {"Stream Sync": "stream_sync", "Context Sync": "device_sync", "Event Sync": "event_sync"}
+DEVICE_SYNC_KINDS = {
+    "Stream Sync": "stream_sync",
+    "Context Sync": "device_sync",
+    "Event Sync": "event_sync",
+}
 # calls that may sit between a copy and its sync without ending the pair (error checks, capture queries)
-QUIET_CALLS = {"cudaGetLastError", "cudaPeekAtLastError", "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo",
-               "cudaGetDevice", "cuCtxGetCurrent", "cuStreamIsCapturing", "cuStreamGetCaptureInfo",
-               "hipGetLastError", "hipPeekAtLastError", "hipStreamIsCapturing", "hipStreamGetCaptureInfo",
-               "hipGetDevice", "hipGetDevicePropertiesR0600"}
+QUIET_CALLS = {
+    "cudaGetLastError",
+    "cudaPeekAtLastError",
+    "cudaStreamIsCapturing",
+    "cudaStreamGetCaptureInfo",
+    "cudaGetDevice",
+    "cuCtxGetCurrent",
+    "cuStreamIsCapturing",
+    "cuStreamGetCaptureInfo",
+    "hipGetLastError",
+    "hipPeekAtLastError",
+    "hipStreamIsCapturing",
+    "hipStreamGetCaptureInfo",
+    "hipGetDevice",
+    "hipGetDevicePropertiesR0600",
+}
 SYNC_COST_COLUMNS = ["ts_us", "name", "kind", "host_us", "gpu_idle_us"]
 
 
@@ -52,7 +101,11 @@ def sync_events(trace: Mapping[str, Any], pairs: dict | None = None) -> list[tup
     - a ``cuda_sync`` GPU record counts only when no host call has its correlation id.
     """
     done = ev.complete(trace)
-    gpu_copy = {ev.corr(e): str(e.get("name", "")) for e in done if ev.kind(e) == "memcpy" and ev.corr(e) is not None}
+    gpu_copy = {
+        ev.corr(e): str(e.get("name", ""))
+        for e in done
+        if ev.kind(e) == "memcpy" and ev.corr(e) is not None
+    }
     host_api = [e for e in done if ev.is_launch(e)]
     device_syncs = [e for e in done if ev.kind(e) == "device_sync"]
     out: list[tuple[dict, str]] = []
@@ -72,7 +125,9 @@ def sync_events(trace: Mapping[str, Any], pairs: dict | None = None) -> list[tup
                 continue
             if name in QUIET_CALLS:
                 continue
-            if pending is not None:  # the copy was not followed by a sync call: it was the wait itself
+            if (
+                pending is not None
+            ):  # the copy was not followed by a sync call: it was the wait itself
                 out.append((pending, "blocking_copy"))
                 pending = None
             copy = gpu_copy.get(ev.corr(e), "")
@@ -103,12 +158,21 @@ def count_syncs(trace: Mapping[str, Any], phase: str | None = "backward") -> dic
         if inside(float(e.get("ts", 0.0))):
             by_kind[kind] += 1
     launched = {c for c, e in ev.launches(trace).items() if inside(float(e["ts"]))}
-    dtoh = sum(1 for e in ev.device_work(trace) if ev.kind(e) == "memcpy" and "DtoH" in str(e.get("name", ""))
-               and ev.corr(e) in launched)
+    dtoh = sum(
+        1
+        for e in ev.device_work(trace)
+        if ev.kind(e) == "memcpy" and "DtoH" in str(e.get("name", "")) and ev.corr(e) in launched
+    )
     total = sum(by_kind.values())
     n = 1 if ranges is None else len(ranges)
-    return {**by_kind, "by_kind": by_kind, "dtoh_copies": dtoh, "total": total, "phases": n,
-            "per_step": total / n if n else 0.0}
+    return {
+        **by_kind,
+        "by_kind": by_kind,
+        "dtoh_copies": dtoh,
+        "total": total,
+        "phases": n,
+        "per_step": total / n if n else 0.0,
+    }
 
 
 def launch_latency_us(trace: Mapping[str, Any]) -> float:
@@ -132,8 +196,11 @@ def sync_costs(trace: Mapping[str, Any], phase: str | None = None):
 
     where = iv.merge(ev.phase_ranges(trace, phase)) if phase else None
     pairs: dict = {}
-    syncs = [(e, k) for e, k in sync_events(trace, pairs)
-             if where is None or iv.contains(where, float(e.get("ts", 0.0)))]
+    syncs = [
+        (e, k)
+        for e, k in sync_events(trace, pairs)
+        if where is None or iv.contains(where, float(e.get("ts", 0.0)))
+    ]
     work = ev.device_work(trace)
     if not work or not syncs:
         return pd.DataFrame(columns=SYNC_COST_COLUMNS)
@@ -144,9 +211,20 @@ def sync_costs(trace: Mapping[str, Any], phase: str | None = None):
     for e, kind in syncs:
         ts = float(e["ts"])
         t1 = ts + float(e.get("dur", 0.0))
-        t0 = min(ts, float(pairs[id(e)]["ts"])) if id(e) in pairs else ts   # the pair's wait starts in the copy
-        j = bisect.bisect_left(starts, t1)  # the first device work that starts after the host call ends
+        t0 = (
+            min(ts, float(pairs[id(e)]["ts"])) if id(e) in pairs else ts
+        )  # the pair's wait starts in the copy
+        j = bisect.bisect_left(
+            starts, t1
+        )  # the first device work that starts after the host call ends
         end = min(starts[j], t1 + launch) if j < len(starts) else t1 + launch
-        rows.append({"ts_us": ts, "name": str(e.get("name", "")), "kind": kind, "host_us": t1 - t0,
-                     "gpu_idle_us": max(0.0, (end - t0) - iv.covered(busy, t0, end))})
+        rows.append(
+            {
+                "ts_us": ts,
+                "name": str(e.get("name", "")),
+                "kind": kind,
+                "host_us": t1 - t0,
+                "gpu_idle_us": max(0.0, (end - t0) - iv.covered(busy, t0, end)),
+            }
+        )
     return pd.DataFrame(rows, columns=SYNC_COST_COLUMNS)

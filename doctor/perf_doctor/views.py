@@ -7,6 +7,7 @@ parser (the TensorBoard plugin's own Python side: Overview, operators, kernels, 
 view first needs them: ``pip install 'perf-doctor[full]'`` brings them (``missing_libraries``); without them those
 views raise a one-line ``TraceError`` saying so, and the doctor's own figures stand.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,23 +30,52 @@ from .load import MAX_EVENTS, MAX_STEPS, TraceError, find_trace, gc_paused, load
 from .stream import read_trimmed
 from .timeline import draw_timeline
 
-FULL = "pip install 'perf-doctor[full]'"   # what brings the view libraries
+FULL = "pip install 'perf-doctor[full]'"  # what brings the view libraries
 # the libraries of the views (module: name), which the base install leaves out: HTA declares JupyterLab,
 # torch-tb-profiler TensorBoard
 VIEW_LIBRARIES = {"torch_tb_profiler": "torch-tb-profiler", "hta": "Holistic Trace Analysis"}
 # the Overview's categories, in torch-tb-profiler's order (its ProfileRole); each is ms per step
-CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
+CATEGORIES = (
+    "kernel",
+    "memcpy",
+    "memset",
+    "communication",
+    "runtime",
+    "dataloader",
+    "cpu_exec",
+    "other",
+)
 OVERVIEW_COLUMNS = [f"{c}_ms" for c in CATEGORIES] + ["step_ms"]
-OPERATOR_COLUMNS = ["name", "calls", "host_self_ms", "host_total_ms", "device_self_ms", "device_total_ms",
-                    "tc_eligible", "tflops", "peak_pct"]
-KERNEL_COLUMNS = ["name", "calls", "total_ms", "mean_us", "max_us", "min_us", "blocks_per_sm",
-                  "occupancy_pct", "tensor_cores"]
+OPERATOR_COLUMNS = [
+    "name",
+    "calls",
+    "host_self_ms",
+    "host_total_ms",
+    "device_self_ms",
+    "device_total_ms",
+    "tc_eligible",
+    "tflops",
+    "peak_pct",
+]
+KERNEL_COLUMNS = [
+    "name",
+    "calls",
+    "total_ms",
+    "mean_us",
+    "max_us",
+    "min_us",
+    "blocks_per_sm",
+    "occupancy_pct",
+    "tensor_cores",
+]
 MEMORY_COLUMNS = ["device", "peak_allocated_mb", "peak_reserved_mb", "samples"]
 
 
 def missing_libraries() -> list[str]:
     """The names of the view libraries (``VIEW_LIBRARIES``) this Python lacks."""
-    return [name for module, name in VIEW_LIBRARIES.items() if importlib.util.find_spec(module) is None]
+    return [
+        name for module, name in VIEW_LIBRARIES.items() if importlib.util.find_spec(module) is None
+    ]
 
 
 def _need(module: str, label: str) -> None:
@@ -64,8 +94,11 @@ def quiet(*loggers: str):
     if not loggers:
         logging.disable(logging.WARNING)
     try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-                warnings.catch_warnings():
+        with (
+            contextlib.redirect_stdout(io.StringIO()),
+            contextlib.redirect_stderr(io.StringIO()),
+            warnings.catch_warnings(),
+        ):
             if loggers:
                 warnings.filterwarnings("ignore", module=r"(hta|torch_tb_profiler)(\.|$)")
             else:
@@ -80,10 +113,30 @@ def quiet(*loggers: str):
 
 # the category torch-tb-profiler 0.4 knows for each kind of event (events.kind); it knows only the names of
 # torch <= 1.9 for host runtime calls ("Runtime") and none of MTIA's or XPU's
-_TB_CATEGORY = {"op": "cpu_op", "annotation": "user_annotation", "python": "python_function", "kernel": "kernel",
-                "memcpy": "gpu_memcpy", "memset": "gpu_memset", "launch": "Runtime"}
-_TB_KNOWS = {"trace", "cpu_op", "operator", "runtime", "kernel", "memcpy", "gpu_memcpy", "memset", "gpu_memset",
-             "python", "memory", "python_function", "user_annotation"}
+_TB_CATEGORY = {
+    "op": "cpu_op",
+    "annotation": "user_annotation",
+    "python": "python_function",
+    "kernel": "kernel",
+    "memcpy": "gpu_memcpy",
+    "memset": "gpu_memset",
+    "launch": "Runtime",
+}
+_TB_KNOWS = {
+    "trace",
+    "cpu_op",
+    "operator",
+    "runtime",
+    "kernel",
+    "memcpy",
+    "gpu_memcpy",
+    "memset",
+    "gpu_memset",
+    "python",
+    "memory",
+    "python_function",
+    "user_annotation",
+}
 
 
 def _for_tb(doc: dict) -> dict:
@@ -125,12 +178,20 @@ def _why(exc: BaseException) -> str:
 class Trace:
     """One loaded trace (``open_trace``: ``path``, ``doc``, ``notes``) and its views, which raise ``TraceError``."""
 
-    def __init__(self, doc: dict, path: Path | None = None, notes: list[str] | None = None, trimmed: bool = False):
+    def __init__(
+        self,
+        doc: dict,
+        path: Path | None = None,
+        notes: list[str] | None = None,
+        trimmed: bool = False,
+    ):
         self.doc, self.path, self.notes, self.trimmed = doc, path, list(notes or []), trimmed
         self.label = str(path) if path is not None else "the trace"
         if not ev.step_ranges(doc):
-            self.notes.append(f"{self.label}: no ProfilerStep in the trace, so the whole trace is analysed as one "
-                              "step; profile with a schedule and call prof.step() each step to get per-step views")
+            self.notes.append(
+                f"{self.label}: no ProfilerStep in the trace, so the whole trace is analysed as one "
+                "step; profile with a schedule and call prof.step() each step to get per-step views"
+            )
 
     @cached_property
     def has_gpu(self) -> bool:
@@ -139,8 +200,10 @@ class Trace:
 
     def _need_gpu(self, view: str) -> None:
         if not self.has_gpu:
-            raise TraceError(f"{self.label}: a CPU-only trace has no GPU timeline for the {view}; profile on a "
-                             "GPU with ProfilerActivity.CUDA to get it")
+            raise TraceError(
+                f"{self.label}: a CPU-only trace has no GPU timeline for the {view}; profile on a "
+                "GPU with ProfilerActivity.CUDA to get it"
+            )
 
     @property
     def tb(self):
@@ -169,8 +232,9 @@ class Trace:
                 data = RunProfileData.from_json("worker", "span", _for_tb(self.doc))
                 run = RunGenerator("worker", "span", data).generate_run_profile()
         except Exception as exc:  # noqa: BLE001 - the library's failure becomes one line
-            raise TraceError(f"{self.label}: torch-tb-profiler's parser failed on this trace "
-                             f"({_why(exc)})") from None
+            raise TraceError(
+                f"{self.label}: torch-tb-profiler's parser failed on this trace ({_why(exc)})"
+            ) from None
         return data, run
 
     def overview(self):
@@ -180,17 +244,23 @@ class Trace:
         data, _ = self.tb
         rows = [[c / 1000.0 for c in costs.costs] for costs in data.steps_costs]
         rows.append([c / 1000.0 for c in data.avg_costs.costs])
-        names = [f"ProfilerStep#{n}" if str(n).isdigit() and ev.step_ranges(self.doc) else str(n)
-                 for n in data.steps_names]
-        return pd.DataFrame(rows, index=pd.Index(names + ["average"], name="step"), columns=OVERVIEW_COLUMNS)
+        names = [
+            f"ProfilerStep#{n}" if str(n).isdigit() and ev.step_ranges(self.doc) else str(n)
+            for n in data.steps_names
+        ]
+        return pd.DataFrame(
+            rows, index=pd.Index(names + ["average"], name="step"), columns=OVERVIEW_COLUMNS
+        )
 
     def step_times(self):
         """Each ProfilerStep's host duration (``step``, ``step_ms``), from the trace itself."""
         import pandas as pd
 
         ranges = ev.step_ranges(self.doc)
-        return pd.DataFrame([{"step": n, "step_ms": (b - a) / 1000.0} for n, a, b in ranges],
-                            columns=["step", "step_ms"])
+        return pd.DataFrame(
+            [{"step": n, "step_ms": (b - a) / 1000.0} for n, a, b in ranges],
+            columns=["step", "step_ms"],
+        )
 
     def operators(self):
         """torch-tb-profiler's Operator view (``OPERATOR_COLUMNS``), by device self time, else host self time.
@@ -200,14 +270,30 @@ class Trace:
 
         _, run = self.tb
         nan = float("nan")
-        tput = {r["name"]: {"tflops": r["tflops"], "peak_pct": nan if r["peak_pct"] is None else r["peak_pct"]}
-                for r in op_throughput(self.doc)} if self.has_gpu else {}
-        rows = [{"name": r["name"], "calls": r["calls"],
-                 "host_self_ms": r["host_self_duration"] / 1000.0, "host_total_ms": r["host_total_duration"] / 1000.0,
-                 "device_self_ms": r.get("device_self_duration", 0) / 1000.0,
-                 "device_total_ms": r.get("device_total_duration", 0) / 1000.0,
-                 "tc_eligible": r.get("tc_eligible") == "Yes", **tput.get(r["name"], {"tflops": nan, "peak_pct": nan})}
-                for r in run.operation_table_by_name["data"]]
+        tput = (
+            {
+                r["name"]: {
+                    "tflops": r["tflops"],
+                    "peak_pct": nan if r["peak_pct"] is None else r["peak_pct"],
+                }
+                for r in op_throughput(self.doc)
+            }
+            if self.has_gpu
+            else {}
+        )
+        rows = [
+            {
+                "name": r["name"],
+                "calls": r["calls"],
+                "host_self_ms": r["host_self_duration"] / 1000.0,
+                "host_total_ms": r["host_total_duration"] / 1000.0,
+                "device_self_ms": r.get("device_self_duration", 0) / 1000.0,
+                "device_total_ms": r.get("device_total_duration", 0) / 1000.0,
+                "tc_eligible": r.get("tc_eligible") == "Yes",
+                **tput.get(r["name"], {"tflops": nan, "peak_pct": nan}),
+            }
+            for r in run.operation_table_by_name["data"]
+        ]
         df = pd.DataFrame(rows, columns=OPERATOR_COLUMNS)
         key = "device_self_ms" if df["device_self_ms"].any() else "host_self_ms"
         return df.sort_values(key, ascending=False, kind="stable").reset_index(drop=True)
@@ -215,8 +301,10 @@ class Trace:
     def operators_note(self) -> str | None:
         """One line when torch-tb-profiler linked no kernel to its operator on a GPU trace (device columns 0)."""
         if self.has_gpu and not self.operators()["device_self_ms"].any():
-            return (f"{self.label}: torch-tb-profiler linked no kernel to its operator on this trace, so the "
-                    "device columns are 0 and operators are ranked by host time; the Kernels view has the GPU time")
+            return (
+                f"{self.label}: torch-tb-profiler linked no kernel to its operator on this trace, so the "
+                "device columns are 0 and operators are ranked by host time; the Kernels view has the GPU time"
+            )
         return None
 
     def kernels(self):
@@ -229,13 +317,24 @@ class Trace:
         ks = data.kernel_stat
         if ks is None or len(ks) == 0:
             raise TraceError(f"{self.label}: torch-tb-profiler found no kernels in this trace")
-        df = pd.DataFrame({
-            "name": ks.index, "calls": ks["count"].to_numpy(), "total_ms": ks["sum"].to_numpy() / 1000.0,
-            "mean_us": ks["mean"].to_numpy(), "max_us": ks["max"].to_numpy(), "min_us": ks["min"].to_numpy(),
-            "blocks_per_sm": ks["blocks_per_sm"].to_numpy() if "blocks_per_sm" in ks else float("nan"),
-            "occupancy_pct": ks["occupancy"].to_numpy() if "occupancy" in ks else float("nan"),
-            "tensor_cores": [tensor_core_label(uses_tensor_cores(n)) for n in ks.index]})
-        return df.sort_values("total_ms", ascending=False, kind="stable").reset_index(drop=True)[KERNEL_COLUMNS]
+        df = pd.DataFrame(
+            {
+                "name": ks.index,
+                "calls": ks["count"].to_numpy(),
+                "total_ms": ks["sum"].to_numpy() / 1000.0,
+                "mean_us": ks["mean"].to_numpy(),
+                "max_us": ks["max"].to_numpy(),
+                "min_us": ks["min"].to_numpy(),
+                "blocks_per_sm": ks["blocks_per_sm"].to_numpy()
+                if "blocks_per_sm" in ks
+                else float("nan"),
+                "occupancy_pct": ks["occupancy"].to_numpy() if "occupancy" in ks else float("nan"),
+                "tensor_cores": [tensor_core_label(uses_tensor_cores(n)) for n in ks.index],
+            }
+        )
+        return df.sort_values("total_ms", ascending=False, kind="stable").reset_index(drop=True)[
+            KERNEL_COLUMNS
+        ]
 
     def tensor_core_split(self) -> dict[str, float] | None:
         """Kernel time shares by ``tensor_cores`` (``yes``, ``no``, ``unknown``); None on a CPU trace or none."""
@@ -255,14 +354,26 @@ class Trace:
         data, _ = self.tb
         snap = data.memory_snapshot
         if snap is None or not snap.memory_records:
-            raise TraceError(f"{self.label}: no memory records in this trace; profile with profile_memory=True "
-                             "to get the memory view")
-        rows = [(r.device_name, r.total_allocated / 2**20, r.total_reserved / 2**20) for r in snap.memory_records
-                if r.addr is not None and r.total_allocated == r.total_allocated
-                and r.total_reserved == r.total_reserved]
-        out = pd.DataFrame(rows, columns=["device", "allocated_mb", "reserved_mb"]).groupby("device", sort=True).agg(
-            peak_allocated_mb=("allocated_mb", "max"), peak_reserved_mb=("reserved_mb", "max"),
-            samples=("allocated_mb", "size"))
+            raise TraceError(
+                f"{self.label}: no memory records in this trace; profile with profile_memory=True "
+                "to get the memory view"
+            )
+        rows = [
+            (r.device_name, r.total_allocated / 2**20, r.total_reserved / 2**20)
+            for r in snap.memory_records
+            if r.addr is not None
+            and r.total_allocated == r.total_allocated
+            and r.total_reserved == r.total_reserved
+        ]
+        out = (
+            pd.DataFrame(rows, columns=["device", "allocated_mb", "reserved_mb"])
+            .groupby("device", sort=True)
+            .agg(
+                peak_allocated_mb=("allocated_mb", "max"),
+                peak_reserved_mb=("reserved_mb", "max"),
+                samples=("allocated_mb", "size"),
+            )
+        )
         return out.reset_index()[MEMORY_COLUMNS]
 
     @property
@@ -279,14 +390,17 @@ class Trace:
         if path is None or self.trimmed:
             fd, tmp = tempfile.mkstemp(suffix=".json")
             with os.fdopen(fd, "w") as f, gc_paused(collect=False):
-                f.write(json.dumps(self.doc))   # json.dumps runs the C encoder; json.dump the Python one (5x slower)
+                f.write(
+                    json.dumps(self.doc)
+                )  # json.dumps runs the C encoder; json.dump the Python one (5x slower)
             path = Path(tmp)
         try:
             with quiet("hta"), gc_paused(collect=False):
                 return TraceAnalysis(trace_files={0: str(Path(path).resolve())}, trace_dir="/")
         except Exception as exc:  # noqa: BLE001 - the library's failure becomes one line
-            raise TraceError(f"{self.label}: Holistic Trace Analysis could not load this trace "
-                             f"({_why(exc)})") from None
+            raise TraceError(
+                f"{self.label}: Holistic Trace Analysis could not load this trace ({_why(exc)})"
+            ) from None
         finally:
             if tmp:
                 os.unlink(tmp)
@@ -298,39 +412,61 @@ class Trace:
         except TraceError:
             raise
         except Exception as exc:  # noqa: BLE001
-            raise TraceError(f"{self.label}: Holistic Trace Analysis' {what} failed ({_why(exc)})") from None
+            raise TraceError(
+                f"{self.label}: Holistic Trace Analysis' {what} failed ({_why(exc)})"
+            ) from None
 
     def gpu_breakdown(self) -> dict[str, float] | None:
         """HTA's ``{"idle_pct", "compute_pct", "non_compute_pct"}`` (it drops the last step); None on a CPU trace."""
         if not self.has_gpu:
             return None
-        df = self._hta_call("temporal breakdown", lambda a: a.get_temporal_breakdown(visualize=False))
+        df = self._hta_call(
+            "temporal breakdown", lambda a: a.get_temporal_breakdown(visualize=False)
+        )
         r = df.iloc[0]
-        return {"idle_pct": float(r["idle_time_pctg"]), "compute_pct": float(r["compute_time_pctg"]),
-                "non_compute_pct": float(r["non_compute_time_pctg"])}
+        return {
+            "idle_pct": float(r["idle_time_pctg"]),
+            "compute_pct": float(r["compute_time_pctg"]),
+            "non_compute_pct": float(r["non_compute_time_pctg"]),
+        }
 
     def idle_breakdown(self):
         """HTA's idle time per stream and category (host_wait, kernel_wait, other): ``idle_ms``, ``idle_share``."""
-        df, _ = self._hta_call("idle time breakdown", lambda a: a.get_idle_time_breakdown(visualize=False))
-        return df.rename(columns={"idle_time": "idle_ms", "idle_time_ratio": "idle_share"}).assign(
-            idle_ms=lambda d: d["idle_ms"] / 1000.0).drop(columns=["rank"], errors="ignore")
+        df, _ = self._hta_call(
+            "idle time breakdown", lambda a: a.get_idle_time_breakdown(visualize=False)
+        )
+        return (
+            df.rename(columns={"idle_time": "idle_ms", "idle_time_ratio": "idle_share"})
+            .assign(idle_ms=lambda d: d["idle_ms"] / 1000.0)
+            .drop(columns=["rank"], errors="ignore")
+        )
 
     def launch_stats(self):
         """HTA's launch statistics, a row per launch: ``cpu_duration_us``, ``gpu_duration_us``, ``launch_delay_us``."""
-        stats = self._hta_call("kernel launch statistics", lambda a: a.get_cuda_kernel_launch_stats(visualize=False))
+        stats = self._hta_call(
+            "kernel launch statistics", lambda a: a.get_cuda_kernel_launch_stats(visualize=False)
+        )
         if not stats:
             raise TraceError(f"{self.label}: HTA found no kernel launches in this trace")
         df = next(iter(stats.values()))
-        return df.rename(columns={"cpu_duration": "cpu_duration_us", "gpu_duration": "gpu_duration_us",
-                                  "launch_delay": "launch_delay_us"})
+        return df.rename(
+            columns={
+                "cpu_duration": "cpu_duration_us",
+                "gpu_duration": "gpu_duration_us",
+                "launch_delay": "launch_delay_us",
+            }
+        )
 
     def launch_summary(self) -> dict[str, float]:
         """``launches``, ``launch_stats``' medians, ``short_kernel_share`` (kernels shorter than their launch call)."""
         df = self.launch_stats()
-        return {"launches": int(len(df)), "cpu_duration_us": float(df["cpu_duration_us"].median()),
-                "gpu_duration_us": float(df["gpu_duration_us"].median()),
-                "launch_delay_us": float(df["launch_delay_us"].median()),
-                "short_kernel_share": float((df["gpu_duration_us"] < df["cpu_duration_us"]).mean())}
+        return {
+            "launches": int(len(df)),
+            "cpu_duration_us": float(df["cpu_duration_us"].median()),
+            "gpu_duration_us": float(df["gpu_duration_us"].median()),
+            "launch_delay_us": float(df["launch_delay_us"].median()),
+            "short_kernel_share": float((df["gpu_duration_us"] < df["cpu_duration_us"]).mean()),
+        }
 
     def timeline(self, steps: int = 3, title: str | None = None):
         """A Perfetto-like picture (``timeline``) of the first ``steps`` ProfilerSteps, titled ``title``."""
@@ -343,7 +479,9 @@ def open_trace(src: Any, max_steps: int | None = MAX_STEPS) -> Trace:
         return src
     if isinstance(src, dict):
         if not isinstance(src.get("traceEvents"), list):
-            raise TraceError("the dict given is not a Chrome trace (no traceEvents list); pass what load_trace returns")
+            raise TraceError(
+                "the dict given is not a Chrome trace (no traceEvents list); pass what load_trace returns"
+            )
         if not any(isinstance(e, dict) and e.get("ph") == "X" for e in src["traceEvents"]):
             raise TraceError("the trace dict holds no profiled events; profile some steps first")
         path, notes, doc = None, [], src
@@ -355,7 +493,9 @@ def open_trace(src: Any, max_steps: int | None = MAX_STEPS) -> Trace:
             doc, note, more = read_trimmed(path, max_steps=max_steps, max_events=MAX_EVENTS)
             notes += more
     if path is None or max_steps is None:
-        doc, note = trim(doc, max_steps=max_steps, max_events=None if max_steps is None else MAX_EVENTS)
+        doc, note = trim(
+            doc, max_steps=max_steps, max_events=None if max_steps is None else MAX_EVENTS
+        )
     if note:
         notes.append(f"{path or 'the trace'}: {note}")
     return Trace(doc, path, notes, trimmed=bool(note))

@@ -4,6 +4,7 @@
 timings from interleaved rounds as a ratio with a 95% bootstrap interval and a verdict; a derived figure is printed
 only when the comparison is ``resolved``. The timing statistics are ``perf_doctor.stats``' (the doctor's ``compare``
 judges two traces with them), imported here under their names."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -11,8 +12,16 @@ from typing import Any, Mapping
 import numpy as np
 
 # timing two implementations (a ratio with an interval and a verdict): the doctor's statistics, the lab's too
-from perf_doctor.stats import (ROLES, SMALL, VERDICTS, compare_times, describe, direction,  # noqa: F401
-                               noise_floor, resolved)
+from perf_doctor.stats import (
+    ROLES,
+    SMALL,
+    VERDICTS,
+    compare_times,
+    describe,
+    direction,  # noqa: F401
+    noise_floor,
+    resolved,
+)
 
 
 def _array(x: Any) -> np.ndarray:
@@ -34,11 +43,21 @@ def compare(a: Any, b: Any, *, rtol: float = 0.0, atol: float = 0.0) -> dict[str
         pairs = [("", _array(a), _array(b))]
     for k, x, y in pairs:
         if x.shape != y.shape:
-            return _differ(f"shapes{f' of {k!r}' if k else ''} differ: {tuple(x.shape)} vs {tuple(y.shape)}")
+            return _differ(
+                f"shapes{f' of {k!r}' if k else ''} differ: {tuple(x.shape)} vs {tuple(y.shape)}"
+            )
     exact = all(np.array_equal(x, y) for _, x, y in pairs)
     if sum(x.size for _, x, _ in pairs) == 0:
-        return {"exact": exact, "close": exact, "max_abs_diff": 0.0, "max_rel_diff": 0.0, "mean_abs_diff": 0.0,
-                "p99_abs_diff": 0.0, "n": 0, "why": ""}
+        return {
+            "exact": exact,
+            "close": exact,
+            "max_abs_diff": 0.0,
+            "max_rel_diff": 0.0,
+            "mean_abs_diff": 0.0,
+            "p99_abs_diff": 0.0,
+            "n": 0,
+            "why": "",
+        }
     x = np.concatenate([p[1].astype(np.float64).ravel() for p in pairs])
     y = np.concatenate([p[2].astype(np.float64).ravel() for p in pairs])
     d = np.abs(x - y)
@@ -46,16 +65,42 @@ def compare(a: Any, b: Any, *, rtol: float = 0.0, atol: float = 0.0) -> dict[str
     rel = np.where(ref > 0, d / np.where(ref > 0, ref, 1.0), d)
     close = bool(np.isfinite(y).all() and (d <= atol + rtol * ref).all())
     k = max(1, int(0.99 * d.size))
-    return {"exact": bool(exact), "close": close, "max_abs_diff": float(d.max()), "max_rel_diff": float(rel.max()),
-            "mean_abs_diff": float(d.mean()), "p99_abs_diff": float(np.partition(d, k - 1)[k - 1]), "n": int(d.size),
-            "why": ""}
+    return {
+        "exact": bool(exact),
+        "close": close,
+        "max_abs_diff": float(d.max()),
+        "max_rel_diff": float(rel.max()),
+        "mean_abs_diff": float(d.mean()),
+        "p99_abs_diff": float(np.partition(d, k - 1)[k - 1]),
+        "n": int(d.size),
+        "why": "",
+    }
 
 
 def _differ(why: str) -> dict[str, Any]:
-    return {"exact": False, "close": False, "max_abs_diff": None, "max_rel_diff": None, "mean_abs_diff": None,
-            "p99_abs_diff": None, "n": 0, "why": why}
+    return {
+        "exact": False,
+        "close": False,
+        "max_abs_diff": None,
+        "max_rel_diff": None,
+        "mean_abs_diff": None,
+        "p99_abs_diff": None,
+        "n": 0,
+        "why": why,
+    }
 
 
 def not_measured(what: str, why: str = "skipped for time") -> str:
     """The line for a figure this run did not measure: ``what: not measured (why)``."""
     return f"{what}: not measured ({why})"
+
+
+def takes(comparison: Mapping[str, Any]) -> dict[str, Any]:
+    """The one ratio convention of tables and prose: ``b`` takes ``time_ratio``× ``a``'s time (below 1: faster),
+    with its 95% interval and the verdict (``compare_times`` keeps a/b; this is its inverse)."""
+    c = comparison
+    return {
+        "time_ratio": round(1 / c["ratio"], 3),
+        "interval": f"{1 / c['high']:.2f}–{1 / c['low']:.2f}",
+        "verdict": c["verdict"],
+    }

@@ -1,4 +1,5 @@
 """The device a measurement runs on: is it CUDA, wait for it, read and reset its peak memory."""
+
 from __future__ import annotations
 
 
@@ -10,6 +11,7 @@ def is_cuda(device) -> bool:
 def synchronize(device=None) -> None:
     """Wait for all queued work on ``device`` (a no-op on the CPU)."""
     import torch
+
     if is_cuda(device):
         torch.cuda.synchronize(device)
 
@@ -17,16 +19,19 @@ def synchronize(device=None) -> None:
 def peak_memory_mb(device=None) -> float | None:
     """Peak allocated device memory since the last reset, in MiB (None on the CPU)."""
     import torch
+
     return round(torch.cuda.max_memory_allocated(device) / 2**20, 1) if is_cuda(device) else None
 
 
 def peak_reserved_mb(device=None) -> float | None:
     """Peak memory the caching allocator reserved since the last reset, in MiB (None on the CPU)."""
     import torch
+
     return round(torch.cuda.max_memory_reserved(device) / 2**20, 1) if is_cuda(device) else None
 
 
 def reset_peak_memory(device=None) -> None:
     import torch
+
     if is_cuda(device):
         torch.cuda.reset_peak_memory_stats(device)

@@ -1,4 +1,5 @@
 """torch.profiler with a schedule, a fresh trace directory per run, tables and exports (taught in 01)."""
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -14,17 +15,23 @@ from perf_doctor.kernels import short_name
 from ..notebook.env import quiet_profiler_warning, runs_dir
 from .device import is_cuda
 
-NAME_WIDTH = 60   # a kernel's or operator's name in a printed table (``table``)
-_RUNTIME_CALL = re.compile(r"^(cuda|cu[A-Z]|hip)")   # a CUDA/HIP runtime call, which launches device work
+NAME_WIDTH = 60  # a kernel's or operator's name in a printed table (``table``)
+_RUNTIME_CALL = re.compile(
+    r"^(cuda|cu[A-Z]|hip)"
+)  # a CUDA/HIP runtime call, which launches device work
 
 
 def activities(device=None) -> list:
     """Profiler activities this build supports and this machine can use (CUDA only with a GPU available)."""
     import torch
     from torch.profiler import ProfilerActivity
+
     cuda = torch.cuda.is_available() and (device is None or is_cuda(device))
-    return [a for a in torch.profiler.supported_activities()
-            if a == ProfilerActivity.CPU or (a == ProfilerActivity.CUDA and cuda)]
+    return [
+        a
+        for a in torch.profiler.supported_activities()
+        if a == ProfilerActivity.CPU or (a == ProfilerActivity.CUDA and cuda)
+    ]
 
 
 def fresh_trace_dir(name: str, root: Path | str | None = None) -> Path:
@@ -36,9 +43,20 @@ def fresh_trace_dir(name: str, root: Path | str | None = None) -> Path:
     return path
 
 
-def profile_steps(step_fn: Callable[[], Any], *, wait: int = 1, warmup: int = 1, active: int = 3, repeat: int = 1,
-                  device=None, trace_dir: Path | str | None = None, record_shapes: bool = False,
-                  profile_memory: bool = False, with_stack: bool = False, sync: bool = True):
+def profile_steps(
+    step_fn: Callable[[], Any],
+    *,
+    wait: int = 1,
+    warmup: int = 1,
+    active: int = 3,
+    repeat: int = 1,
+    device=None,
+    trace_dir: Path | str | None = None,
+    record_shapes: bool = False,
+    profile_memory: bool = False,
+    with_stack: bool = False,
+    sync: bool = True,
+):
     """Run ``step_fn`` under ``torch.profiler.profile`` with ``schedule(wait, warmup, active, repeat)``, one profiler
     step per call; returns the profiler. ``sync``: a CUDA device is synchronised after each step (the trace says so:
     ``LOOP_SYNC_METADATA``); either way before each cycle's recording starts (else queued steps' kernels are counted:
@@ -46,6 +64,7 @@ def profile_steps(step_fn: Callable[[], Any], *, wait: int = 1, warmup: int = 1,
     profiler holds the last cycle's events."""
     import torch
     from torch.profiler import profile, schedule, tensorboard_trace_handler
+
     for n, v in (("wait", wait), ("warmup", warmup), ("repeat", repeat)):
         if v < 0:
             raise ValueError(f"{n} cannot be negative")
@@ -54,15 +73,22 @@ def profile_steps(step_fn: Callable[[], Any], *, wait: int = 1, warmup: int = 1,
     quiet_profiler_warning()  # torch 2.10/2.11 warn about clearing events on every profile (see env)
     total = (wait + warmup + active) * max(repeat, 1)
     handler = tensorboard_trace_handler(str(trace_dir)) if trace_dir is not None else None
-    with profile(activities=activities(device), schedule=schedule(wait=wait, warmup=warmup, active=active,
-                 repeat=repeat), on_trace_ready=handler, record_shapes=record_shapes, profile_memory=profile_memory,
-                 with_stack=with_stack) as prof:
+    with profile(
+        activities=activities(device),
+        schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=repeat),
+        on_trace_ready=handler,
+        record_shapes=record_shapes,
+        profile_memory=profile_memory,
+        with_stack=with_stack,
+    ) as prof:
         if sync and is_cuda(device) and hasattr(prof, "preset_metadata_json"):
             prof.preset_metadata_json(LOOP_SYNC_METADATA, "1")
         cycle = wait + warmup + active
         for i in range(total):
             step_fn()
-            if is_cuda(device) and (sync or i % cycle == wait + warmup - 1):   # sync: every step; else before recording
+            if is_cuda(device) and (
+                sync or i % cycle == wait + warmup - 1
+            ):  # sync: every step; else before recording
                 torch.cuda.synchronize(device)
             prof.step()
     return prof
@@ -82,11 +108,13 @@ def host_averages(prof, group_by_input_shape: bool = False):
     return avgs
 
 
-def table(prof, *, sort_by: str | None = None, row_limit: int = 10, group_by_input_shape: bool = False) -> str:
+def table(
+    prof, *, sort_by: str | None = None, row_limit: int = 10, group_by_input_shape: bool = False
+) -> str:
     """``key_averages().table(...)`` sorted by device time where there is one, else CPU time, without the labels' GPU
     copies, kernel names shortened to ``NAME_WIDTH`` (``traces.kernels.short_name``)."""
     key = sort_by or sort_keys(getattr(prof, "activities", None))["self"]
-    avgs = host_averages(prof, group_by_input_shape)   # a fresh EventList: its keys may be shortened
+    avgs = host_averages(prof, group_by_input_shape)  # a fresh EventList: its keys may be shortened
     for e in avgs:
         e.key = short_name(e.key, NAME_WIDTH)
     return avgs.table(sort_by=key, row_limit=row_limit, max_name_column_width=NAME_WIDTH + 4)
@@ -96,13 +124,19 @@ def events_frame(prof, group_by_input_shape: bool = False):
     """``key_averages()`` as a DataFrame (ms), one row per op, label (host side) or kernel, full names; ``on_device``
     for device events (also counted in their op's ``self_device_ms``)."""
     import pandas as pd
+
     rows = []
     for e in host_averages(prof, group_by_input_shape):
-        row = {"name": e.key, "on_device": not str(getattr(e, "device_type", "CPU")).endswith("CPU"), "calls": e.count,
-               "self_cpu_ms": e.self_cpu_time_total / 1000.0, "cpu_total_ms": e.cpu_time_total / 1000.0,
-               "cpu_avg_ms": e.cpu_time_total / 1000.0 / max(e.count, 1),
-               "self_device_ms": getattr(e, "self_device_time_total", 0.0) / 1000.0,
-               "device_total_ms": getattr(e, "device_time_total", 0.0) / 1000.0}
+        row = {
+            "name": e.key,
+            "on_device": not str(getattr(e, "device_type", "CPU")).endswith("CPU"),
+            "calls": e.count,
+            "self_cpu_ms": e.self_cpu_time_total / 1000.0,
+            "cpu_total_ms": e.cpu_time_total / 1000.0,
+            "cpu_avg_ms": e.cpu_time_total / 1000.0 / max(e.count, 1),
+            "self_device_ms": getattr(e, "self_device_time_total", 0.0) / 1000.0,
+            "device_total_ms": getattr(e, "device_time_total", 0.0) / 1000.0,
+        }
         if group_by_input_shape:
             row["input_shapes"] = str(e.input_shapes)
         if getattr(e, "cpu_memory_usage", 0) or getattr(e, "self_cpu_memory_usage", 0):
@@ -121,7 +155,11 @@ def label_totals(prof, labels: Iterable[str]) -> dict[str, float]:
 
 def step_events(prof) -> list:
     """The host-side ``ProfilerStep#N`` events of the recorded steps."""
-    return [e for e in prof.events() if e.name.startswith("ProfilerStep") and not is_device_annotation(e)]
+    return [
+        e
+        for e in prof.events()
+        if e.name.startswith("ProfilerStep") and not is_device_annotation(e)
+    ]
 
 
 def export_chrome_trace(prof, path: Path | str) -> Path:
@@ -132,8 +170,10 @@ def export_chrome_trace(prof, path: Path | str) -> Path:
         prof.export_chrome_trace(str(path))
     except RuntimeError as exc:
         if "already saved" in str(exc):
-            raise ValueError("this profile was already written by its trace handler (trace_dir=...); that "
-                             "*.pt.trace.json file is itself a Chrome trace, open it directly") from None
+            raise ValueError(
+                "this profile was already written by its trace handler (trace_dir=...); that "
+                "*.pt.trace.json file is itself a Chrome trace, open it directly"
+            ) from None
         raise
     return path
 
@@ -148,9 +188,14 @@ def sort_keys(acts: Iterable | None = None) -> dict[str, str]:
     """Notebook 01's three ``sort_by`` orders: ``self``, ``total``, ``per call`` (device time where profiled, else
     CPU)."""
     from torch.profiler import ProfilerActivity
+
     acts = list(acts) if acts is not None else activities()
     if any(a != ProfilerActivity.CPU for a in acts):
-        return {"self": "self_device_time_total", "total": "device_time_total", "per call": "device_time"}
+        return {
+            "self": "self_device_time_total",
+            "total": "device_time_total",
+            "per call": "device_time",
+        }
     return {"self": "self_cpu_time_total", "total": "cpu_time_total", "per call": "cpu_time"}
 
 
@@ -172,8 +217,18 @@ def device_launches(prof) -> list[tuple[float, float, float]]:
     the CPU op its ``linked_correlation_id`` names, on any thread; empty on a CPU."""
     events = list(prof.events())
     host = [e for e in events if ev.is_host(e)]
-    calls = ev.launches([{"ph": "X", "cat": "cuda_runtime", "ts": float(e.time_range.start),
-                          "args": {"correlation": e.id}} for e in host if _RUNTIME_CALL.match(str(e.name))])
+    calls = ev.launches(
+        [
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "ts": float(e.time_range.start),
+                "args": {"correlation": e.id},
+            }
+            for e in host
+            if _RUNTIME_CALL.match(str(e.name))
+        ]
+    )
     op_start: dict[int, float] = {}
     for e in host:
         if not _RUNTIME_CALL.match(str(e.name)) and not getattr(e, "linked_correlation_id", 0):
@@ -212,6 +267,7 @@ def phase_times(prof, labels: Iterable[str]):
     launched inside it, on any thread (Kineto's own copies miss the autograd thread's kernels: pytorch/kineto#1022),
     ``gpu_busy_ms`` the part running. NaN on a CPU. ``ProfilerStep*``: every recorded step."""
     import pandas as pd
+
     labels = list(labels)
     host: dict[str, list] = {lab: [] for lab in labels}
     dev: dict[str, list] = {lab: [] for lab in labels}
@@ -225,11 +281,21 @@ def phase_times(prof, labels: Iterable[str]):
         calls = len(host[lab])
         cpu = sum(b - a for a, b in host[lab]) / 1000.0
         gpu, busy = _gpu_of_ranges(host[lab], launches, dev[lab])
-        rows.append({"label": lab, "calls": calls, "cpu_ms": cpu, "gpu_ms": gpu, "gpu_busy_ms": busy,
-                     "cpu_ms_per_call": cpu / calls if calls else float("nan"),
-                     "gpu_ms_per_call": gpu / calls if calls else float("nan")})
+        rows.append(
+            {
+                "label": lab,
+                "calls": calls,
+                "cpu_ms": cpu,
+                "gpu_ms": gpu,
+                "gpu_busy_ms": busy,
+                "cpu_ms_per_call": cpu / calls if calls else float("nan"),
+                "gpu_ms_per_call": gpu / calls if calls else float("nan"),
+            }
+        )
     out = pd.DataFrame(rows).set_index("label")
-    out.attrs["gpu_source"] = "launches" if launches else ("annotations" if any(dev.values()) else None)
+    out.attrs["gpu_source"] = (
+        "launches" if launches else ("annotations" if any(dev.values()) else None)
+    )
     return out
 
 
@@ -237,7 +303,9 @@ def step_times(prof):
     """Per recorded ``ProfilerStep#N``: CPU, GPU and GPU busy ms (as ``phase_times``; NaN on a CPU)."""
     import pandas as pd
 
-    def full_name(e) -> str:  # ``ProfilerStep#N``: newer releases shorten ``name`` to ``ProfilerStep*``
+    def full_name(
+        e,
+    ) -> str:  # ``ProfilerStep#N``: newer releases shorten ``name`` to ``ProfilerStep*``
         return str(getattr(e, "trace_name", None) or e.name)
 
     host = step_events(prof)
@@ -249,6 +317,12 @@ def step_times(prof):
     rows = []
     for e in sorted(host, key=lambda e: e.time_range.start):
         gpu, busy = _gpu_of_ranges([_range(e)], launches, dev.get(full_name(e), []))
-        rows.append({"step": full_name(e), "cpu_ms": e.time_range.elapsed_us() / 1000.0, "gpu_ms": gpu,
-                     "gpu_busy_ms": busy})
+        rows.append(
+            {
+                "step": full_name(e),
+                "cpu_ms": e.time_range.elapsed_us() / 1000.0,
+                "gpu_ms": gpu,
+                "gpu_busy_ms": busy,
+            }
+        )
     return pd.DataFrame(rows, columns=["step", "cpu_ms", "gpu_ms", "gpu_busy_ms"])

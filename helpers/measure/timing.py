@@ -1,6 +1,7 @@
 """Timing done right: warm-up, synchronisation, medians with spread, first step apart, rounds in rotation.
 
 Taught in ``01_profiler_basics``. ``StepTimes.metrics``: the step statistics every notebook writes (docs/results.md)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -50,23 +51,36 @@ class StepTimes:
 
     def metrics(self, batch_size: int | None = None) -> dict[str, float]:
         """The results contract's timing metrics (see the module docstring)."""
-        m = {"step_ms_mean": round(self.mean, 3), "step_ms_median": round(self.median, 3),
-             "step_ms_p25": round(self.p25, 3), "step_ms_p75": round(self.p75, 3), "steps_timed": len(self.times_ms)}
+        m = {
+            "step_ms_mean": round(self.mean, 3),
+            "step_ms_median": round(self.median, 3),
+            "step_ms_p25": round(self.p25, 3),
+            "step_ms_p75": round(self.p75, 3),
+            "steps_timed": len(self.times_ms),
+        }
         if self.first_ms is not None:
             m["first_step_ms"] = round(self.first_ms, 3)
-        if batch_size:  # throughput over the whole timed window: every sample of every timed step / their time
-            m["samples_per_s"] = round(batch_size * len(self.times_ms) / (sum(self.times_ms) / 1000.0), 2)
+        if (
+            batch_size
+        ):  # throughput over the whole timed window: every sample of every timed step / their time
+            m["samples_per_s"] = round(
+                batch_size * len(self.times_ms) / (sum(self.times_ms) / 1000.0), 2
+            )
         return m
 
     def __str__(self) -> str:
-        s = (f"median {self.median:.2f} ms, mean {self.mean:.2f} ms (IQR {self.p25:.2f}-{self.p75:.2f}, "
-             f"n={len(self.times_ms)})")
+        s = (
+            f"median {self.median:.2f} ms, mean {self.mean:.2f} ms (IQR {self.p25:.2f}-{self.p75:.2f}, "
+            f"n={len(self.times_ms)})"
+        )
         if self.first_ms is not None:
             s += f"; first step {self.first_ms:.2f} ms"
         return s
 
 
-def time_steps(fn: Callable[[], Any], *, steps: int = 10, warmup: int = 3, device=None) -> StepTimes:
+def time_steps(
+    fn: Callable[[], Any], *, steps: int = 10, warmup: int = 3, device=None
+) -> StepTimes:
     """Call ``fn`` ``warmup`` times (the first timed apart: ``first_ms``), then time ``steps`` calls one by one: CUDA
     events on CUDA, ``time.perf_counter`` on a CPU."""
     if steps < 1:
@@ -74,6 +88,7 @@ def time_steps(fn: Callable[[], Any], *, steps: int = 10, warmup: int = 3, devic
     if warmup < 0:
         raise ValueError("warmup cannot be negative")
     import torch
+
     first_ms = None
     for i in range(warmup):
         synchronize(device)
@@ -89,7 +104,10 @@ def time_steps(fn: Callable[[], Any], *, steps: int = 10, warmup: int = 3, devic
             fn()
             times.append((time.perf_counter() - t0) * 1000.0)
         return StepTimes(times_ms=times, first_ms=first_ms)
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(steps)]
+    events = [
+        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+        for _ in range(steps)
+    ]
     synchronize(device)
     for start, end in events:
         start.record()
@@ -99,14 +117,24 @@ def time_steps(fn: Callable[[], Any], *, steps: int = 10, warmup: int = 3, devic
     return StepTimes(times_ms=[start.elapsed_time(end) for start, end in events], first_ms=first_ms)
 
 
-def interleaved_times(steps: dict[Any, Callable[[], Any]], rounds: int, device=None, warmup: int = 0,
-                      cpu_time: bool = False) -> dict[Any, StepTimes]:
+def interleaved_times(
+    steps: dict[Any, Callable[[], Any]],
+    rounds: int,
+    device=None,
+    warmup: int = 0,
+    cpu_time: bool = False,
+) -> dict[Any, StepTimes]:
     """Time several steps in alternation, round ``r`` starting at a rotating one, so a burst of other load hits every
     step alike; each first called ``warmup`` times, untimed. Wall time; with ``cpu_time``, on a CPU with one intra-op
     thread, the process's CPU time, which another process's load does not stretch (a sleep it does not see)."""
     import torch
+
     order = list(rotation(steps, rounds))  # refuses rounds < 1 before any call
-    clock = time.perf_counter if not cpu_time or is_cuda(device) or torch.get_num_threads() > 1 else time.process_time
+    clock = (
+        time.perf_counter
+        if not cpu_time or is_cuda(device) or torch.get_num_threads() > 1
+        else time.process_time
+    )
     for fn in steps.values():
         for _ in range(warmup):
             fn()
@@ -140,6 +168,7 @@ def torch_threads(n: int | None):
         yield
         return
     import torch
+
     before = torch.get_num_threads()
     torch.set_num_threads(n)
     try:

@@ -1,4 +1,5 @@
 """One training step, with its phases labelled for the profiler (taught in ``01_profiler_basics``, reused later)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -20,9 +21,15 @@ def autocast(precision: str, device) -> contextlib.AbstractContextManager:
     return torch.autocast(device_type=torch.device(device).type, dtype=_DTYPES[precision])
 
 
-def labelled_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable, *,
-                  precision: str = "fp32", label: bool = True,
-                  scaler: "torch.amp.GradScaler | None" = None) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+def labelled_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: Callable,
+    *,
+    precision: str = "fp32",
+    label: bool = True,
+    scaler: "torch.amp.GradScaler | None" = None,
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """``step(x, y)``: forward, backward and optimizer step (which zeroes the gradients), each in ``record_function``
     with ``label``; returns the loss tensor (no sync). A ``scaler`` (fp16) scales the loss and steps through it."""
     maybe = record_function if label else (lambda name: contextlib.nullcontext())
@@ -45,9 +52,16 @@ def labelled_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss
     return step
 
 
-def make_train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable,
-                    inputs: torch.Tensor, targets: torch.Tensor, *, precision: str = "fp32",
-                    label: bool = True) -> Callable[[], torch.Tensor]:
+def make_train_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: Callable,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    precision: str = "fp32",
+    label: bool = True,
+) -> Callable[[], torch.Tensor]:
     """The labelled step of :func:`labelled_step` bound to one fixed batch (``step()``)."""
     step = labelled_step(model, optimizer, loss_fn, precision=precision, label=label)
     return lambda: step(inputs, targets)

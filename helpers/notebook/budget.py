@@ -22,6 +22,7 @@ notebook that runs past its budget plus a grace period, from outside.
 Environment (set by the runner for each notebook's kernel): ``PERF_TIME_BUDGET_S`` (seconds for the whole notebook)
 and ``PERF_NOTEBOOK_START`` (when the runner started it, Unix time), so that the kernel's start-up counts too.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -55,8 +56,14 @@ class Budget:
     """``seconds`` for the whole notebook (None: unlimited), of which ``reserve_s`` is kept for what follows the
     experiments (results table, checks, figures). Time counts from ``start`` (``time.monotonic()`` when omitted)."""
 
-    def __init__(self, seconds: float | None, *, reserve_s: float = 0.0, start: float | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        seconds: float | None,
+        *,
+        reserve_s: float = 0.0,
+        start: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         if seconds is not None and (not math.isfinite(seconds) or seconds <= 0):
             raise ValueError(f"a time budget must be a positive number of seconds, not {seconds!r}")
         if reserve_s < 0:
@@ -67,8 +74,14 @@ class Budget:
         self.start = clock() if start is None else start
 
     @classmethod
-    def from_env(cls, default_s: float | None, *, reserve_s: float = 0.0, environ: Mapping[str, str] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> "Budget":
+    def from_env(
+        cls,
+        default_s: float | None,
+        *,
+        reserve_s: float = 0.0,
+        environ: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> "Budget":
         """``$PERF_TIME_BUDGET_S`` when set (the runner's ``--budget``), else ``default_s`` (the notebook's), counted
         from ``$PERF_NOTEBOOK_START`` when set, else from now; a bad value is a one-line ``ValueError``."""
         environ = os.environ if environ is None else environ
@@ -97,13 +110,17 @@ class Budget:
     def describe(self) -> str:
         if self.seconds is None:
             return f"no time budget ({self.elapsed():.0f} s so far)"
-        return (f"time budget {self.seconds:g} s: {self.elapsed():.0f} s used, {max(0.0, self.left()):.0f} s left "
-                f"for experiments ({self.reserve_s:g} s kept for the results)")
+        return (
+            f"time budget {self.seconds:g} s: {self.elapsed():.0f} s used, {max(0.0, self.left()):.0f} s left "
+            f"for experiments ({self.reserve_s:g} s kept for the results)"
+        )
 
     # -- guards ---------------------------------------------------------------------------------------------
     def skipped_message(self) -> str:
-        return (f"skipped: the notebook's time budget ({self.seconds:g} s, {self.reserve_s:g} s of it kept for the "
-                f"results) was spent before it started")
+        return (
+            f"skipped: the notebook's time budget ({self.seconds:g} s, {self.reserve_s:g} s of it kept for the "
+            f"results) was spent before it started"
+        )
 
     @contextlib.contextmanager
     def limit(self, limit_s: float | None = None) -> Iterator[None]:
@@ -115,9 +132,12 @@ class Budget:
         if math.isinf(seconds):
             yield
             return
-        message = (f"stopped: over its limit of {seconds:.0f} s" if self.seconds is None else
-                   f"stopped: over the time budget, after {seconds:.0f} s of this experiment (the notebook has "
-                   f"{self.seconds:g} s)")
+        message = (
+            f"stopped: over its limit of {seconds:.0f} s"
+            if self.seconds is None
+            else f"stopped: over the time budget, after {seconds:.0f} s of this experiment (the notebook has "
+            f"{self.seconds:g} s)"
+        )
         with alarm(seconds, message):
             yield
 
@@ -127,10 +147,18 @@ class Budget:
         def bounded():
             with self.limit(limit_s):
                 return fn()
+
         return bounded
 
-    def record(self, results, name: str, config: Mapping[str, Any], fn: Callable[[], Mapping[str, Any]],
-               limit_s: float | None = None, **kw) -> dict[str, Any]:
+    def record(
+        self,
+        results,
+        name: str,
+        config: Mapping[str, Any],
+        fn: Callable[[], Mapping[str, Any]],
+        limit_s: float | None = None,
+        **kw,
+    ) -> dict[str, Any]:
         """``results.record(name, config, self.wrap(fn, limit_s), **kw)``: skipped or stopped, a failed row."""
         return results.record(name, config, self.wrap(fn, limit_s), **kw)
 
@@ -178,14 +206,18 @@ def alarm(seconds: float, message: str) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
         if outer_left:
             signal.setitimer(signal.ITIMER_REAL, max(1e-3, outer_left - (time.monotonic() - t0)))
-    if due:   # the alarm fell in a finaliser and the block ended before it could be raised: stop here
+    if (
+        due
+    ):  # the alarm fell in a finaliser and the block ended before it could be raised: stop here
         raise OverBudget(message)
 
 
 # a DataLoader's iterator shuts its workers down in a finaliser, joining each one for up to 5 s
 FINALIZERS = frozenset({"__del__", "_shutdown_workers"})
-DEFER_S = 0.05   # the alarm tries again this often until the finaliser has returned
+DEFER_S = 0.05  # the alarm tries again this often until the finaliser has returned
 
 
 def _finalizing(frame) -> bool:
-    return frame is not None and any(f.f_code.co_name in FINALIZERS for f, _ in traceback.walk_stack(frame))
+    return frame is not None and any(
+        f.f_code.co_name in FINALIZERS for f, _ in traceback.walk_stack(frame)
+    )

@@ -1,5 +1,6 @@
 """Showing results to a person: readable tables (units in headers, integers as integers, failed rows last), shown
 (``show``)."""
+
 from __future__ import annotations
 
 import functools
@@ -10,7 +11,7 @@ import textwrap
 
 _UNITS = (("_ms", "ms"), ("_us", "µs"), ("_s", "s"), ("_mb", "MB"), ("_gb", "GB"), ("_pct", "%"))
 _STATS = ("median", "mean", "p25", "p75", "min", "max", "std", "sum")
-LINE_WIDTH = 100   # columns: a longer printed line wraps in JupyterLab's stream output wherever the width ends
+LINE_WIDTH = 100  # columns: a longer printed line wraps in JupyterLab's stream output wherever the width ends
 
 
 def header(col: str) -> str:
@@ -38,7 +39,12 @@ def readable(df):
         if pd.api.types.is_bool_dtype(s) or not pd.api.types.is_numeric_dtype(s):
             continue
         vals = s.dropna()
-        if len(vals) and pd.api.types.is_float_dtype(s) and (vals == vals.round()).all() and vals.abs().max() < 2**53:
+        if (
+            len(vals)
+            and pd.api.types.is_float_dtype(s)
+            and (vals == vals.round()).all()
+            and vals.abs().max() < 2**53
+        ):
             out[col] = s.astype("Int64")
     if "error" in out.columns and not out["error"].fillna("").astype(str).str.strip().any():
         out = out.drop(columns="error")
@@ -61,8 +67,11 @@ def _frame():
             return pd.DataFrame
 
         def _repr_html_(self):
-            plain = self.index.name is None and pd.api.types.is_integer_dtype(self.index) \
+            plain = (
+                self.index.name is None
+                and pd.api.types.is_integer_dtype(self.index)
                 and sorted(self.index) == list(range(len(self)))
+            )
             try:
                 return Table(informative(pd.DataFrame(self)), hide_index=plain)._repr_html_()
             except Exception:  # noqa: BLE001 - a table pandas' Styler cannot take is still shown, as pandas does
@@ -80,9 +89,14 @@ def frame(df):
 # "_", never inside a word); a long text is at most TEXT_EM wide, so that a table of a few numbers and a sentence fits
 # an output area of 1000 px (JupyterLab's at 1400 px with the file browser open). Cells hold no fixed width.
 TEXT_EM = 28
-LONG_TEXT = 40   # characters: a text longer than this is boxed to TEXT_EM and left-aligned
-_CELL_CSS = [{"selector": "td, th", "props": "white-space: normal; overflow-wrap: normal; word-break: normal; "
-                                             "padding: 0.4em 0.35em;"}]
+LONG_TEXT = 40  # characters: a text longer than this is boxed to TEXT_EM and left-aligned
+_CELL_CSS = [
+    {
+        "selector": "td, th",
+        "props": "white-space: normal; overflow-wrap: normal; word-break: normal; "
+        "padding: 0.4em 0.35em;",
+    }
+]
 _BREAK_AFTER = ("/", ".", "_", "\\", "::", ",")
 
 
@@ -120,10 +134,16 @@ def informative(df, drop_zero: bool = False):
 
     def says_nothing(col) -> bool:
         s = df[col]
-        return bool((col == "status" and len(s) and (s == "ok").all())   # every row ran: nothing more to say
-                    or s.map(lambda v: missing(v) or (isinstance(v, str) and not v.strip())).all()
-                    or (drop_zero and pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
-                        and (s.fillna(0) == 0).all()))
+        return bool(
+            (col == "status" and len(s) and (s == "ok").all())  # every row ran: nothing more to say
+            or s.map(lambda v: missing(v) or (isinstance(v, str) and not v.strip())).all()
+            or (
+                drop_zero
+                and pd.api.types.is_numeric_dtype(s)
+                and not pd.api.types.is_bool_dtype(s)
+                and (s.fillna(0) == 0).all()
+            )
+        )
 
     keep = [c for c in df.columns if not says_nothing(c)]
     return df[keep] if keep else df
@@ -170,9 +190,14 @@ class Text:
 def wrapped(text, width: int = LINE_WIDTH, indent: str = "    ") -> str:
     """``text`` for ``print``: each line longer than ``width`` wrapped at spaces (``textwrap``, never inside a word),
     its continuation lines indented by ``indent``."""
-    return "\n".join(textwrap.fill(line, width, subsequent_indent=indent, break_long_words=False,
-                                   break_on_hyphens=False) if len(line) > width else line
-                     for line in str(text).splitlines())
+    return "\n".join(
+        textwrap.fill(
+            line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+        )
+        if len(line) > width
+        else line
+        for line in str(text).splitlines()
+    )
 
 
 def say(text: str, small: bool = False) -> None:
@@ -182,8 +207,15 @@ def say(text: str, small: bool = False) -> None:
     display(Text(text, small))
 
 
-def show(df, precision: int = 2, *, drop_zero: bool = False, details=None, title: str | None = None,
-         **fmt) -> None:
+def show(
+    df,
+    precision: int = 2,
+    *,
+    drop_zero: bool = False,
+    details=None,
+    title: str | None = None,
+    **fmt,
+) -> None:
     """Display a results DataFrame for a person (``styled``), without the columns that carry nothing (``informative``;
     ``drop_zero``: all-0 ones too). ``details`` (column names) go to a second table behind a click, with the first
     column again, so a wide table fits; ``title`` is said above it. ``fmt`` goes to ``Styler.format``."""
@@ -199,8 +231,12 @@ def show(df, precision: int = 2, *, drop_zero: bool = False, details=None, title
         first = [c for c in df.columns[:1] if c not in detail_cols]
         body = Table(df[first + detail_cols], precision, **fmt)._repr_html_()
         names = ", ".join(header(c) if isinstance(c, str) else str(c) for c in detail_cols)
-        display(HTML(f"<details><summary>{len(detail_cols)} more column(s): {html.escape(names)} (click to show)"
-                     f"</summary>{body}</details>"))
+        display(
+            HTML(
+                f"<details><summary>{len(detail_cols)} more column(s): {html.escape(names)} (click to show)"
+                f"</summary>{body}</details>"
+            )
+        )
 
 
 def cell(v, precision: int = 2) -> str:
@@ -216,7 +252,9 @@ def cell(v, precision: int = 2) -> str:
     if isinstance(v, numbers.Real):
         return f"{float(v):.{precision}f}"
     text = wrappable(v)
-    if len(str(v)) > LONG_TEXT:   # overflow-wrap: a word wider than the box breaks rather than run over
+    if (
+        len(str(v)) > LONG_TEXT
+    ):  # overflow-wrap: a word wider than the box breaks rather than run over
         box = f"max-width: {TEXT_EM}em; min-width: 10em; text-align: left; overflow-wrap: anywhere"
         return f'<div style="{box}">{text}</div>'
     return text
@@ -245,10 +283,24 @@ def short_names(df, width: int = NAME_WIDTH):
         v = _GRAPH_HASH.sub(r"\1…", v)
         return short_name(v, width) if len(v) > width or looks_like_signature(v) else v
 
-    names = [c for c in df.columns
-             if isinstance(c, str) and (c in NAME_COLUMNS or c.endswith(("_kernel", "_op", "_kernel_name")))]
-    cols = [c for c in names if df[c].map(lambda v: isinstance(v, str) and (
-        len(v) > width or looks_like_signature(v) or bool(_GRAPH_HASH.search(v)))).any()]
+    names = [
+        c
+        for c in df.columns
+        if isinstance(c, str)
+        and (c in NAME_COLUMNS or c.endswith(("_kernel", "_op", "_kernel_name")))
+    ]
+    cols = [
+        c
+        for c in names
+        if df[c]
+        .map(
+            lambda v: (
+                isinstance(v, str)
+                and (len(v) > width or looks_like_signature(v) or bool(_GRAPH_HASH.search(v)))
+            )
+        )
+        .any()
+    ]
     return df.assign(**{c: df[c].map(one) for c in cols}) if cols else df
 
 
@@ -257,10 +309,14 @@ def styled(df, precision: int = 2, hide_index: bool = True, **fmt):
     in its cell (``cell``) and left-aligned, ``share`` columns as percentages, missing values as '–'."""
     import pandas as pd
 
-    hide_index = hide_index or not df.index.is_unique   # a Styler needs a unique index
+    hide_index = hide_index or not df.index.is_unique  # a Styler needs a unique index
     data = short_names(df.reset_index(drop=True) if hide_index else pd.DataFrame(df))
     # columns holding a fraction of a whole (``share``, ``top_op_share``, ``backward_share``): shown as a %
-    shares = [header(c) for c in data.columns if isinstance(c, str) and (c == "share" or c.endswith("_share"))]
+    shares = [
+        header(c)
+        for c in data.columns
+        if isinstance(c, str) and (c == "share" or c.endswith("_share"))
+    ]
     out = readable(data)
     text = [c for c in out.columns if not pd.api.types.is_numeric_dtype(out[c]) and c not in shares]
     formats = {c: (lambda v: cell(v, precision)) for c in text}
@@ -269,8 +325,15 @@ def styled(df, precision: int = 2, hide_index: bool = True, **fmt):
     st = out.style.hide(axis="index") if hide_index else out.style
     st = st.format(formats, precision=precision, na_rep="–", **fmt)
     st = st.set_table_styles(_CELL_CSS, overwrite=False)
-    left = [{"selector": "th", "props": "text-align: left;"}, {"selector": "td", "props": "text-align: left;"}]
-    return st.set_table_styles({c: left for c in text}, overwrite=False) if text and out.columns.is_unique else st
+    left = [
+        {"selector": "th", "props": "text-align: left;"},
+        {"selector": "td", "props": "text-align: left;"},
+    ]
+    return (
+        st.set_table_styles({c: left for c in text}, overwrite=False)
+        if text and out.columns.is_unique
+        else st
+    )
 
 
 # The trace toolkit's views in a notebook (``perf_doctor.show``) render their tables and lines as these do: the

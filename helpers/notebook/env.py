@@ -2,6 +2,7 @@
 
 Taught in every notebook's set-up cell (``01_profiler_basics`` explains it first).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -71,8 +72,10 @@ def get_device(prefer: str | None = None):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dev = torch.device(prefer)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("A CUDA device was asked for, but this machine has no usable GPU "
-                           "(torch.cuda.is_available() is False). Run on the CPU instead (smoke scale).")
+        raise RuntimeError(
+            "A CUDA device was asked for, but this machine has no usable GPU "
+            "(torch.cuda.is_available() is False). Run on the CPU instead (smoke scale)."
+        )
     return dev
 
 
@@ -83,12 +86,17 @@ def get_scale(value: str | None = None) -> str:
     if not raw:
         return "full" if cuda_available() else "smoke"
     if raw not in SCALES:
-        raise ValueError(f"{SCALE_ENV}={raw!r} is not a scale this package knows; use one of {', '.join(SCALES)}.")
+        raise ValueError(
+            f"{SCALE_ENV}={raw!r} is not a scale this package knows; use one of {', '.join(SCALES)}."
+        )
     return raw
 
 
-def params(sizes: Mapping[str, Mapping[str, Any]], scale: str | None = None,
-           environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+def params(
+    sizes: Mapping[str, Mapping[str, Any]],
+    scale: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """A notebook's sizes for the current scale from ``{"smoke": {...}, "full": {...}}``. ``$PERF_SIZES`` (a JSON
     object, e.g. ``{"rounds": 2}``) overrides some, for a test that needs the notebook to run, not its numbers (the
     browser test); the keys it changed are listed under ``"overrides"``. An unknown key or a non-object is refused."""
@@ -104,11 +112,15 @@ def params(sizes: Mapping[str, Mapping[str, Any]], scale: str | None = None,
         except ValueError:
             extra = None
         if not isinstance(extra, dict):
-            raise ValueError(f"{SIZES_ENV}={raw!r} is not a JSON object of sizes, e.g. '{{\"rounds\": 2}}'")
+            raise ValueError(
+                f"{SIZES_ENV}={raw!r} is not a JSON object of sizes, e.g. '{{\"rounds\": 2}}'"
+            )
         unknown = sorted(set(extra) - set(out))
         if unknown:
-            raise ValueError(f"{SIZES_ENV}: {', '.join(map(repr, unknown))} not among this notebook's sizes "
-                             f"({', '.join(out)})")
+            raise ValueError(
+                f"{SIZES_ENV}: {', '.join(map(repr, unknown))} not among this notebook's sizes "
+                f"({', '.join(out)})"
+            )
         out.update(extra)
         out["overrides"] = sorted(extra)
     out["scale"] = s
@@ -151,7 +163,11 @@ def device_name(device=None) -> str:
     import torch
 
     dev = device if device is not None else get_device()
-    return torch.cuda.get_device_name(dev) if is_cuda(dev) else platform.processor() or platform.machine() or "cpu"
+    return (
+        torch.cuda.get_device_name(dev)
+        if is_cuda(dev)
+        else platform.processor() or platform.machine() or "cpu"
+    )
 
 
 def package_version(name: str) -> str | None:
@@ -172,7 +188,9 @@ def package_version(name: str) -> str | None:
     for folder in spec.submodule_search_locations or []:
         f = Path(folder) / "version.py"
         if f.is_file():
-            found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", f.read_text(errors="replace"), re.M)
+            found = re.search(
+                r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", f.read_text(errors="replace"), re.M
+            )
             if found:
                 return found.group(1)
     from importlib import metadata
@@ -188,9 +206,15 @@ def env_info(device=None) -> dict[str, Any]:
     import torch
 
     dev = device if device is not None else get_device()
-    info: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__, "device": str(dev),
-                            "device_name": device_name(dev), "cpu_count": os.cpu_count(),
-                            "platform": platform.platform(), "scale": get_scale()}
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "device": str(dev),
+        "device_name": device_name(dev),
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "scale": get_scale(),
+    }
     info.update({mod: package_version(mod) for mod in ("torchvision", "timm")})
     if dev.type == "cuda":
         info["cuda"] = torch.version.cuda
@@ -215,7 +239,11 @@ def env_summary(device=None) -> str:
     i = env_info(device)
     parts = [f"Python {i['python']}", f"torch {i['torch']}"]
     parts += [f"{mod} {i[mod]}" for mod in ("torchvision", "timm") if i.get(mod)]
-    parts += [f"device {i['device']} ({i['device_name']})", f"{i['cpu_count']} CPU cores", f"scale {i['scale']}"]
+    parts += [
+        f"device {i['device']} ({i['device_name']})",
+        f"{i['cpu_count']} CPU cores",
+        f"scale {i['scale']}",
+    ]
     return " | ".join(parts)
 
 

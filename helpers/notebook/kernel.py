@@ -3,6 +3,7 @@
 The kernel is this interpreter's ipykernel (``kernel_manager_class``). ``NotebookRun(path, env).execute()`` runs
 every cell; ``stop(reason)`` interrupts the running cell, lets no further cell start, and kills the kernel
 ``kill_after_s`` later. Errors are one plain line: ``cell 7: ValueError: ...``."""
+
 from __future__ import annotations
 
 import contextlib
@@ -32,9 +33,12 @@ def kernel_manager_class():
     from ipykernel.kernelspec import RESOURCES, get_kernel_dict
     from jupyter_client import AsyncKernelClient, AsyncKernelManager
     from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+
     encrypt = zmq.has("curve") and "transport_encryption" in AsyncKernelManager.class_trait_names()
 
-    class NoHeartbeatClient(AsyncKernelClient):  # the manager says whether the kernel lives; no thread to join
+    class NoHeartbeatClient(
+        AsyncKernelClient
+    ):  # the manager says whether the kernel lives; no thread to join
         def start_channels(self, shell=True, iopub=True, stdin=True, hb=False, control=True):
             super().start_channels(shell, iopub, stdin, hb, control)
 
@@ -43,7 +47,9 @@ def kernel_manager_class():
             if kernel_name != "python3":
                 return super().get_kernel_spec(kernel_name)
             names = set(KernelSpec.class_trait_names())
-            return KernelSpec(resource_dir=RESOURCES, **{k: v for k, v in get_kernel_dict().items() if k in names})
+            return KernelSpec(
+                resource_dir=RESOURCES, **{k: v for k, v in get_kernel_dict().items() if k in names}
+            )
 
     class OwnKernelManager(AsyncKernelManager):
         def __init__(self, **kw):
@@ -77,15 +83,20 @@ def stoppable_client_class():
                 raise Stopped(self.stop_reason)
             if self.on_signal is not None:
                 import asyncio
+
                 loop = asyncio.get_running_loop()
                 handler = self.on_signal
                 for signum in (signal.SIGINT, signal.SIGTERM):
                     with contextlib.suppress(RuntimeError, ValueError, NotImplementedError):
-                        loop.remove_signal_handler(signum)  # nbclient's (it restores the default handler)
+                        loop.remove_signal_handler(
+                            signum
+                        )  # nbclient's (it restores the default handler)
                         signal.signal(signum, lambda n, frame: handler(n))
             return await super().async_start_new_kernel(**kwargs)
 
-        async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
+        async def async_execute_cell(
+            self, cell, cell_index, execution_count=None, store_history=True
+        ):
             if self.stop_reason:
                 raise Stopped(self.stop_reason)
             self.cell_index = cell_index
@@ -100,23 +111,40 @@ class NotebookRun:
     """Execute ``path`` in a fresh kernel with environment ``env``; ``timeout`` per cell, ``limit_s`` the whole
     notebook's (then stopped from outside), ``on_signal(signum)`` on SIGINT/SIGTERM."""
 
-    def __init__(self, path: Path, env: dict[str, str], timeout: int = 1800, limit_s: float | None = None,
-                 on_signal: Callable[[int], None] | None = None, kill_after_s: float = 10.0):
+    def __init__(
+        self,
+        path: Path,
+        env: dict[str, str],
+        timeout: int = 1800,
+        limit_s: float | None = None,
+        on_signal: Callable[[int], None] | None = None,
+        kill_after_s: float = 10.0,
+    ):
         import nbformat
+
         self.path = Path(path)
         self.env = env
         doc = json.loads(self.path.read_text(encoding="utf-8"))
-        if (doc.get("nbformat"), doc.get("nbformat_minor", 0)) >= (4, 5):  # 4.5 cells need an id: nbformat warns,
-            for i, cell in enumerate(doc.get("cells", [])):                 # and will refuse
+        if (doc.get("nbformat"), doc.get("nbformat_minor", 0)) >= (
+            4,
+            5,
+        ):  # 4.5 cells need an id: nbformat warns,
+            for i, cell in enumerate(doc.get("cells", [])):  # and will refuse
                 cell.setdefault("id", f"cell-{i}")
         self.nb = nbformat.reads(json.dumps(doc), as_version=4)
         self.limit_s = limit_s
         self.kill_after_s = kill_after_s
         self.client = stoppable_client_class()(
-            self.nb, kernel_manager_class=kernel_manager_class(), timeout=timeout, kernel_name="python3",
-            resources={"metadata": {"path": str(self.path.parent.resolve())}})
+            self.nb,
+            kernel_manager_class=kernel_manager_class(),
+            timeout=timeout,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(self.path.parent.resolve())}},
+        )
         self.client.on_signal = on_signal
-        self.stop_reason: str | None = None  # set by stop() (a signal or the limit), not by a failing cell
+        self.stop_reason: str | None = (
+            None  # set by stop() (a signal or the limit), not by a failing cell
+        )
         self._done = threading.Event()
 
     # -- stopping ----------------------------------------------------------------------------------------------
@@ -158,13 +186,21 @@ class NotebookRun:
         """Run the notebook; returns ``{"status": ok|failed|interrupted, "error": one line or None, "wall_s"}``.
         ``failed`` when a cell raised (or the kernel died), ``interrupted`` when ``stop()`` stopped it."""
         from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
-        if self.stop_reason:  # stopped before it started (a signal while the run was setting up): start nothing
+
+        if (
+            self.stop_reason
+        ):  # stopped before it started (a signal while the run was setting up): start nothing
             self._done.set()
-            return {"status": "interrupted", "error": f"stopped before its kernel started: {self.stop_reason}",
-                    "wall_s": 0.0}
+            return {
+                "status": "interrupted",
+                "error": f"stopped before its kernel started: {self.stop_reason}",
+                "wall_s": 0.0,
+            }
         watchdog = None
         if self.limit_s is not None:
-            watchdog = threading.Timer(self.limit_s, self.stop, (f"over its time limit of {self.limit_s:g} s",))
+            watchdog = threading.Timer(
+                self.limit_s, self.stop, (f"over its time limit of {self.limit_s:g} s",)
+            )
             watchdog.daemon = True
             watchdog.start()
         t0 = time.perf_counter()
@@ -174,7 +210,11 @@ class NotebookRun:
         except Stopped:
             pass
         except CellExecutionError as exc:
-            error = f"{exc.ename}: {plain(exc.evalue)}" if exc.ename else plain(str(exc)) or "a cell failed"
+            error = (
+                f"{exc.ename}: {plain(exc.evalue)}"
+                if exc.ename
+                else plain(str(exc)) or "a cell failed"
+            )
         except CellTimeoutError as exc:
             error = f"a cell ran past the per-cell timeout: {plain(str(exc))}"
         except DeadKernelError as exc:
@@ -188,24 +228,41 @@ class NotebookRun:
             # nbclient registers a clean-up at exit and unregisters it only once the kernel has started; a kernel
             # that died while starting (stopped then) would leave it to fail at exit with an AssertionError
             import atexit
+
             atexit.unregister(self.client._cleanup_kernel)
         wall_s = round(time.perf_counter() - t0, 1)
         where = f"cell {self.client.cell_index}: " if self.client.cell_index is not None else ""
         if self.stop_reason is not None:
-            return {"status": "interrupted", "error": f"{where}stopped: {self.stop_reason}", "wall_s": wall_s}
-        return {"status": "failed" if error else "ok", "error": error and f"{where}{error}", "wall_s": wall_s}
+            return {
+                "status": "interrupted",
+                "error": f"{where}stopped: {self.stop_reason}",
+                "wall_s": wall_s,
+            }
+        return {
+            "status": "failed" if error else "ok",
+            "error": error and f"{where}{error}",
+            "wall_s": wall_s,
+        }
 
 
 def python_path(project: Path, environ: dict[str, str] | None = None) -> str:
     """``PYTHONPATH`` for a kernel: the project first (so ``import helpers`` works from notebooks/ without an
     install), then what was there."""
     environ = os.environ if environ is None else environ
-    rest = [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != project.resolve()]
+    rest = [
+        p
+        for p in environ.get("PYTHONPATH", "").split(os.pathsep)
+        if p and Path(p).resolve() != project.resolve()
+    ]
     return os.pathsep.join([str(project), *rest])
 
 
 def missing_packages() -> list[str]:
     """What the runner itself needs and this Python lacks (the kit, or ``make setup``, brings them)."""
     import importlib.util
-    return [m for m in ("nbclient", "nbformat", "ipykernel", "jupyter_client", "zmq")
-            if importlib.util.find_spec(m) is None]
+
+    return [
+        m
+        for m in ("nbclient", "nbformat", "ipykernel", "jupyter_client", "zmq")
+        if importlib.util.find_spec(m) is None
+    ]

@@ -4,6 +4,7 @@
 stopped notebook's results.json; ``pack`` writes ``<stem>.tar.gz`` (outputs, and this run's traces smallest first
 within a cap, the rest listed in ``pack.json``); ``unpack`` makes it a reference run (traces gzipped, none over 2 MiB).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -18,8 +19,10 @@ from typing import Any
 from .results import atomic_write_text, current_umask
 
 MIB = 2**20
-PACK_LIMIT = 15 * MIB          # each archive stays under what one carried file may be (16 MiB)
-TRACE_GZ_LIMIT = 2 * MIB      # a reference keeps a trace only this small, gzipped (issue 31: the whole <= 15 MB)
+PACK_LIMIT = 15 * MIB  # each archive stays under what one carried file may be (16 MiB)
+TRACE_GZ_LIMIT = (
+    2 * MIB
+)  # a reference keeps a trace only this small, gzipped (issue 31: the whole <= 15 MB)
 TRACE_SUFFIXES = (".json", ".json.gz")
 
 
@@ -53,8 +56,11 @@ def new_traces(runs: Path, since: float) -> list[Path]:
     base = Path(runs) / "traces"
     if not base.is_dir():
         return []
-    return sorted(p for p in base.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
-                  and p.stat().st_mtime >= since - 1)
+    return sorted(
+        p
+        for p in base.rglob("*")
+        if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and p.stat().st_mtime >= since - 1
+    )
 
 
 def _gz_size(path: Path) -> int:
@@ -62,8 +68,13 @@ def _gz_size(path: Path) -> int:
     return len(data) if path.name.endswith(".gz") else len(gzip.compress(data, compresslevel=6))
 
 
-def pack(results_dir: Path, dest: Path, traces: list[Path] | None = None, traces_root: Path | None = None,
-         limit: int = PACK_LIMIT) -> dict[str, Any]:
+def pack(
+    results_dir: Path,
+    dest: Path,
+    traces: list[Path] | None = None,
+    traces_root: Path | None = None,
+    limit: int = PACK_LIMIT,
+) -> dict[str, Any]:
     """Write ``dest`` (``<stem>.tar.gz``): the files of ``results_dir`` (not sub-folders) and the ``traces`` (paths
     kept relative to ``traces_root``), traces smallest first while the archive stays under ``limit`` bytes.
     Returns the manifest (also stored in the archive as ``<stem>/pack.json``)."""
@@ -71,16 +82,23 @@ def pack(results_dir: Path, dest: Path, traces: list[Path] | None = None, traces
     stem = results_dir.name
     files = sorted(p for p in results_dir.iterdir() if p.is_file()) if results_dir.is_dir() else []
     kept, left_out, room = [], [], limit - sum(_gz_size(p) for p in files) - 64 * 1024
-    for size, path in sorted(((_gz_size(p), p) for p in traces or []), key=lambda t: (t[0], str(t[1]))):
+    for size, path in sorted(
+        ((_gz_size(p), p) for p in traces or []), key=lambda t: (t[0], str(t[1]))
+    ):
         rel = path.relative_to(traces_root) if traces_root else Path(path.name)
         if size <= room:
             kept.append((path, rel))
             room -= size
         else:
             left_out.append({"trace": str(rel), "bytes": path.stat().st_size})
-    manifest = {"notebook": stem, "made": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "files": [p.name for p in files], "traces": [str(rel) for _, rel in kept],
-                "traces_left_out": left_out, "limit_bytes": limit}
+    manifest = {
+        "notebook": stem,
+        "made": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "files": [p.name for p in files],
+        "traces": [str(rel) for _, rel in kept],
+        "traces_left_out": left_out,
+        "limit_bytes": limit,
+    }
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.tmp")
     mode = 0o666 & ~current_umask()
@@ -99,7 +117,9 @@ def pack(results_dir: Path, dest: Path, traces: list[Path] | None = None, traces
     return manifest
 
 
-def unpack(archive: Path, dest_root: Path, trace_limit: int | None = TRACE_GZ_LIMIT) -> tuple[Path, list[str]]:
+def unpack(
+    archive: Path, dest_root: Path, trace_limit: int | None = TRACE_GZ_LIMIT
+) -> tuple[Path, list[str]]:
     """Extract a ``pack`` archive under ``dest_root`` (plain files under ``<stem>/`` only), traces and the executed
     copy gzipped (no tracked notebook has outputs), traces over ``trace_limit`` left out: ``(folder, left out)``."""
     archive, dest_root = Path(archive), Path(dest_root)
@@ -118,9 +138,14 @@ def unpack(archive: Path, dest_root: Path, trace_limit: int | None = TRACE_GZ_LI
             data = tar.extractfile(m).read()
             is_trace = len(parts) > 2 and parts[1] == "traces" and m.name.endswith(TRACE_SUFFIXES)
             if (is_trace and not m.name.endswith(".gz")) or m.name.endswith(".ipynb"):
-                data, target = gzip.compress(data, compresslevel=9, mtime=0), target.with_name(target.name + ".gz")
+                data, target = (
+                    gzip.compress(data, compresslevel=9, mtime=0),
+                    target.with_name(target.name + ".gz"),
+                )
             if is_trace and trace_limit is not None and len(data) > trace_limit:
-                left_out.append(f"{Path(*parts[2:]).as_posix()} ({len(data) / MIB:.1f} MiB gzipped)")
+                left_out.append(
+                    f"{Path(*parts[2:]).as_posix()} ({len(data) / MIB:.1f} MiB gzipped)"
+                )
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
@@ -137,21 +162,31 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m helpers.notebook.pack unpack --gpu h100 ARCHIVE ...``: a GPU run's packs become its reference."""
     import argparse
     from .reference import reference_root
-    ap = argparse.ArgumentParser(prog="python -m helpers.notebook.pack",
-                                 description="Unpack a GPU run's per-notebook packs as reference runs.")
+
+    ap = argparse.ArgumentParser(
+        prog="python -m helpers.notebook.pack",
+        description="Unpack a GPU run's per-notebook packs as reference runs.",
+    )
     ap.add_argument("command", choices=("unpack",))
     ap.add_argument("archives", nargs="+", type=Path)
     ap.add_argument("--gpu", required=True, help="the reference's folder name, e.g. h100")
     ap.add_argument("--root", type=Path, help="default: $PERF_REFERENCE_DIR, else data/reference")
-    ap.add_argument("--trace-limit-mb", type=float, default=TRACE_GZ_LIMIT / MIB,
-                    help="leave out a trace larger than this, gzipped (default 2; 0: keep every trace)")
+    ap.add_argument(
+        "--trace-limit-mb",
+        type=float,
+        default=TRACE_GZ_LIMIT / MIB,
+        help="leave out a trace larger than this, gzipped (default 2; 0: keep every trace)",
+    )
     args = ap.parse_args(argv)
     dest = (args.root or reference_root()) / args.gpu
     limit = int(args.trace_limit_mb * MIB) if args.trace_limit_mb > 0 else None
     for archive in args.archives:
         try:
             folder, left = unpack(archive, dest, trace_limit=limit)
-            print(f"{archive} -> {folder}" + (f" (left out, too large: {'; '.join(left)})" if left else ""))
+            print(
+                f"{archive} -> {folder}"
+                + (f" (left out, too large: {'; '.join(left)})" if left else "")
+            )
         except (OSError, ValueError, tarfile.TarError) as exc:
             print(f"{archive}: {exc}")
             return 2
@@ -160,4 +195,5 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     import sys
+
     sys.exit(main())

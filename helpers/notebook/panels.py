@@ -4,6 +4,7 @@ Every experiment is a plain function with defaults; the notebook calls it with t
 produces results), and the panel re-runs the *same* function with the reader's values and appends a row to the
 results table. Headless (nbmake, ``make run``) the button never fires: that is why the default call is explicit.
 """
+
 from __future__ import annotations
 
 import html
@@ -56,16 +57,21 @@ def run_panel(
                 button.disabled = False
             added = results.experiments[before:] if results is not None else []
             failed = [r for r in added if r.get("status") == "failed"]
-            status.value = ("Done: a row was added to the results table below." if not failed else
-                            f"<b style='color:#b00'>Failed:</b> {html.escape(failed_line(failed))}")
+            status.value = (
+                "Done: a row was added to the results table below."
+                if not failed
+                else f"<b style='color:#b00'>Failed:</b> {html.escape(failed_line(failed))}"
+            )
             if failed:
                 print(f"Failed: {failed_line(failed)}")
             if show is not None:
                 show(result)
             elif result is not None:
                 display(result)
-            for row in ([] if failed else added):
-                shown = same_setting(results.experiments[:before], row)   # both readings, and why they differ
+            for row in [] if failed else added:
+                shown = same_setting(
+                    results.experiments[:before], row
+                )  # both readings, and why they differ
                 if shown is not None:
                     display(shown[0])
                     print(shown[1])
@@ -106,7 +112,9 @@ def _same(config: Mapping[str, Any], earlier: Mapping[str, Any]) -> bool:
     """``earlier`` measured ``config``'s setting: every key of ``config`` (but ``METHOD_KEYS``) has the same value
     there, or is absent there with a default value (False/None) here."""
     keys = [k for k in config if k not in METHOD_KEYS]
-    return bool(keys) and all(earlier.get(k) == config[k] if k in earlier else config[k] in (False, None) for k in keys)
+    return bool(keys) and all(
+        earlier.get(k) == config[k] if k in earlier else config[k] in (False, None) for k in keys
+    )
 
 
 def _num(v: Any) -> bool:
@@ -121,9 +129,14 @@ def reading(row: Mapping[str, Any] | None) -> dict[str, Any]:
     m, c = row.get("metrics") or {}, row.get("config") or {}
     profiled = c.get("profiled", "profiled" in str(row.get("name", "")) or None)
     keys = ("step_ms_mean", "step_ms_median", "step_ms_p25", "step_ms_p75", "steps_timed")
-    return {"reading": row.get("name"), **{k: m.get(k) for k in keys}, "rounds": m.get("rounds", c.get("rounds")),
-            "profiled": {True: "yes", False: "no"}.get(profiled), "first_step_ms": m.get("first_step_ms"),
-            "round_means_ms": m.get("round_means_ms")}
+    return {
+        "reading": row.get("name"),
+        **{k: m.get(k) for k in keys},
+        "rounds": m.get("rounds", c.get("rounds")),
+        "profiled": {True: "yes", False: "no"}.get(profiled),
+        "first_step_ms": m.get("first_step_ms"),
+        "round_means_ms": m.get("round_means_ms"),
+    }
 
 
 def _spread(r: Mapping[str, Any]) -> tuple[str, float, float] | None:
@@ -140,30 +153,56 @@ def why_they_differ(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
     """One line, from the numbers of two readings (``reading``) of one setting: the ratio of their means and what
     sets them apart: the profiler, interleaved rounds against one run, a single cold step, a tail of long steps, the
     spread of each. "Within noise" only when each mean lies inside the other's spread (``_spread``)."""
-    a, b, na, nb = old.get("step_ms_mean"), new.get("step_ms_mean"), old.get("reading"), new.get("reading")
+    a, b, na, nb = (
+        old.get("step_ms_mean"),
+        new.get("step_ms_mean"),
+        old.get("reading"),
+        new.get("reading"),
+    )
     if not (_num(a) and _num(b) and a > 0 and b > 0):
         return f"{na} or {nb} has no mean step (failed or skipped): nothing to set side by side."
     head = f"{nb} reads {b / a:.2f}x {na} ({b:.1f} against {a:.1f} ms)"
     sa, sb = _spread(old), _spread(new)
     if sa and sb and sa[1] <= b <= sa[2] and sb[1] <= a <= sb[2]:
-        return head + f"; each mean lies within the other's spread ({sa[0]}): one setting, within this machine's noise."
+        return (
+            head
+            + f"; each mean lies within the other's spread ({sa[0]}): one setting, within this machine's noise."
+        )
     facts = []
-    if old.get("profiled") != new.get("profiled") and None not in (old.get("profiled"), new.get("profiled")):
+    if old.get("profiled") != new.get("profiled") and None not in (
+        old.get("profiled"),
+        new.get("profiled"),
+    ):
         facts.append(f"{nb if new['profiled'] == 'yes' else na} ran under the profiler")
-    if old.get("rounds") != new.get("rounds") and None not in (old.get("rounds"), new.get("rounds")):
+    if old.get("rounds") != new.get("rounds") and None not in (
+        old.get("rounds"),
+        new.get("rounds"),
+    ):
         facts.append(f"{na} pooled {old['rounds']} interleaved round(s), {nb} {new['rounds']}")
     for r in (old, new):
         if r.get("steps_timed") == 1:
             facts.append(f"{r['reading']} is one step, a cold one")
         if _num(r.get("step_ms_median")) and r["step_ms_mean"] > 1.3 * r["step_ms_median"]:
-            facts.append(f"{r['reading']}'s mean is pulled up by a tail of long steps "
-                         f"(median {r['step_ms_median']:.1f} ms)")
+            facts.append(
+                f"{r['reading']}'s mean is pulled up by a tail of long steps "
+                f"(median {r['step_ms_median']:.1f} ms)"
+            )
     if sa and sb:
         busier = f", busier during {nb}" if (sb[2] - sb[1]) / b > 2 * (sa[2] - sa[1]) / a else ""
         kind = sa[0] if sa[0] == sb[0] else f"{sa[0]}; {sb[0]}"
-        facts.append(f"spread ({kind}): {sa[1]:.1f}-{sa[2]:.1f} against {sb[1]:.1f}-{sb[2]:.1f} ms, neither holding "
-                     f"the other's mean: the machine ran the step at another speed{busier}")
-    return head + ("; " + "; ".join(facts) if facts else "; no spread was recorded to tell noise from a change") + "."
+        facts.append(
+            f"spread ({kind}): {sa[1]:.1f}-{sa[2]:.1f} against {sb[1]:.1f}-{sb[2]:.1f} ms, neither holding "
+            f"the other's mean: the machine ran the step at another speed{busier}"
+        )
+    return (
+        head
+        + (
+            "; " + "; ".join(facts)
+            if facts
+            else "; no spread was recorded to tell noise from a change"
+        )
+        + "."
+    )
 
 
 def same_setting(earlier_rows: Sequence[Mapping[str, Any]], row: Mapping[str, Any], last: int = 3):
@@ -176,10 +215,19 @@ def same_setting(earlier_rows: Sequence[Mapping[str, Any]], row: Mapping[str, An
 
     if row.get("status") != "ok" or not _num((row.get("metrics") or {}).get("step_ms_mean")):
         return None
-    old = [r for r in earlier_rows if r.get("status") == "ok" and _num((r.get("metrics") or {}).get("step_ms_mean"))
-           and _same(row.get("config") or {}, r.get("config") or {})][-last:]
+    old = [
+        r
+        for r in earlier_rows
+        if r.get("status") == "ok"
+        and _num((r.get("metrics") or {}).get("step_ms_mean"))
+        and _same(row.get("config") or {}, r.get("config") or {})
+    ][-last:]
     if not old:
         return None
-    readings = [reading(r) for r in old] + [reading(row) | {"reading": f"this panel ({row.get('name')})"}]
+    readings = [reading(r) for r in old] + [
+        reading(row) | {"reading": f"this panel ({row.get('name')})"}
+    ]
     table = Table(pd.DataFrame(readings).drop(columns="round_means_ms").dropna(axis=1, how="all"))
-    return table, "Same setting, measured earlier too: " + why_they_differ(readings[-2], readings[-1])
+    return table, "Same setting, measured earlier too: " + why_they_differ(
+        readings[-2], readings[-1]
+    )

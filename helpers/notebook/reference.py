@@ -6,6 +6,7 @@ A reference run is a notebook's pack from a GPU machine unpacked under ``data/re
 (or says there is none: None); ``add_column``, ``show_figures``, ``show_trace``, ``article_table`` put it beside this
 run's. Every function takes None and adds nothing; a value not measured reads ``NOT_RUN``, never NaN. Rows match by
 name; the reference ran at its own scale, another machine's figures, not the expected result."""
+
 from __future__ import annotations
 
 import contextlib
@@ -29,6 +30,7 @@ def reference_root() -> Path:
     if env := os.environ.get(ROOT_ENV, "").strip():
         return Path(env)
     from .env import project_root
+
     return project_root() / "data" / "reference"
 
 
@@ -51,8 +53,11 @@ class Reference:
     def source(self) -> str:
         """Where the numbers come from: the GPU's name, torch, scale and whether the run was cut short."""
         env = self.doc.get("env", {})
-        bits = [env.get("device_name") or env.get("device") or "unknown device", f"torch {env.get('torch', '?')}",
-                f"{self.scale or '?'} scale"]
+        bits = [
+            env.get("device_name") or env.get("device") or "unknown device",
+            f"torch {env.get('torch', '?')}",
+            f"{self.scale or '?'} scale",
+        ]
         if self.doc.get("interrupted"):
             bits.append("interrupted: some experiments missing")
         return f"{self.gpu} ({', '.join(bits)})"
@@ -72,7 +77,9 @@ class Reference:
         return None
 
     def row(self, name: str) -> dict[str, Any] | None:
-        return next((e for e in reversed(self.doc.get("experiments", [])) if e.get("name") == name), None)
+        return next(
+            (e for e in reversed(self.doc.get("experiments", [])) if e.get("name") == name), None
+        )
 
     def metric(self, name: str, key: str) -> Any:
         """The reference's value of ``key`` for the experiment ``name`` (None when absent or failed there)."""
@@ -84,16 +91,29 @@ class Reference:
         base = self.dir / "traces"
         if not base.is_dir():
             return []
-        return sorted(p for p in base.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
-                      and contains in p.relative_to(base).as_posix())
+        return sorted(
+            p
+            for p in base.rglob("*")
+            if p.is_file()
+            and p.name.endswith(TRACE_SUFFIXES)
+            and contains in p.relative_to(base).as_posix()
+        )
 
 
-def lookup(notebook: str, gpu: str | None = None, root: Path | str | None = None) -> tuple[Reference | None, str]:
+def lookup(
+    notebook: str, gpu: str | None = None, root: Path | str | None = None
+) -> tuple[Reference | None, str]:
     """``(Reference or None, a line saying which, or why none)``. Without ``gpu``: ``$PERF_REFERENCE_GPU``, else the
     first ``<gpu>`` folder (by name) that has this notebook's results.json."""
     base = Path(root) if root is not None else reference_root()
     gpu = gpu or os.environ.get(GPU_ENV, "").strip() or None
-    candidates = [base / gpu] if gpu else sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+    candidates = (
+        [base / gpu]
+        if gpu
+        else sorted(p for p in base.iterdir() if p.is_dir())
+        if base.is_dir()
+        else []
+    )
     for folder in candidates:
         path = folder / notebook / "results.json"
         if not path.is_file():
@@ -103,17 +123,24 @@ def lookup(notebook: str, gpu: str | None = None, root: Path | str | None = None
             if not isinstance(doc, dict) or not isinstance(doc.get("experiments"), list):
                 raise ValueError("not a results document")
         except (OSError, ValueError) as exc:
-            return None, f"The reference {path} could not be read ({type(exc).__name__}: {str(exc)[:120]}): none shown."
+            return (
+                None,
+                f"The reference {path} could not be read ({type(exc).__name__}: {str(exc)[:120]}): none shown.",
+            )
         ref = Reference(folder.name, path.parent, doc)
         about = {}
         with contextlib.suppress(OSError, ValueError):
             about = json.loads((folder / "about.json").read_text())
         made = about.get("made") if isinstance(about, dict) else None
-        return ref, (f"Reference run beside yours: {ref.source()}, from {path.parent}. Its numbers were measured on "
-                     "that machine, not in this run." + (f" {made}" if made else ""))
+        return ref, (
+            f"Reference run beside yours: {ref.source()}, from {path.parent}. Its numbers were measured on "
+            "that machine, not in this run." + (f" {made}" if made else "")
+        )
     where = base / (gpu or "<gpu>") / notebook / "results.json"
-    return None, (f"No reference run for {notebook}: {where} does not exist (a GPU run's pack unpacked under "
-                  f"{base}/<gpu>/ adds one; see docs/gpu.md).")
+    return None, (
+        f"No reference run for {notebook}: {where} does not exist (a GPU run's pack unpacked under "
+        f"{base}/<gpu>/ adds one; see docs/gpu.md)."
+    )
 
 
 def note(notebook: str, gpu: str | None = None, root: Path | str | None = None) -> Reference | None:
@@ -123,14 +150,18 @@ def note(notebook: str, gpu: str | None = None, root: Path | str | None = None) 
     return ref
 
 
-def add_column(df, ref: Reference | None, metric: str, on: str = "experiment", label: str | None = None):
+def add_column(
+    df, ref: Reference | None, metric: str, on: str = "experiment", label: str | None = None
+):
     """``df`` (an ``on`` column of experiment names) with a column ``reference (<gpu>): <metric in words>``, the
     reference's ``metric`` of each experiment, right after ``metric`` (else last). Unchanged without a reference."""
     if ref is None or on not in df.columns:
         return df
     out = df.copy()
     col = label or f"{ref.label}: {header(metric)}"
-    values = [ref.metric(name, metric) for name in out[on]]   # JSON values: only NaN is not equal to itself
+    values = [
+        ref.metric(name, metric) for name in out[on]
+    ]  # JSON values: only NaN is not equal to itself
     at = list(out.columns).index(metric) + 1 if metric in out.columns else len(out.columns)
     out.insert(at, col, [NOT_RUN if v is None or v != v else v for v in values])
     return out
@@ -139,7 +170,11 @@ def add_column(df, ref: Reference | None, metric: str, on: str = "experiment", l
 def ratio_text(entry: dict[str, Any] | None, missing: str = NOT_RUN) -> str:
     """A comparison as ``1.97x [1.87, 2.04] faster`` (ratio a/b, its 95% interval, its verdict); ``missing`` when
     there is none or it has no ratio."""
-    if not entry or not isinstance(entry.get("ratio"), (int, float)) or entry["ratio"] != entry["ratio"]:
+    if (
+        not entry
+        or not isinstance(entry.get("ratio"), (int, float))
+        or entry["ratio"] != entry["ratio"]
+    ):
         return missing
     text = f"{entry['ratio']:.2f}x"
     if isinstance(entry.get("low"), (int, float)) and isinstance(entry.get("high"), (int, float)):
@@ -147,12 +182,20 @@ def ratio_text(entry: dict[str, Any] | None, missing: str = NOT_RUN) -> str:
     return text + (f" {entry['verdict']}" if entry.get("verdict") else "")
 
 
-def agreement(article_ratio: float | None, entry: dict[str, Any] | None, missing: str = NOT_RUN,
-              margin: float = 0.25) -> str:
+def agreement(
+    article_ratio: float | None,
+    entry: dict[str, Any] | None,
+    missing: str = NOT_RUN,
+    margin: float = 0.25,
+) -> str:
     """Whether ``entry`` (ratio a/b, ``low``/``high``) reproduces the article's ratio: "yes" (interval on its side of 1,
     within ``margin``), "yes, larger"/"yes, smaller", "no, reversed", "not resolved", "no (article: no effect)"
     (``article_ratio`` 1.0), ``missing`` without one."""
-    if not entry or not isinstance(entry.get("ratio"), (int, float)) or entry["ratio"] != entry["ratio"]:
+    if (
+        not entry
+        or not isinstance(entry.get("ratio"), (int, float))
+        or entry["ratio"] != entry["ratio"]
+    ):
         return missing
     if article_ratio is None:
         return "no article figure"
@@ -165,6 +208,7 @@ def agreement(article_ratio: float | None, entry: dict[str, Any] | None, missing
     if (lo > 1) != (article_ratio > 1):
         return "no, reversed"
     import math
+
     effect, art = abs(math.log(entry["ratio"])), abs(math.log(article_ratio))
     if effect > art * (1 + margin) and min(abs(math.log(lo)), abs(math.log(hi))) > art:
         return "yes, larger"
@@ -173,7 +217,15 @@ def agreement(article_ratio: float | None, entry: dict[str, Any] | None, missing
     return "yes"
 
 
-ARTICLE_COLUMNS = ["effect", "article", "H100 reference", "H100 reproduces?", "this run", "this run reproduces?", "why"]
+ARTICLE_COLUMNS = [
+    "effect",
+    "article",
+    "H100 reference",
+    "H100 reproduces?",
+    "this run",
+    "this run reproduces?",
+    "why",
+]
 
 
 def article_table(rows: Iterable[dict[str, Any]]):
@@ -181,8 +233,10 @@ def article_table(rows: Iterable[dict[str, Any]]):
     ``article_ratio``, ``reference``, ``this_run``, ``why``). A side is a comparison (Reproduces? is ``agreement``),
     None, a ``(text, reproduces?)`` pair (text None: not run) or a text (Reproduces? is the row's ``agrees``)."""
     import pandas as pd
+
     out = []
     for r in rows:
+
         def side(v, missing):
             if isinstance(v, tuple):
                 return v if v[0] else (missing, missing)
@@ -190,11 +244,22 @@ def article_table(rows: Iterable[dict[str, Any]]):
                 return ratio_text(v, missing), agreement(r.get("article_ratio"), v, missing)
             return str(v), r.get("agrees", "–")
 
-        (ref, ref_ok), (mine, mine_ok) = side(r.get("reference"), NOT_RUN), side(r.get("this_run"), NOT_MEASURED)
+        (ref, ref_ok), (mine, mine_ok) = (
+            side(r.get("reference"), NOT_RUN),
+            side(r.get("this_run"), NOT_MEASURED),
+        )
         plain = ref_ok.startswith("yes") and mine_ok.startswith("yes")
-        out.append({"effect": r["effect"], "article": r.get("article", "–"), "H100 reference": ref,
-                    "H100 reproduces?": ref_ok, "this run": mine, "this run reproduces?": mine_ok,
-                    "why": "" if plain else r.get("why", "")})
+        out.append(
+            {
+                "effect": r["effect"],
+                "article": r.get("article", "–"),
+                "H100 reference": ref,
+                "H100 reproduces?": ref_ok,
+                "this run": mine,
+                "this run reproduces?": mine_ok,
+                "why": "" if plain else r.get("why", ""),
+            }
+        )
     return pd.DataFrame(out, columns=ARTICLE_COLUMNS)
 
 
@@ -206,11 +271,16 @@ def show_figures(ref: Reference | None, names: Iterable[str] | None = None) -> l
     found = {p.stem: p for p in sorted(ref.dir.glob("*.png"))}
     figs = list(found.values()) if names is None else [found[n] for n in names if n in found]
     if not figs:
-        print(f"The reference run {ref.source()} has no figure named {', '.join(names or []) or '(any)'}.")
+        print(
+            f"The reference run {ref.source()} has no figure named {', '.join(names or []) or '(any)'}."
+        )
         return []
     from IPython.display import Image, Markdown, display
+
     for path in figs:
-        display(Markdown(f"**Reference figure, not this run's:** `{path.name}` from {ref.source()}"))
+        display(
+            Markdown(f"**Reference figure, not this run's:** `{path.name}` from {ref.source()}")
+        )
         display(Image(filename=str(path)))
     return figs
 
@@ -228,6 +298,7 @@ def show_trace(ref: Reference | None, contains: str = "", **kw) -> Path | None:
     from IPython.display import Markdown, display
 
     from perf_doctor.show import show
+
     rel = found[0].relative_to(ref.dir)
     display(Markdown(f"**Reference trace, recorded on {ref.source()}, not in this run:** `{rel}`"))
     show(found[0], **kw)

@@ -3,6 +3,7 @@
 The contract (docs/results.md): ``results/<notebook stem>/results.json`` holds
 ``{"notebook", "scale", "env", "experiments": [...], "checks": {...}}``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,6 +28,7 @@ def results_root() -> Path:
     if env := os.environ.get(RESULTS_ENV):
         return Path(env)
     from .env import project_root
+
     return project_root() / "results"
 
 
@@ -85,9 +87,20 @@ class Results:
     """Experiments and checks of one notebook run: ``record(name, config, fn)`` runs ``fn()`` (a metrics dict); a
     failure is printed as one line and kept as a ``failed`` row. Saved atomically after every change."""
 
-    def __init__(self, notebook: str, scale: str, env: Mapping[str, Any] | None = None,
-                 root: Path | str | None = None, autosave: bool = True):
-        self.notebook, self.scale, self.env, self.autosave = notebook, scale, dict(env or {}), autosave
+    def __init__(
+        self,
+        notebook: str,
+        scale: str,
+        env: Mapping[str, Any] | None = None,
+        root: Path | str | None = None,
+        autosave: bool = True,
+    ):
+        self.notebook, self.scale, self.env, self.autosave = (
+            notebook,
+            scale,
+            dict(env or {}),
+            autosave,
+        )
         self.experiments: list[dict[str, Any]] = []
         self.comparisons: list[dict[str, Any]] = []
         self.checks: dict[str, bool] = {}
@@ -96,19 +109,35 @@ class Results:
         self.dir = Path(root) if root is not None else results_root() / notebook
 
     # -- experiments ---------------------------------------------------------
-    def add(self, name: str, config: Mapping[str, Any], metrics: Mapping[str, Any] | None = None,
-            status: str = "ok", error: str | None = None) -> dict[str, Any]:
+    def add(
+        self,
+        name: str,
+        config: Mapping[str, Any],
+        metrics: Mapping[str, Any] | None = None,
+        status: str = "ok",
+        error: str | None = None,
+    ) -> dict[str, Any]:
         if status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, not {status!r}")
-        row = {"name": name, "config": _jsonable(dict(config)), "metrics": _jsonable(dict(metrics or {})),
-               "status": status, "error": error}
+        row = {
+            "name": name,
+            "config": _jsonable(dict(config)),
+            "metrics": _jsonable(dict(metrics or {})),
+            "status": status,
+            "error": error,
+        }
         self.experiments.append(row)
         if self.autosave:
             self.save()
         return row
 
-    def record(self, name: str, config: Mapping[str, Any], fn: Callable[[], Mapping[str, Any]],
-               verbose: bool = True) -> dict[str, Any]:
+    def record(
+        self,
+        name: str,
+        config: Mapping[str, Any],
+        fn: Callable[[], Mapping[str, Any]],
+        verbose: bool = True,
+    ) -> dict[str, Any]:
         """Run one experiment; a failure becomes a ``failed`` row, never a crash."""
         try:
             metrics = fn()
@@ -120,16 +149,21 @@ class Results:
                 print(wrapped(f"[failed] {name}: {err}"))
             if os.environ.get("PERF_DEBUG"):
                 traceback.print_exc()
-            if not isinstance(exc, ValueError):   # a refused setting allocated nothing: no collection (seconds
-                gc.collect()                         # in a process holding many compiled graphs)
+            if not isinstance(
+                exc, ValueError
+            ):  # a refused setting allocated nothing: no collection (seconds
+                gc.collect()  # in a process holding many compiled graphs)
                 with contextlib.suppress(Exception):
                     import torch
+
                     if torch.cuda.is_available():
                         torch.cuda.empty_cache()
             return self.add(name, config, {}, status="failed", error=err)
         row = self.add(name, config, metrics or {}, status="ok")
         if verbose:
-            mean = row["metrics"].get("step_ms_mean")   # the statistic the verdicts use (docs/results.md)
+            mean = row["metrics"].get(
+                "step_ms_mean"
+            )  # the statistic the verdicts use (docs/results.md)
             extra = f" (mean step {mean:.2f} ms)" if isinstance(mean, (int, float)) else ""
             print(wrapped(f"[ok] {name}{extra}"))
         return row
@@ -154,19 +188,28 @@ class Results:
             self.save()
         return bool(value)
 
-    def compare(self, a: str, b: str, a_ms, b_ms, *, metric: str = "step_ms_mean", **kw) -> dict[str, Any]:
+    def compare(
+        self, a: str, b: str, a_ms, b_ms, *, metric: str = "step_ms_mean", **kw
+    ) -> dict[str, Any]:
         """Compare two variants' timings (``measure.compare.compare_times``; ``role="timer"`` for a second reading of
         the same work) and keep the entry in ``comparisons`` (replacing one for the same a, b, metric)."""
         from ..measure.compare import compare_times
+
         entry = compare_times(a_ms, b_ms, a=a, b=b, metric=metric, **kw)
-        self.comparisons = [c for c in self.comparisons if (c["a"], c["b"], c["metric"]) != (a, b, metric)] + [entry]
+        self.comparisons = [
+            c for c in self.comparisons if (c["a"], c["b"], c["metric"]) != (a, b, metric)
+        ] + [entry]
         if self.autosave:
             self.save()
         return entry
 
     def comparison(self, a: str, b: str, metric: str | None = None) -> dict[str, Any] | None:
         """The comparison of ``b`` against ``a`` (the latest; None when there is none)."""
-        found = [c for c in self.comparisons if c["a"] == a and c["b"] == b and metric in (None, c["metric"])]
+        found = [
+            c
+            for c in self.comparisons
+            if c["a"] == a and c["b"] == b and metric in (None, c["metric"])
+        ]
         return found[-1] if found else None
 
     def note(self, key: str, value: Any) -> None:
@@ -177,9 +220,16 @@ class Results:
 
     # -- output --------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {"notebook": self.notebook, "scale": self.scale, "env": _jsonable(self.env),
-                "experiments": self.experiments, "checks": self.checks, "claims": self.claims,
-                "comparisons": _jsonable(self.comparisons), "notes": self.notes}
+        return {
+            "notebook": self.notebook,
+            "scale": self.scale,
+            "env": _jsonable(self.env),
+            "experiments": self.experiments,
+            "checks": self.checks,
+            "claims": self.claims,
+            "comparisons": _jsonable(self.comparisons),
+            "notes": self.notes,
+        }
 
     def save(self) -> Path:
         path = self.dir / "results.json"
@@ -189,9 +239,19 @@ class Results:
     def table(self, metrics: list[str] | None = None):
         """The experiments as a DataFrame: name, config columns, metrics, status, error."""
         import pandas as pd
-        return pd.DataFrame([{"experiment": e["name"], **e["config"], **{k: v for k, v in e["metrics"].items()
-                                                                          if metrics is None or k in metrics},
-                              "status": e["status"], "error": e["error"] or ""} for e in self.experiments])
+
+        return pd.DataFrame(
+            [
+                {
+                    "experiment": e["name"],
+                    **e["config"],
+                    **{k: v for k, v in e["metrics"].items() if metrics is None or k in metrics},
+                    "status": e["status"],
+                    "error": e["error"] or "",
+                }
+                for e in self.experiments
+            ]
+        )
 
     def readable(self, metrics: list[str] | None = None):
         """``table(metrics)`` made for a person to read (see ``display.readable``)."""
@@ -200,14 +260,20 @@ class Results:
     def checks_table(self):
         """The checks as a DataFrame (``id``, ``claim``, ``holds``), each claim shown whole, wrapped in its cell."""
         import pandas as pd
-        rows = [{"id": k, "claim": self.claims.get(k, k), "holds": v} for k, v in self.checks.items()]
+
+        rows = [
+            {"id": k, "claim": self.claims.get(k, k), "holds": v} for k, v in self.checks.items()
+        ]
         return frame(pd.DataFrame(rows, columns=["id", "claim", "holds"]))
 
     def comparisons_table(self):
         """The comparisons as a DataFrame: b against a, the metric, the ratio a/b, its interval, the verdict."""
         import pandas as pd
+
         cols = ["b", "a", "metric", "ratio", "low", "high", "floor", "verdict"]
-        return frame(pd.DataFrame([{k: c.get(k) for k in cols} for c in self.comparisons], columns=cols))
+        return frame(
+            pd.DataFrame([{k: c.get(k) for k in cols} for c in self.comparisons], columns=cols)
+        )
 
     def savefig(self, fig, name: str) -> Path:
         path = self.dir / f"{name}.png"
@@ -220,23 +286,36 @@ def load(notebook: str, root: Path | str | None = None) -> dict[str, Any]:
     """Read a notebook's results.json, with a clear message when it does not exist."""
     path = (Path(root) if root is not None else results_root()) / notebook / "results.json"
     if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: run the notebook {notebook}.ipynb first (make run).")
+        raise FileNotFoundError(
+            f"{path} does not exist: run the notebook {notebook}.ipynb first (make run)."
+        )
     return json.loads(path.read_text())
 
 
 def validate(doc: Mapping[str, Any]) -> list[str]:
     """Problems with a results document against the contract (empty when it conforms)."""
-    problems = [f"missing key {k!r}" for k in ("notebook", "scale", "env", "experiments", "checks") if k not in doc]
+    problems = [
+        f"missing key {k!r}"
+        for k in ("notebook", "scale", "env", "experiments", "checks")
+        if k not in doc
+    ]
     if problems:
         return problems
-    problems += [f"env lacks {key!r}" for key in ("python", "torch", "device", "cpu_count") if key not in doc["env"]]
+    problems += [
+        f"env lacks {key!r}"
+        for key in ("python", "torch", "device", "cpu_count")
+        if key not in doc["env"]
+    ]
     if doc["scale"] not in ("smoke", "full"):
         problems.append(f"scale {doc['scale']!r} is not smoke or full")
     if not doc["experiments"]:
         problems.append("no experiments")
     for i, e in enumerate(doc["experiments"]):
-        problems += [f"experiment {i} lacks {key!r}" for key in ("name", "config", "metrics", "status", "error")
-                     if key not in e]
+        problems += [
+            f"experiment {i} lacks {key!r}"
+            for key in ("name", "config", "metrics", "status", "error")
+            if key not in e
+        ]
         if e.get("status") not in STATUSES:
             problems.append(f"experiment {i} has status {e.get('status')!r}")
         if e.get("status") == "failed" and not e.get("error"):
@@ -250,18 +329,35 @@ def validate(doc: Mapping[str, Any]) -> list[str]:
         missing = [k for k in ("a", "b", "metric", "ratio", "low", "high", "verdict") if k not in c]
         if missing:
             problems.append(f"comparison {i} lacks {missing}")
-        elif c["verdict"] not in ("faster", "slower", "faster, small", "slower, small", "no difference"):
+        elif c["verdict"] not in (
+            "faster",
+            "slower",
+            "faster, small",
+            "slower, small",
+            "no difference",
+        ):
             problems.append(f"comparison {i} has verdict {c['verdict']!r}")
         elif not (c["low"] <= c["ratio"] <= c["high"]):
-            problems.append(f"comparison {i}: the ratio {c['ratio']} is outside its interval [{c['low']}, {c['high']}]")
+            problems.append(
+                f"comparison {i}: the ratio {c['ratio']} is outside its interval [{c['low']}, {c['high']}]"
+            )
         kept = c.get("samples")
-        if not (isinstance(kept, Mapping) and isinstance(kept.get("a"), list) and isinstance(kept.get("b"), list)):
+        if not (
+            isinstance(kept, Mapping)
+            and isinstance(kept.get("a"), list)
+            and isinstance(kept.get("b"), list)
+        ):
             problems.append(f"comparison {i} keeps no samples ({{'a': [...], 'b': [...]}})")
         elif (len(kept["a"]), len(kept["b"])) != (c.get("n_a"), c.get("n_b")):
-            problems.append(f"comparison {i}: {len(kept['a'])} and {len(kept['b'])} samples kept, n_a/n_b say "
-                            f"{c.get('n_a')} and {c.get('n_b')}")
+            problems.append(
+                f"comparison {i}: {len(kept['a'])} and {len(kept['b'])} samples kept, n_a/n_b say "
+                f"{c.get('n_a')} and {c.get('n_b')}"
+            )
         if not isinstance(c.get("floor"), (int, float)) or not isinstance(c.get("floor_from"), str):
             problems.append(f"comparison {i} lacks its noise floor (floor, floor_from)")
     claims = doc.get("claims", {})
-    return problems + [f"check {k!r} has no claim (its sentence in 'claims')" for k in doc["checks"]
-                       if not isinstance(claims.get(k), str) or not claims[k]]
+    return problems + [
+        f"check {k!r} has no claim (its sentence in 'claims')"
+        for k in doc["checks"]
+        if not isinstance(claims.get(k), str) or not claims[k]
+    ]

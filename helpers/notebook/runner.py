@@ -10,6 +10,7 @@ each (``helpers.notebook.pack``) and ``run-summary.json``. ``--budget S``: each 
 (``helpers.notebook.budget``); ``--grace`` seconds past it the notebook is stopped from outside and marked interrupted.
 SIGTERM or Ctrl-C stops the run (results saved, marked interrupted, packed; exit 128 + the signal); else exit 1
 when a notebook failed, else 0."""
+
 from __future__ import annotations
 
 import argparse
@@ -29,7 +30,9 @@ from .results import RESULTS_ENV, atomic_write_text
 
 PROJECT = Path(__file__).resolve().parents[2]
 SUMMARY = "run-summary.json"
-ABANDON_S = 20.0  # after a signal, the run ends within this (the kernel is killed 10 s after its SIGINT)
+ABANDON_S = (
+    20.0  # after a signal, the run ends within this (the kernel is killed 10 s after its SIGINT)
+)
 
 
 def inline_figures() -> bool:
@@ -52,16 +55,32 @@ def _positive(text: str) -> float:
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m helpers.runner", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m helpers.runner", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("notebooks", nargs="*", type=Path)
-    ap.add_argument("--scale", help="smoke or full (default: $PERF_SCALE, else full with CUDA, smoke without)")
-    ap.add_argument("--out", type=Path, help="results folder (default: $PERF_RESULTS_DIR, else results/)")
-    ap.add_argument("--pack", type=Path, help="where the per-notebook archives and run-summary.json go "
-                                              "(default: the results folder)")
+    ap.add_argument(
+        "--scale", help="smoke or full (default: $PERF_SCALE, else full with CUDA, smoke without)"
+    )
+    ap.add_argument(
+        "--out", type=Path, help="results folder (default: $PERF_RESULTS_DIR, else results/)"
+    )
+    ap.add_argument(
+        "--pack",
+        type=Path,
+        help="where the per-notebook archives and run-summary.json go "
+        "(default: the results folder)",
+    )
     ap.add_argument("--budget", type=_positive, help="each notebook's time budget in seconds")
-    ap.add_argument("--grace", type=_positive, default=30.0,
-                    help="seconds past the budget before a notebook is stopped from outside (default 30)")
-    ap.add_argument("--timeout", type=int, default=1800, help="per-cell timeout in seconds (default 1800)")
+    ap.add_argument(
+        "--grace",
+        type=_positive,
+        default=30.0,
+        help="seconds past the budget before a notebook is stopped from outside (default 30)",
+    )
+    ap.add_argument(
+        "--timeout", type=int, default=1800, help="per-cell timeout in seconds (default 1800)"
+    )
     return ap.parse_args(argv)
 
 
@@ -73,8 +92,12 @@ class Run:
         self.signum: int | None = None
         self.current: kn.NotebookRun | None = None
         self.abandon_s = abandon_s
-        self.finish: Callable[[str], None] | None = None  # set by main: write run.json(s) and the summary
-        self.finish_notebook: Callable[[str], dict] | None = None  # set while a notebook runs: its run.json
+        self.finish: Callable[[str], None] | None = (
+            None  # set by main: write run.json(s) and the summary
+        )
+        self.finish_notebook: Callable[[str], dict] | None = (
+            None  # set while a notebook runs: its run.json
+        )
         self.ended = threading.Event()
 
     def on_signal(self, signum: int, frame=None) -> None:
@@ -97,13 +120,19 @@ class Run:
         if self.current is not None:
             self.current.stop(reason)
             self.current._signal_kernel(signal.SIGKILL)
-            if getattr(self.current.client, "km", None):  # its connection file holds the kernel's key
+            if getattr(
+                self.current.client, "km", None
+            ):  # its connection file holds the kernel's key
                 self.current.client.km.cleanup_connection_file()
         try:
             if self.finish is not None:
                 self.finish(reason)
         finally:
-            print(f"stopped by {name}; {reason} (its kernel killed, what ran is saved)", file=sys.stderr, flush=True)
+            print(
+                f"stopped by {name}; {reason} (its kernel killed, what ran is saved)",
+                file=sys.stderr,
+                flush=True,
+            )
             os._exit(128 + (self.signum or signal.SIGTERM))
 
     def install(self) -> None:
@@ -113,8 +142,14 @@ class Run:
 
 
 def kernel_env(scale: str, out: Path, runs: Path, budget: float | None) -> dict[str, str]:
-    env = {**os.environ, SCALE_ENV: scale, RESULTS_ENV: str(out), "PERF_RUNS_DIR": str(runs),
-           "PYTHONPATH": kn.python_path(PROJECT, os.environ), "PERF_NOTEBOOK_START": f"{time.time():.3f}"}
+    env = {
+        **os.environ,
+        SCALE_ENV: scale,
+        RESULTS_ENV: str(out),
+        "PERF_RUNS_DIR": str(runs),
+        "PYTHONPATH": kn.python_path(PROJECT, os.environ),
+        "PERF_NOTEBOOK_START": f"{time.time():.3f}",
+    }
     env.pop("PERF_TIME_BUDGET_S", None)
     return env | ({"PERF_TIME_BUDGET_S": f"{budget:g}"} if budget is not None else {})
 
@@ -126,22 +161,34 @@ def checks_of(results_dir: Path) -> dict:
         return {"results": False}
     exps = doc.get("experiments", [])
     checks = doc.get("checks", {})
-    return {"results": True, "scale": doc.get("scale"), "interrupted": bool(doc.get("interrupted")),
-            "experiments_ok": sum(e.get("status") == "ok" for e in exps),
-            "experiments_failed": sum(e.get("status") != "ok" for e in exps),
-            "checks_true": sum(v is True for v in checks.values()), "checks": len(checks),
-            "checks_false": [k for k, v in checks.items() if v is not True]}
+    return {
+        "results": True,
+        "scale": doc.get("scale"),
+        "interrupted": bool(doc.get("interrupted")),
+        "experiments_ok": sum(e.get("status") == "ok" for e in exps),
+        "experiments_failed": sum(e.get("status") != "ok" for e in exps),
+        "checks_true": sum(v is True for v in checks.values()),
+        "checks": len(checks),
+        "checks_false": [k for k, v in checks.items() if v is not True],
+    }
 
 
-def run_notebook(path: Path, run: Run, args, scale: str, out: Path, runs: Path, pack_dir: Path) -> dict:
+def run_notebook(
+    path: Path, run: Run, args, scale: str, out: Path, runs: Path, pack_dir: Path
+) -> dict:
     stem = path.stem
     pk.set_aside(out, stem)
     results_dir = out / stem
     results_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     limit = args.budget + args.grace if args.budget else None
-    nb = kn.NotebookRun(path, kernel_env(scale, out, runs, args.budget), timeout=args.timeout, limit_s=limit,
-                        on_signal=run.on_signal)
+    nb = kn.NotebookRun(
+        path,
+        kernel_env(scale, out, runs, args.budget),
+        timeout=args.timeout,
+        limit_s=limit,
+        on_signal=run.on_signal,
+    )
     run.current = nb
     if run.signum is not None:  # the signal came while the notebook was being set up: start nothing
         nb.stop(f"{signal.Signals(run.signum).name} (the run was stopped)")
@@ -149,17 +196,27 @@ def run_notebook(path: Path, run: Run, args, scale: str, out: Path, runs: Path, 
 
     def write_run_json(info: dict) -> dict:
         import nbformat
+
         atomic_write_text(results_dir / f"{stem}.ipynb", nbformat.writes(nb.nb))
         if info["status"] == "interrupted":
             pk.mark_interrupted(results_dir, info["error"] or "interrupted")
-        info = {"notebook": stem, **info, "scale": scale, "budget_s": args.budget,
-                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started))}
+        info = {
+            "notebook": stem,
+            **info,
+            "scale": scale,
+            "budget_s": args.budget,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        }
         atomic_write_text(results_dir / "run.json", json.dumps(info, indent=2) + "\n")
         return info
 
     run.finish_notebook = lambda reason: write_run_json(
-        {"status": "interrupted", "error": f"cell {nb.client.cell_index}: stopped: {reason}",
-         "wall_s": round(time.perf_counter() - t0, 1)})
+        {
+            "status": "interrupted",
+            "error": f"cell {nb.client.cell_index}: stopped: {reason}",
+            "wall_s": round(time.perf_counter() - t0, 1),
+        }
+    )
     try:
         info = nb.execute()
     finally:
@@ -167,9 +224,17 @@ def run_notebook(path: Path, run: Run, args, scale: str, out: Path, runs: Path, 
         run.finish_notebook = None
         run.install()
     info = write_run_json(info)
-    manifest = pk.pack(results_dir, pack_dir / f"{stem}.tar.gz", pk.new_traces(runs, started), runs / "traces")
-    return {**info, **checks_of(results_dir), "pack": f"{stem}.tar.gz", "pack_bytes": manifest["bytes"],
-            "traces_packed": len(manifest["traces"]), "traces_left_out": len(manifest["traces_left_out"])}
+    manifest = pk.pack(
+        results_dir, pack_dir / f"{stem}.tar.gz", pk.new_traces(runs, started), runs / "traces"
+    )
+    return {
+        **info,
+        **checks_of(results_dir),
+        "pack": f"{stem}.tar.gz",
+        "pack_bytes": manifest["bytes"],
+        "traces_packed": len(manifest["traces"]),
+        "traces_left_out": len(manifest["traces_left_out"]),
+    }
 
 
 def report_line(info: dict) -> str:
@@ -193,16 +258,24 @@ def main(argv: list[str] | None = None, early_signals: list[int] | None = None) 
         print(exc, file=sys.stderr)
         return 2
     if missing := kn.missing_packages():
-        print(f"this Python ({sys.executable}) lacks {', '.join(missing)}: run `make setup`, or put the GPU kit on "
-              "PYTHONPATH (docs/gpu.md, 'the GPU kit')", file=sys.stderr)
+        print(
+            f"this Python ({sys.executable}) lacks {', '.join(missing)}: run `make setup`, or put the GPU kit on "
+            "PYTHONPATH (docs/gpu.md, 'the GPU kit')",
+            file=sys.stderr,
+        )
         return 2
     paths = args.notebooks or sorted((PROJECT / "notebooks").glob("[0-9]*.ipynb"))
     absent = [str(p) for p in paths if not p.is_file()]
     if not paths or absent:
-        print(f"no such notebook: {', '.join(absent)}" if absent else "no notebooks found", file=sys.stderr)
+        print(
+            f"no such notebook: {', '.join(absent)}" if absent else "no notebooks found",
+            file=sys.stderr,
+        )
         return 2
     out = (args.out or Path(os.environ.get(RESULTS_ENV) or PROJECT / "results")).resolve()
-    runs = Path(os.environ.get("PERF_RUNS_DIR") or (out / "runs" if args.out else PROJECT / "runs")).resolve()
+    runs = Path(
+        os.environ.get("PERF_RUNS_DIR") or (out / "runs" if args.out else PROJECT / "runs")
+    ).resolve()
     pack_dir = (args.pack or out).resolve()
     quiet_logs()  # the kernels inherit it: no Kineto log lines in the executed notebooks
     inline_figures()
@@ -218,10 +291,15 @@ def main(argv: list[str] | None = None, early_signals: list[int] | None = None) 
         hook = run.finish_notebook
         if abandoned and hook is not None:
             finished.append(hook(abandoned))
-        summary = {"scale": scale, "wall_s": round(time.perf_counter() - t0, 1), "out": str(out),
-                   "interrupted": run.signum is not None,
-                   "signal": signal.Signals(run.signum).name if run.signum else None,
-                   "not_run": [p.stem for p in paths[len(finished):]], "notebooks": finished}
+        summary = {
+            "scale": scale,
+            "wall_s": round(time.perf_counter() - t0, 1),
+            "out": str(out),
+            "interrupted": run.signum is not None,
+            "signal": signal.Signals(run.signum).name if run.signum else None,
+            "not_run": [p.stem for p in paths[len(finished) :]],
+            "notebooks": finished,
+        }
         if abandoned:
             summary["abandoned"] = abandoned
         pack_dir.mkdir(parents=True, exist_ok=True)
@@ -232,15 +310,20 @@ def main(argv: list[str] | None = None, early_signals: list[int] | None = None) 
     for p in paths:
         if run.signum is not None:
             break
-        print(f"running {p} ({scale}{f', budget {args.budget:g} s' if args.budget else ''}) ...", flush=True)
+        print(
+            f"running {p} ({scale}{f', budget {args.budget:g} s' if args.budget else ''}) ...",
+            flush=True,
+        )
         done.append(run_notebook(p, run, args, scale, out, runs, pack_dir))
         print(report_line(done[-1]), flush=True)
     run.ended.set()
     failed = sum(i["status"] != "ok" for i in done)
     summary = summarise()
-    print(f"{len(done) - failed} of {len(paths)} notebooks ran ok, {failed} did not"
-          + (f", {len(summary['not_run'])} not started" if summary["not_run"] else "")
-          + f"; results in {out}/, packs in {pack_dir}/")
+    print(
+        f"{len(done) - failed} of {len(paths)} notebooks ran ok, {failed} did not"
+        + (f", {len(summary['not_run'])} not started" if summary["not_run"] else "")
+        + f"; results in {out}/, packs in {pack_dir}/"
+    )
     if run.signum is not None:
         print(f"stopped by {summary['signal']}", file=sys.stderr)
         return 128 + run.signum

@@ -4,6 +4,7 @@ Taught in ``01_profiler_basics``; every notebook logs to one ``runs/`` folder. I
 nothing: ``prepare()`` (called by the notebooks' TensorBoard cell, and by ``start``) points ``%tensorboard`` at this
 environment's TensorBoard and registers the clean-up of the servers this process starts.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -30,7 +31,7 @@ from .env import runs_dir
 HOST = "127.0.0.1"
 _started_pids: set[int] = set()
 _prepared = False
-_logged: list[str] = []   # the notebooks whose experiments log_experiment wrote in this process
+_logged: list[str] = []  # the notebooks whose experiments log_experiment wrote in this process
 
 
 def port_is_free(port: int) -> bool:
@@ -48,7 +49,9 @@ def free_port(preferred: int = 6006) -> int:
         s.bind((HOST, 0))
         port = s.getsockname()[1]
     if preferred:
-        print(f"Port {preferred} on {HOST} is busy (another TensorBoard?); using port {port} instead.")
+        print(
+            f"Port {preferred} on {HOST} is busy (another TensorBoard?); using port {port} instead."
+        )
     return port
 
 
@@ -72,7 +75,9 @@ def log_experiment(
     if notebook not in _logged:
         _logged.append(notebook)
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-    logdir = next(base / f"{safe}-{n}" for n in itertools.count() if not (base / f"{safe}-{n}").exists())
+    logdir = next(
+        base / f"{safe}-{n}" for n in itertools.count() if not (base / f"{safe}-{n}").exists()
+    )
     writer = SummaryWriter(log_dir=str(logdir))
     try:
         for i, t in enumerate(step_times_ms or []):
@@ -81,10 +86,15 @@ def log_experiment(
                 writer.add_scalar("step/samples_per_s", batch_size / (float(t) / 1000.0), i)
         for i, loss in enumerate(losses or []):
             writer.add_scalar("train/loss", float(loss), i)
-        hp = {k: v if isinstance(v, (int, float, str, bool)) else "none" if v is None else str(v)
-              for k, v in config.items()}
-        mets = {f"hparam/{k}": float(v) for k, v in metrics.items()
-                if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        hp = {
+            k: v if isinstance(v, (int, float, str, bool)) else "none" if v is None else str(v)
+            for k, v in config.items()
+        }
+        mets = {
+            f"hparam/{k}": float(v)
+            for k, v in metrics.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
         writer.add_hparams(hp, mets, run_name=".")
     finally:
         writer.close()
@@ -118,7 +128,9 @@ def prepare(preferred: int = 6006) -> int:
     return free_port(preferred)
 
 
-def api(port: int, path: str, params: Mapping[str, str] | None = None, timeout_s: float = 10.0) -> Any:
+def api(
+    port: int, path: str, params: Mapping[str, str] | None = None, timeout_s: float = 10.0
+) -> Any:
     """GET ``path`` from the TensorBoard HTTP API on ``port`` and return the decoded JSON."""
     query = f"?{urllib.parse.urlencode(params)}" if params else ""
     url = f"http://{HOST}:{port}{path}{query}"
@@ -151,8 +163,9 @@ def _same_dir(a: str | Path, b: str | Path) -> bool:
     return str(a) == str(b)
 
 
-def check(port: int, timeout_s: float = 30.0, logdir: str | Path | None = None,
-          fallback: bool = True) -> TensorBoardStatus:
+def check(
+    port: int, timeout_s: float = 30.0, logdir: str | Path | None = None, fallback: bool = True
+) -> TensorBoardStatus:
     """Say plainly whether TensorBoard answered on ``port`` serving ``logdir`` (default ``env.runs_dir()``), and what
     to do if not. When the port was taken (another notebook's TensorBoard), ``%tensorboard`` failed to launch and the
     port answers with someone else's runs; then, with ``fallback``, a TensorBoard for ``logdir`` is started on a free
@@ -163,13 +176,17 @@ def check(port: int, timeout_s: float = 30.0, logdir: str | Path | None = None,
     served = served_logdir(port) if ok else None
     if ok and _same_dir(served, want):
         _remember_started(port)
-        msg = (f"TensorBoard answered at {url} with this notebook's runs ({want}). The frame above shows it; "
-               "open that address in a browser tab for more room.")
+        msg = (
+            f"TensorBoard answered at {url} with this notebook's runs ({want}). The frame above shows it; "
+            "open that address in a browser tab for more room."
+        )
         print(msg)
         return TensorBoardStatus(port=port, url=url, answered=True, message=msg, logdir=str(want))
     if ok:
-        why = (f"Port {port} is answered by another TensorBoard, which serves {served}, not this notebook's runs "
-               f"({want}): the port was busy when the cell above ran, so its launch failed.")
+        why = (
+            f"Port {port} is answered by another TensorBoard, which serves {served}, not this notebook's runs "
+            f"({want}): the port was busy when the cell above ran, so its launch failed."
+        )
     else:
         why = f"TensorBoard did not answer at {url} within {timeout_s:.0f} s."
     if fallback:
@@ -183,8 +200,12 @@ def check(port: int, timeout_s: float = 30.0, logdir: str | Path | None = None,
     return TensorBoardStatus(port=port, url=url, answered=False, message=msg, logdir=str(want))
 
 
-def start(logdir: str | Path | None = None, port: int | None = None, timeout_s: float = 60.0,
-          display: bool = False) -> TensorBoardStatus:
+def start(
+    logdir: str | Path | None = None,
+    port: int | None = None,
+    timeout_s: float = 60.0,
+    display: bool = False,
+) -> TensorBoardStatus:
     """Start a TensorBoard for ``logdir`` on 127.0.0.1 (``port`` or a free one), stopped by ``stop_started()`` (also at
     exit); ``display`` shows it inline."""
     from tensorboard import manager
@@ -204,14 +225,20 @@ def start(logdir: str | Path | None = None, port: int | None = None, timeout_s: 
         if display:
             _display_inline(info.port)
         print(msg)
-        return TensorBoardStatus(port=info.port, url=url, answered=True, message=msg, logdir=str(logdir))
+        return TensorBoardStatus(
+            port=info.port, url=url, answered=True, message=msg, logdir=str(logdir)
+        )
     pid = getattr(result, "pid", None)
     if pid:  # timed out: it may still come up later; stop it rather than leave it behind
         _started_pids.add(pid)
         stop(pid)
-    detail = (getattr(result, "stderr", "") or "").strip().splitlines()[-1:] or [type(result).__name__]
+    detail = (getattr(result, "stderr", "") or "").strip().splitlines()[-1:] or [
+        type(result).__name__
+    ]
     msg = f"Could not start TensorBoard on port {port} ({detail[0]})."
-    return TensorBoardStatus(port=port, url=f"http://{HOST}:{port}/", answered=False, message=msg, logdir=str(logdir))
+    return TensorBoardStatus(
+        port=port, url=f"http://{HOST}:{port}/", answered=False, message=msg, logdir=str(logdir)
+    )
 
 
 def own_runs(logdir: Path | str) -> str | None:
@@ -229,13 +256,26 @@ def own_runs(logdir: Path | str) -> str | None:
 def frame_path(runs: str | None = None, dashboard: str | None = None) -> str:
     """The path the inline frame opens: TensorBoard's ``runFilter`` (a regex over run names, its deep link) set to
     the runs under ``runs`` (``a|b``: folders), and ``#dashboard`` (``hparams``, ``timeseries``, ...)."""
-    query = ("?" + urllib.parse.urlencode({"runFilter": "^(" + "|".join(
-        re.escape(r) for r in runs.split("|")) + ")/"})) if runs else ""
+    query = (
+        (
+            "?"
+            + urllib.parse.urlencode(
+                {"runFilter": "^(" + "|".join(re.escape(r) for r in runs.split("|")) + ")/"}
+            )
+        )
+        if runs
+        else ""
+    )
     return "/" + query + (f"#{dashboard}" if dashboard else "")
 
 
-def inline(logdir: str | Path | None = None, preferred: int = 6006, timeout_s: float = 60.0,
-           runs: str | None = None, dashboard: str | None = None) -> TensorBoardStatus:
+def inline(
+    logdir: str | Path | None = None,
+    preferred: int = 6006,
+    timeout_s: float = 60.0,
+    runs: str | None = None,
+    dashboard: str | None = None,
+) -> TensorBoardStatus:
     """TensorBoard inside the notebook, checked, in one call: what ``%tensorboard --logdir runs --host 127.0.0.1``
     shows (notebook 01 teaches the magic itself), on ``preferred`` or a free port (``prepare``). The frame lists
     ``runs`` only (default ``own_runs``; the server serves them all) and opens on ``dashboard``. Returns the status;
@@ -250,8 +290,10 @@ def inline(logdir: str | Path | None = None, preferred: int = 6006, timeout_s: f
 
 
 def _by_hand(logdir: Path) -> str:
-    return (f"Start it by hand from the project folder with `tensorboard --logdir {logdir} --host {HOST}` and open the "
-            "address it prints. Everything the lesson needs is also in this notebook's tables and plots.")
+    return (
+        f"Start it by hand from the project folder with `tensorboard --logdir {logdir} --host {HOST}` and open the "
+        "address it prints. Everything the lesson needs is also in this notebook's tables and plots."
+    )
 
 
 _FRAME = """<iframe id="{id}" width="100%" height="{height}" frameborder="0"></iframe>
@@ -271,7 +313,13 @@ def _display_inline(port: int, path: str = "/") -> None:
         from IPython.display import HTML, display
 
         fid = f"tensorboard-frame-{random.getrandbits(64):016x}"
-        display(HTML(_FRAME.format(id=fid, jid=json.dumps(fid), height=800, path=json.dumps(path), port=port)))
+        display(
+            HTML(
+                _FRAME.format(
+                    id=fid, jid=json.dumps(fid), height=800, path=json.dumps(path), port=port
+                )
+            )
+        )
     except Exception as exc:  # noqa: BLE001 - no notebook front end (plain Python): the URL was printed
         print(f"(Not shown inline: {exc})")
 
@@ -291,7 +339,9 @@ def profiler_runs(port: int, timeout_s: float = 60.0) -> dict[str, list[str]]:
             data = api(port, f"{base}/runs")
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
-                raise RuntimeError("TensorBoard has no profiler plugin: `pip install torch-tb-profiler`.") from exc
+                raise RuntimeError(
+                    "TensorBoard has no profiler plugin: `pip install torch-tb-profiler`."
+                ) from exc
             raise
         runs = list(data.get("runs", []))
         if (runs and not data.get("loading")) or time.time() >= deadline:

@@ -16,11 +16,15 @@ CHROMIUM_ENV = "PERF_CHROMIUM"
 REQUIRE_ENV = "PERF_REQUIRE_BROWSER"
 SYSTEM_CHROMIUMS = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 INSTALL_TIMEOUT_S = 300
-ENABLE_HINT = ("to enable it: `.venv/bin/python -m playwright install chromium` (needs internet), "
-               "or `sudo apt-get install chromium` (Debian/Ubuntu), or set $PERF_CHROMIUM to a Chromium executable")
+ENABLE_HINT = (
+    "to enable it: `.venv/bin/python -m playwright install chromium` (needs internet), "
+    "or `sudo apt-get install chromium` (Debian/Ubuntu), or set $PERF_CHROMIUM to a Chromium executable"
+)
 
 # JupyterLab settings for the project's lab: never ask about news, never fetch them, no update check.
-LAB_OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
+LAB_OVERRIDES = {
+    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}
+}
 LAB_OVERRIDES_NAME = "pytorch-performance-lab.json"
 
 
@@ -38,6 +42,7 @@ def playwright_chromium() -> Path | None:
     """Playwright's own Chromium when it has been downloaded (``playwright install chromium``), else None."""
     try:
         from playwright.sync_api import sync_playwright
+
         with sync_playwright() as pw:
             path = Path(pw.chromium.executable_path)
     except Exception:  # noqa: BLE001 - not installed, or a broken driver: no browser
@@ -48,12 +53,15 @@ def playwright_chromium() -> Path | None:
 @dataclass
 class Chromium:
     path: Path | None  # None: Playwright's own browser (Playwright picks its executable)
-    source: str        # "PERF_CHROMIUM", "system" or "playwright"
-    shown: str         # the path, for messages
+    source: str  # "PERF_CHROMIUM", "system" or "playwright"
+    shown: str  # the path, for messages
 
 
-def find_chromium(environ: Mapping[str, str] | None = None, system: tuple[str, ...] = SYSTEM_CHROMIUMS,
-                  playwright=playwright_chromium) -> Chromium | None:
+def find_chromium(
+    environ: Mapping[str, str] | None = None,
+    system: tuple[str, ...] = SYSTEM_CHROMIUMS,
+    playwright=playwright_chromium,
+) -> Chromium | None:
     """``$PERF_CHROMIUM`` when set (missing: None, no fallback), else a system Chromium, else Playwright's; or None."""
     environ = os.environ if environ is None else environ
     explicit = environ.get(CHROMIUM_ENV, "").strip()
@@ -74,13 +82,18 @@ class Decision:
     chromium: Chromium | None = None
 
 
-def browser_decision(environ: Mapping[str, str] | None = None, *, playwright_importable: bool | None = None,
-                     find=find_chromium) -> Decision:
+def browser_decision(
+    environ: Mapping[str, str] | None = None,
+    *,
+    playwright_importable: bool | None = None,
+    find=find_chromium,
+) -> Decision:
     """Run the browser test, skip it (a plain machine) or fail it (CI, ``PERF_REQUIRE_BROWSER=1``)."""
     environ = os.environ if environ is None else environ
     if playwright_importable is None:
         try:
             import playwright.sync_api  # noqa: F401
+
             playwright_importable = True
         except ImportError:
             playwright_importable = False
@@ -92,16 +105,22 @@ def browser_decision(environ: Mapping[str, str] | None = None, *, playwright_imp
     if found is not None:
         return Decision("run", f"browser test uses {found.shown} ({found.source})", found)
     explicit = environ.get(CHROMIUM_ENV, "").strip()
-    why = (f"${CHROMIUM_ENV}={explicit} is not an executable file" if explicit
-           else f"no Chromium ({', '.join(SYSTEM_CHROMIUMS)} or Playwright's own)")
+    why = (
+        f"${CHROMIUM_ENV}={explicit} is not an executable file"
+        if explicit
+        else f"no Chromium ({', '.join(SYSTEM_CHROMIUMS)} or Playwright's own)"
+    )
     if required:
         gate = "CI" if _truthy(environ.get("CI")) else REQUIRE_ENV
         return Decision("fail", f"browser test: {why}, and {gate} requires it; {ENABLE_HINT}")
     return Decision("skip", f"browser test skipped: {why}; {ENABLE_HINT}")
 
 
-def ensure_browser(environ: Mapping[str, str] | None = None, timeout_s: float = INSTALL_TIMEOUT_S,
-                   run=subprocess.run) -> Decision:
+def ensure_browser(
+    environ: Mapping[str, str] | None = None,
+    timeout_s: float = INSTALL_TIMEOUT_S,
+    run=subprocess.run,
+) -> Decision:
     """``make setup``'s browser step: use a Chromium that is there, else try Playwright's download
     (bounded by ``timeout_s``). Never fails: says in one line what the browser test will do."""
     environ = os.environ if environ is None else environ
@@ -112,13 +131,26 @@ def ensure_browser(environ: Mapping[str, str] | None = None, timeout_s: float = 
         import playwright  # noqa: F401
     except ImportError:
         return decision
-    print("No Chromium found; trying Playwright's own download (`playwright install chromium`) ...", flush=True)
+    print(
+        "No Chromium found; trying Playwright's own download (`playwright install chromium`) ...",
+        flush=True,
+    )
     try:
-        proc = run([sys.executable, "-m", "playwright", "install", "chromium"], timeout=timeout_s,
-                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
+        proc = run(
+            [sys.executable, "-m", "playwright", "install", "chromium"],
+            timeout=timeout_s,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            check=False,
+        )
         tail = (proc.stdout or "").strip().splitlines()
         ok = proc.returncode == 0
-        detail = "" if ok else (next((ln for ln in tail if "Error" in ln), tail[-1] if tail else "") or "")
+        detail = (
+            ""
+            if ok
+            else (next((ln for ln in tail if "Error" in ln), tail[-1] if tail else "") or "")
+        )
     except subprocess.TimeoutExpired:
         ok, detail = False, f"no answer within {timeout_s:.0f} s"
     if not ok:
@@ -148,7 +180,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"JupyterLab defaults (no news pop-up, no update check): {install_lab_settings()}")
     if "browser" in steps:
         d = ensure_browser()
-        print(d.reason if d.action != "fail" else d.reason.replace("browser test:", "browser test will FAIL:"))
+        print(
+            d.reason
+            if d.action != "fail"
+            else d.reason.replace("browser test:", "browser test will FAIL:")
+        )
     return 0
 
 

@@ -23,9 +23,11 @@ from . import gpukit
 ROOT = Path(__file__).resolve().parents[2]
 SIM = ROOT / "build" / "gpu-sim"
 CARRY_LIMIT_MIB = 64
-NETWORK_PROBE = ("import socket\ntry:\n    socket.create_connection(('pypi.org', 443), timeout=5)\n"
-                 "except OSError as exc:\n    print('network: cut (' + str(exc) + ')')\n"
-                 "else:\n    raise SystemExit('network: reachable, this would not simulate an offline machine')\n")
+NETWORK_PROBE = (
+    "import socket\ntry:\n    socket.create_connection(('pypi.org', 443), timeout=5)\n"
+    "except OSError as exc:\n    print('network: cut (' + str(exc) + ')')\n"
+    "else:\n    raise SystemExit('network: reachable, this would not simulate an offline machine')\n"
+)
 
 
 def sh(cmd: list[str], what: str, **kw) -> subprocess.CompletedProcess:
@@ -47,7 +49,10 @@ def machine(python: str, timm: str, fresh: bool) -> Path:
         return venv / "bin" / "python"
     sh(python.split() + ["-m", "venv", "--clear", str(venv)], f"making a venv with {python}")
     py = venv / "bin" / "python"
-    print(f"installing the machine's packages into {venv} (torch 2.11 with its CUDA wheels: a few GB) ...", flush=True)
+    print(
+        f"installing the machine's packages into {venv} (torch 2.11 with its CUDA wheels: a few GB) ...",
+        flush=True,
+    )
     sh([str(py), "-m", "pip", "install", "--quiet", *want], "installing the machine's packages")
     stamp.write_text(json.dumps({"packages": want}) + "\n")
     return py
@@ -57,8 +62,11 @@ def carry(kit: Path, dest: Path = SIM / "carry") -> tuple[Path, float]:
     """Copy what a GPU machine is given (the project's files and the kit) to ``dest``; its size in MiB."""
     if dest.exists():
         shutil.rmtree(dest)
-    files = sh(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], "listing the project's files",
-               cwd=ROOT).stdout.split("\0")
+    files = sh(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        "listing the project's files",
+        cwd=ROOT,
+    ).stdout.split("\0")
     total = 0
     for rel in filter(None, files):
         src = ROOT / rel
@@ -74,57 +82,122 @@ def carry(kit: Path, dest: Path = SIM / "carry") -> tuple[Path, float]:
     return dest, total / 2**20
 
 
-def offline(py: Path, project: Path, scale: str, budget: float | None) -> subprocess.CompletedProcess:
+def offline(
+    py: Path, project: Path, scale: str, budget: float | None
+) -> subprocess.CompletedProcess:
     """Install the kit and run the notebooks in ``project`` with no network (a new network namespace)."""
     if shutil.which("unshare") is None or shutil.which("ip") is None:
-        raise SystemExit("the simulation needs `unshare` and `ip` (util-linux, iproute2) to cut the network")
+        raise SystemExit(
+            "the simulation needs `unshare` and `ip` (util-linux, iproute2) to cut the network"
+        )
     run = f"{py} -m helpers.runner --scale {scale} --out build/gpu-run --pack build/gpu-pack"
     if budget:
         run += f" --budget {budget:g}"
-    script = (f"set -e\nip link set lo up\ncd {project}\n{py} -c \"$PROBE\"\n"
-              f"{py} -m helpers.tools.gpukit install\nPYTHONPATH={project}/build/gpu-kit/site {run}\n")
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PERF_", "PYTHON", "VIRTUAL_ENV", "KINETO", "MPLBACKEND", "PIP_"))}
+    script = (
+        f'set -e\nip link set lo up\ncd {project}\n{py} -c "$PROBE"\n'
+        f"{py} -m helpers.tools.gpukit install\nPYTHONPATH={project}/build/gpu-kit/site {run}\n"
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PERF_", "PYTHON", "VIRTUAL_ENV", "KINETO", "MPLBACKEND", "PIP_"))
+    }
     env["PROBE"] = NETWORK_PROBE
     print(f"offline (unshare -n): kit install and `{run}` ...", flush=True)
-    return subprocess.run(["unshare", "-n", "--", "bash", "-c", script], cwd=project, env=env, text=True)
+    return subprocess.run(
+        ["unshare", "-n", "--", "bash", "-c", script], cwd=project, env=env, text=True
+    )
 
 
-def figures(project: Path, kit_mib: float, wheels: int, carry_mib: float, rc: int, wall: float) -> dict:
+def figures(
+    project: Path, kit_mib: float, wheels: int, carry_mib: float, rc: int, wall: float
+) -> dict:
     summary_path = project / "build" / "gpu-pack" / "run-summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {"notebooks": []}
     rows = []
     for nb in summary["notebooks"]:
         env = {}
         with contextlib.suppress(OSError, ValueError, KeyError):
-            env = json.loads((project / "build" / "gpu-run" / nb["notebook"] / "results.json").read_text())["env"]
-        rows.append({k: nb.get(k) for k in ("notebook", "status", "wall_s", "checks_true", "checks", "checks_false",
-                                            "experiments_failed", "pack_bytes", "error")}
-                    | {"timm": env.get("timm"), "torch": env.get("torch"), "python": env.get("python")})
-    ok = bool(rows) and rc == 0 and all(r["status"] == "ok" and r["checks"] and not r["checks_false"] for r in rows)
-    return {"ok": ok, "runner_exit_status": rc, "wall_s": round(wall, 1), "kit_wheels": wheels,
-            "kit_mib": round(kit_mib, 1), "carried_mib": round(carry_mib, 1), "carry_limit_mib": CARRY_LIMIT_MIB,
-            "scale": summary.get("scale"), "not_run": summary.get("not_run", []), "notebooks": rows}
+            env = json.loads(
+                (project / "build" / "gpu-run" / nb["notebook"] / "results.json").read_text()
+            )["env"]
+        rows.append(
+            {
+                k: nb.get(k)
+                for k in (
+                    "notebook",
+                    "status",
+                    "wall_s",
+                    "checks_true",
+                    "checks",
+                    "checks_false",
+                    "experiments_failed",
+                    "pack_bytes",
+                    "error",
+                )
+            }
+            | {"timm": env.get("timm"), "torch": env.get("torch"), "python": env.get("python")}
+        )
+    ok = (
+        bool(rows)
+        and rc == 0
+        and all(r["status"] == "ok" and r["checks"] and not r["checks_false"] for r in rows)
+    )
+    return {
+        "ok": ok,
+        "runner_exit_status": rc,
+        "wall_s": round(wall, 1),
+        "kit_wheels": wheels,
+        "kit_mib": round(kit_mib, 1),
+        "carried_mib": round(carry_mib, 1),
+        "carry_limit_mib": CARRY_LIMIT_MIB,
+        "scale": summary.get("scale"),
+        "not_run": summary.get("not_run", []),
+        "notebooks": rows,
+    }
 
 
 def check_outputs(project: Path) -> str:
     """The executed copies checked as ``make test`` checks its own (tests/notebooks/test_executed_notebooks.py: no
     library log lines, no stray Python warning such as torch 2.11's profiler one): pytest's last line."""
     import importlib.util
+
     if importlib.util.find_spec("pytest") is None:
         return "not checked (no pytest in this Python)"
-    env = dict(os.environ, PERF_EXECUTED_NOTEBOOKS=str(project / "build" / "gpu-run"), PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "tests/notebooks/test_executed_notebooks.py"], cwd=ROOT, env=env, capture_output=True,
-                          text=True)
+    env = dict(
+        os.environ, PERF_EXECUTED_NOTEBOOKS=str(project / "build" / "gpu-run"), PYTHONPATH=str(ROOT)
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/notebooks/test_executed_notebooks.py",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     lines = proc.stdout.strip().splitlines()
-    return ("passed: " if proc.returncode == 0 else "FAILED: ") + (lines[-1] if lines else proc.stderr[-300:])
+    return ("passed: " if proc.returncode == 0 else "FAILED: ") + (
+        lines[-1] if lines else proc.stderr[-300:]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--python", default="python3.12", help="the Python 3.12 to make the machine's venv with")
-    ap.add_argument("--machine-timm", default="1.0.15", help="the timm the simulated machine has (default 1.0.15)")
+    ap.add_argument(
+        "--python", default="python3.12", help="the Python 3.12 to make the machine's venv with"
+    )
+    ap.add_argument(
+        "--machine-timm",
+        default="1.0.15",
+        help="the timm the simulated machine has (default 1.0.15)",
+    )
     ap.add_argument("--scale", default="smoke", choices=("smoke", "full"))
     ap.add_argument("--budget", type=float, help="the runner's --budget for each notebook")
     ap.add_argument("--fresh", action="store_true", help="make the machine's venv again")
@@ -132,21 +205,32 @@ def main(argv: list[str] | None = None) -> int:
     py = machine(args.python, args.machine_timm, args.fresh)
     kit = gpukit.build()
     project, carry_mib = carry(Path(kit["dest"]))
-    print(f"kit: {kit['wheels']} wheels, {kit['mib']} MiB; carried: {carry_mib:.1f} MiB (limit {CARRY_LIMIT_MIB})")
+    print(
+        f"kit: {kit['wheels']} wheels, {kit['mib']} MiB; carried: {carry_mib:.1f} MiB (limit {CARRY_LIMIT_MIB})"
+    )
     t0 = time.perf_counter()
     proc = offline(py, project, args.scale, args.budget)
-    report = figures(project, kit["mib"], kit["wheels"], carry_mib, proc.returncode, time.perf_counter() - t0)
+    report = figures(
+        project, kit["mib"], kit["wheels"], carry_mib, proc.returncode, time.perf_counter() - t0
+    )
     report["executed_copies"] = check_outputs(project)
     report["ok"] = report["ok"] and not report["executed_copies"].startswith("FAILED")
     (SIM / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"\n{'notebook':22} {'status':12} {'wall s':>7} {'checks':>7}  timm")
     for r in report["notebooks"]:
-        print(f"{r['notebook']:22} {r['status']:12} {r['wall_s']:7.1f} {r['checks_true']!s:>3}/{r['checks']!s:<3}  "
-              f"{r['timm']}" + (f"  false: {r['checks_false']}" if r["checks_false"] else "")
-              + (f"  {r['error']}" if r["error"] else ""))
-    print(f"executed copies (tests/notebooks/test_executed_notebooks.py): {report['executed_copies']}")
-    print(f"{'ok' if report['ok'] else 'NOT OK'}: runner exit {proc.returncode}, {report['wall_s']} s in all; "
-          f"carried {report['carried_mib']} MiB of {CARRY_LIMIT_MIB}; report in {SIM / 'report.json'}")
+        print(
+            f"{r['notebook']:22} {r['status']:12} {r['wall_s']:7.1f} {r['checks_true']!s:>3}/{r['checks']!s:<3}  "
+            f"{r['timm']}"
+            + (f"  false: {r['checks_false']}" if r["checks_false"] else "")
+            + (f"  {r['error']}" if r["error"] else "")
+        )
+    print(
+        f"executed copies (tests/notebooks/test_executed_notebooks.py): {report['executed_copies']}"
+    )
+    print(
+        f"{'ok' if report['ok'] else 'NOT OK'}: runner exit {proc.returncode}, {report['wall_s']} s in all; "
+        f"carried {report['carried_mib']} MiB of {CARRY_LIMIT_MIB}; report in {SIM / 'report.json'}"
+    )
     return 0 if report["ok"] and carry_mib <= CARRY_LIMIT_MIB else 1
 
 

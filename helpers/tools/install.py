@@ -18,8 +18,12 @@ SPEC = ("-e", "./doctor[full]", "-e", ".[test]")
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CACHE = ROOT / "build" / "uv-cache"
 # pip options that carry over to ``uv pip install`` (pip's name -> uv's flag); every other pip setting is pip's own
-CARRIED = {"index-url": "--index-url", "extra-index-url": "--extra-index-url", "find-links": "--find-links",
-           "constraint": "--constraint"}
+CARRIED = {
+    "index-url": "--index-url",
+    "extra-index-url": "--extra-index-url",
+    "find-links": "--find-links",
+    "constraint": "--constraint",
+}
 
 Runner = Callable[..., subprocess.CompletedProcess]
 
@@ -36,18 +40,40 @@ def parse_pip_config(text: str) -> dict[str, list[str]]:
             quoted = len(value) >= 2 and value[0] == value[-1] and value[0] in "'\""
             entries.append((section != ":env:", option, (value[1:-1] if quoted else value).split()))
     merged: dict[str, list[str]] = {}
-    for _, option, values in sorted(entries, key=lambda e: e[0]):   # stable: the variables first, each in order
+    for _, option, values in sorted(
+        entries, key=lambda e: e[0]
+    ):  # stable: the variables first, each in order
         seen = merged.setdefault(option, [])
         seen.extend(v for v in values if v not in seen)
     return merged
 
 
-def uv_command(uv: str, python: str, config: dict[str, list[str]], constraints: str, spec: Sequence[str]) -> list[str]:
+def uv_command(
+    uv: str, python: str, config: dict[str, list[str]], constraints: str, spec: Sequence[str]
+) -> list[str]:
     """The ``uv pip install`` command line for ``spec`` into ``python``'s environment, pip's settings carried over."""
-    cmd = [uv, "pip", "install", "--quiet", "--python", python, "--compile-bytecode",
-           "--index-strategy", "unsafe-best-match", "--constraint", constraints]
-    for option, flag in CARRIED.items():   # pip takes one index url (the variable's, when both are set)
-        cmd += [x for v in config.get(option, [])[:1 if option == "index-url" else None] for x in (flag, v)]
+    cmd = [
+        uv,
+        "pip",
+        "install",
+        "--quiet",
+        "--python",
+        python,
+        "--compile-bytecode",
+        "--index-strategy",
+        "unsafe-best-match",
+        "--constraint",
+        constraints,
+    ]
+    for (
+        option,
+        flag,
+    ) in CARRIED.items():  # pip takes one index url (the variable's, when both are set)
+        cmd += [
+            x
+            for v in config.get(option, [])[: 1 if option == "index-url" else None]
+            for x in (flag, v)
+        ]
     return cmd + list(spec)
 
 
@@ -66,7 +92,9 @@ def _tail(proc: subprocess.CompletedProcess) -> str:
     return lines[-1][:200] if lines else f"exit status {proc.returncode}"
 
 
-def install_with_uv(python: str, constraints: str, spec: Sequence[str], run: Runner = subprocess.run) -> str | None:
+def install_with_uv(
+    python: str, constraints: str, spec: Sequence[str], run: Runner = subprocess.run
+) -> str | None:
     """Install with uv; None when done, else why not (then the caller falls back to pip)."""
     pip = [python, "-m", "pip"]
     got = run([*pip, "install", "--quiet", f"uv=={UV_VERSION}"], capture_output=True, text=True)
@@ -75,20 +103,31 @@ def install_with_uv(python: str, constraints: str, spec: Sequence[str], run: Run
     listed = run([*pip, "config", "list"], capture_output=True, text=True)
     config = parse_pip_config(listed.stdout if listed.returncode == 0 else "")
     uv = str(Path(python).parent / "uv")
-    done = run(uv_command(uv, python, config, constraints, spec), env=uv_env(config), text=True,
-               stdout=None, stderr=subprocess.PIPE)
+    done = run(
+        uv_command(uv, python, config, constraints, spec),
+        env=uv_env(config),
+        text=True,
+        stdout=None,
+        stderr=subprocess.PIPE,
+    )
     return f"uv pip install failed ({_tail(done)})" if done.returncode != 0 else None
 
 
-def install_with_pip(python: str, constraints: str, spec: Sequence[str], run: Runner = subprocess.run) -> int:
+def install_with_pip(
+    python: str, constraints: str, spec: Sequence[str], run: Runner = subprocess.run
+) -> int:
     """pip's route (as before uv): upgrade pip, then the pinned install."""
     run([python, "-m", "pip", "install", "-q", "--upgrade", "pip"])
     return run([python, "-m", "pip", "install", "-q", "-c", constraints, *spec]).returncode
 
 
 def main(argv: Sequence[str] | None = None, run: Runner = subprocess.run) -> int:
-    ap = argparse.ArgumentParser(prog="python -m helpers.tools.install", description=__doc__.split("\n")[0])
-    ap.add_argument("--python", default=sys.executable, help="the environment's Python (default: this one)")
+    ap = argparse.ArgumentParser(
+        prog="python -m helpers.tools.install", description=__doc__.split("\n")[0]
+    )
+    ap.add_argument(
+        "--python", default=sys.executable, help="the environment's Python (default: this one)"
+    )
     ap.add_argument("--constraints", default="constraints.txt")
     ap.add_argument("--pip-only", action="store_true", help="pip's route alone (no uv)")
     a = ap.parse_args(argv)

@@ -39,7 +39,9 @@ def sync(src: Path, dest: Path) -> list[str]:
         elif made.get("copy") == _sha(copy):
             what = "updated (you had not changed it)"
         else:
-            lines.append(f"{copy}: kept (you changed it); {nb} has changed since: delete your copy for the new one")
+            lines.append(
+                f"{copy}: kept (you changed it); {nb} has changed since: delete your copy for the new one"
+            )
             continue
         shutil.copyfile(nb, copy)
         record[nb.name] = {"source": source_sha, "copy": _sha(copy)}
@@ -49,13 +51,17 @@ def sync(src: Path, dest: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m helpers.tools.labcopy", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m helpers.tools.labcopy", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--src", type=Path, default=ROOT / "notebooks")
     ap.add_argument("--dest", type=Path, default=ROOT / "lab")
     args = ap.parse_args(argv)
     for line in (ln for ln in sync(args.src, args.dest) if not ln.endswith(": yours")):
         print(line)
-    print(f"JupyterLab opens your working copies in {args.dest}/ (git-ignored; notebooks/ stays as committed)")
+    print(
+        f"JupyterLab opens your working copies in {args.dest}/ (git-ignored; notebooks/ stays as committed)"
+    )
     return 0
 
 

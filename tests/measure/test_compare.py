@@ -84,3 +84,13 @@ def test_compare_times_is_reproducible():
     rng = np.random.default_rng(1)
     a, b = rng.normal(10, 2, 15), rng.normal(9, 2, 15)
     assert compare_times(a, b) == compare_times(a, b)
+
+
+def test_tables_say_how_many_times_the_baselines_time_a_variant_takes():
+    from helpers.measure.compare import compare_times, takes
+
+    c = compare_times([10.0, 10.1, 9.9, 10.0, 10.2, 9.8], [5.0, 5.1, 4.9, 5.0, 5.1, 4.9])
+    t = takes(c)
+    assert 0.45 < t["time_ratio"] < 0.55 and t["verdict"] == "faster"
+    low, high = (float(x) for x in t["interval"].split("–"))
+    assert low <= t["time_ratio"] <= high

@@ -74,7 +74,7 @@ def test_the_memory_change_is_a_computed_row():
 
 def test_the_tf32_warning_is_filtered_and_its_text_is_right():
     code, text = code_and_text()
-    pattern = re.search(r'warnings\.filterwarnings\("ignore", message="([^"]+)"\)', code).group(1)
+    pattern = re.search(r'warnings\.filterwarnings\(\s*"ignore",\s*message="([^"]+)",?\s*\)', code).group(1)
     msg = ("TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled. Consider setting "
            "`torch.set_float32_matmul_precision('high')` for better performance.")  # torch 2.11's, as the H100 printed
     with warnings.catch_warnings(record=True) as seen:

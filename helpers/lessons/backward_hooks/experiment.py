@@ -17,8 +17,11 @@ from ...notebook import budget as budget_mod, env
 from ...notebook import tensorboard as tb
 from .patch_dropout import METHODS, set_patch_dropout
 
-SELECT_NODE = {"gather": "GatherBackward0", "indexing": "IndexBackward0"}   # the node that selects the kept patches
-MATRIX = [(det, method) for det in (True, False) for method in METHODS]   # deterministic rows first
+SELECT_NODE = {
+    "gather": "GatherBackward0",
+    "indexing": "IndexBackward0",
+}  # the node that selects the kept patches
+MATRIX = [(det, method) for det in (True, False) for method in METHODS]  # deterministic rows first
 NUM_CLASSES = 1000
 
 
@@ -50,25 +53,57 @@ def trace_metrics(doc: Mapping[str, Any], method: str) -> dict[str, Any]:
     n = max(counts["phases"], 1)
     ops = tr.backward_ops(doc).set_index("op")
     node = SELECT_NODE[method]
-    return {"syncs_per_step": counts["per_step"], "backward_phases": counts["phases"],
-            **{f"{kind}_per_step": c / n for kind, c in counts["by_kind"].items()},
-            "sync_gpu_idle_per_step_ms": float(tr.sync_costs(doc, phase="backward")["gpu_idle_us"].sum()) / 1e3 / n,
-            "select_backward_host_ms": float(ops.loc[node, "host_ms"]) if node in ops.index else None,
-            "select_backward_device_ms": float(ops.loc[node, "device_ms"]) if node in ops.index else None}
+    return {
+        "syncs_per_step": counts["per_step"],
+        "backward_phases": counts["phases"],
+        **{f"{kind}_per_step": c / n for kind, c in counts["by_kind"].items()},
+        "sync_gpu_idle_per_step_ms": float(
+            tr.sync_costs(doc, phase="backward")["gpu_idle_us"].sum()
+        )
+        / 1e3
+        / n,
+        "select_backward_host_ms": float(ops.loc[node, "host_ms"]) if node in ops.index else None,
+        "select_backward_device_ms": float(ops.loc[node, "device_ms"])
+        if node in ops.index
+        else None,
+    }
 
 
 class Lab:
     """The lesson's experiments on one device, recorded in ``results`` (profiles and traces in ``profs``, ``docs``)."""
 
-    def __init__(self, notebook: str, params: Mapping[str, Any], device, results, *, patch_drop_rate: float = 0.5,
-                 lr: float = 0.001, momentum: float = 0.9, seed: int = 0, cpu_threads: int | None = 1,
-                 budget: budget_mod.Budget | None = None):
-        self.notebook, self.device, self.results, self.p = notebook, torch.device(device), results, dict(params)
-        self.threads = cpu_threads if self.device.type == "cpu" else None   # None: the device's own setting
+    def __init__(
+        self,
+        notebook: str,
+        params: Mapping[str, Any],
+        device,
+        results,
+        *,
+        patch_drop_rate: float = 0.5,
+        lr: float = 0.001,
+        momentum: float = 0.9,
+        seed: int = 0,
+        cpu_threads: int | None = 1,
+        budget: budget_mod.Budget | None = None,
+    ):
+        self.notebook, self.device, self.results, self.p = (
+            notebook,
+            torch.device(device),
+            results,
+            dict(params),
+        )
+        self.threads = (
+            cpu_threads if self.device.type == "cpu" else None
+        )  # None: the device's own setting
         self.batch_size, self.rounds = params["batch_size"], params["rounds"]
-        self.patch_drop_rate, self.lr, self.momentum, self.seed = patch_drop_rate, lr, momentum, seed
+        self.patch_drop_rate, self.lr, self.momentum, self.seed = (
+            patch_drop_rate,
+            lr,
+            momentum,
+            seed,
+        )
         self.acts = profiling.activities(self.device)
-        self.profs, self.docs, self.budget = {}, {}, budget   # profiles and traces by row name
+        self.profs, self.docs, self.budget = {}, {}, budget  # profiles and traces by row name
 
     def guard(self, fn: Callable[[], Any], guarded: bool = True) -> Callable[[], Any]:
         """``fn`` under the time guard (``Budget.wrap``: ``OverBudget`` once it is spent), or as it is without one."""
@@ -77,32 +112,58 @@ class Lab:
     def batch(self, batch_size: int | None = None):
         """Random images and labels (from the current random state)."""
         b, size = self.batch_size if batch_size is None else batch_size, self.p["image_size"]
-        return (torch.randn(b, 3, size, size, device=self.device),
-                torch.randint(0, NUM_CLASSES, (b,), device=self.device))
+        return (
+            torch.randn(b, 3, size, size, device=self.device),
+            torch.randint(0, NUM_CLASSES, (b,), device=self.device),
+        )
 
     def build(self, method: str = "gather", batch_size: int | None = None):
         """From the seed: timm's ViT (patch dropout by ``method``), loss, SGD, a batch: ``(model, loss_fn, step)``."""
         from timm.models.vision_transformer import VisionTransformer
+
         env.seed_everything(self.seed)
         p = self.p
-        model = VisionTransformer(img_size=p["image_size"], patch_size=p["patch_size"], embed_dim=p["width"],
-                                  depth=p["depth"], num_heads=p["heads"], num_classes=NUM_CLASSES,
-                                  patch_drop_rate=self.patch_drop_rate)
+        model = VisionTransformer(
+            img_size=p["image_size"],
+            patch_size=p["patch_size"],
+            embed_dim=p["width"],
+            depth=p["depth"],
+            num_heads=p["heads"],
+            num_classes=NUM_CLASSES,
+            patch_drop_rate=self.patch_drop_rate,
+        )
         model = set_patch_dropout(model, method).to(self.device).train()
         loss_fn = nn.CrossEntropyLoss()
         opt = torch.optim.SGD(model.parameters(), lr=self.lr, momentum=self.momentum)
-        return model, loss_fn, training.make_train_step(model, opt, loss_fn, *self.batch(batch_size))
+        return (
+            model,
+            loss_fn,
+            training.make_train_step(model, opt, loss_fn, *self.batch(batch_size)),
+        )
 
     def profile(self, step: Callable[[], Any], name: str | None = None, deterministic: bool = True):
         """Profile ``step`` in ``deterministic`` mode (``name``: a TensorBoard trace): ``(prof, trace_dir)``."""
         tdir = profiling.fresh_trace_dir(f"{self.notebook}/{name}") if name else None
         with env.deterministic(deterministic), timing.torch_threads(self.threads):
-            prof = profiling.profile_steps(step, wait=self.p["wait"], warmup=self.p["warmup_steps"],
-                                           active=self.p["active"], device=self.device, trace_dir=tdir)
+            prof = profiling.profile_steps(
+                step,
+                wait=self.p["wait"],
+                warmup=self.p["warmup_steps"],
+                active=self.p["active"],
+                device=self.device,
+                trace_dir=tdir,
+            )
         return prof, tdir
 
-    def run_config(self, deterministic: Any = True, method: Any = "gather", batch_size: Any = None,
-                   name: str | None = None, timed: bool = True, guarded: bool = True) -> dict[str, Any]:
+    def run_config(
+        self,
+        deterministic: Any = True,
+        method: Any = "gather",
+        batch_size: Any = None,
+        name: str | None = None,
+        timed: bool = True,
+        guarded: bool = True,
+    ) -> dict[str, Any]:
         """Time (``timed``) and profile one configuration: its results row. Values are checked first, then the run goes
         through the time guard (``guarded``); a bad value or failure is a failed row."""
         batch_size = self.batch_size if batch_size is None else batch_size
@@ -121,31 +182,52 @@ class Lab:
             t = None
             if timed:
                 with env.deterministic(det), timing.torch_threads(self.threads):
-                    t = timing.time_steps(step, steps=self.p["steps"], warmup=self.p["warmup"], device=self.device)
+                    t = timing.time_steps(
+                        step, steps=self.p["steps"], warmup=self.p["warmup"], device=self.device
+                    )
             prof, tdir = self.profile(step, name.replace(" ", "_"), det)
             doc = tr.load_trace(profiling.trace_files(tdir)[0])
             self.profs[name], self.docs[name] = prof, doc
             names = [e.name for e in prof.events()]
-            m = {**(t.metrics(batch_size) if t else {}), "peak_mem_mb": dv.peak_memory_mb(self.device),
-                 **trace_metrics(doc, method), "gather_backward_calls": names.count("GatherBackward0"),
-                 "index_backward_calls": names.count("IndexBackward0"), "trace_dir": str(tdir)}
-            tb.log_experiment(self.notebook, name, cfg, m, step_times_ms=t.times_ms if t else None,
-                              batch_size=batch_size)
+            m = {
+                **(t.metrics(batch_size) if t else {}),
+                "peak_mem_mb": dv.peak_memory_mb(self.device),
+                **trace_metrics(doc, method),
+                "gather_backward_calls": names.count("GatherBackward0"),
+                "index_backward_calls": names.count("IndexBackward0"),
+                "trace_dir": str(tdir),
+            }
+            tb.log_experiment(
+                self.notebook,
+                name,
+                cfg,
+                m,
+                step_times_ms=t.times_ms if t else None,
+                batch_size=batch_size,
+            )
             return m
 
         return self.results.record(name, cfg, experiment)
 
     def run_matrix(self) -> dict[tuple[bool, str], dict[str, Any]]:
         """Profile the ``MATRIX`` configurations, untimed: ``{(deterministic, method): row}``."""
-        return {(d, m): self.run_config(d, m, name=matrix_name(d, m), timed=False) for d, m in MATRIX}
+        return {
+            (d, m): self.run_config(d, m, name=matrix_name(d, m), timed=False) for d, m in MATRIX
+        }
 
-    def interleaved(self, steps: Mapping[Any, tuple[bool, Callable[[], Any]]], rounds: int | None = None):
+    def interleaved(
+        self, steps: Mapping[Any, tuple[bool, Callable[[], Any]]], rounds: int | None = None
+    ):
         """Time ``steps`` ({key: (deterministic, step_fn)}) in turns under the time guard: ``{key: StepTimes}``."""
-        def run():   # a contextmanager decorates: each call of a step enters its deterministic mode anew
+
+        def run():  # a contextmanager decorates: each call of a step enters its deterministic mode anew
             with timing.torch_threads(self.threads), timing.gc_paused():
-                return timing.interleaved_times({k: env.deterministic(d)(fn) for k, (d, fn) in steps.items()},
-                                                self.rounds if rounds is None else rounds, self.device,
-                                                warmup=self.p["warmup"])
+                return timing.interleaved_times(
+                    {k: env.deterministic(d)(fn) for k, (d, fn) in steps.items()},
+                    self.rounds if rounds is None else rounds,
+                    self.device,
+                    warmup=self.p["warmup"],
+                )
 
         return self.guard(run)()
 
@@ -159,10 +241,14 @@ class Lab:
             def run():
                 model.patch_drop = drops[method]
                 return step()
+
             return run
 
         try:
-            times, over = self.interleaved({(d, m): (d, with_method(m)) for d, m in MATRIX}, rounds), None
+            times, over = (
+                self.interleaved({(d, m): (d, with_method(m)) for d, m in MATRIX}, rounds),
+                None,
+            )
         except budget_mod.OverBudget as exc:
             times, over = {}, exc
 
@@ -172,9 +258,16 @@ class Lab:
             return t.metrics(self.batch_size)
 
         for d, m in MATRIX:
-            self.results.record(f"interleaved {matrix_name(d, m)}", {"deterministic": d, "method": m,
-                                "batch_size": self.batch_size, "timing": "interleaved"},
-                                lambda t=times.get((d, m)): metrics(t))
+            self.results.record(
+                f"interleaved {matrix_name(d, m)}",
+                {
+                    "deterministic": d,
+                    "method": m,
+                    "batch_size": self.batch_size,
+                    "timing": "interleaved",
+                },
+                lambda t=times.get((d, m)): metrics(t),
+            )
         return times
 
     def equivalence(self) -> dict[str, Any]:
@@ -184,11 +277,18 @@ class Lab:
             model, loss_fn, _ = self.build(method)
             env.seed_everything(self.seed + 1)
             x, y = self.batch()
-            env.seed_everything(self.seed + 2)                     # the same kept patches for both methods
+            env.seed_everything(self.seed + 2)  # the same kept patches for both methods
             loss = loss_fn(model(x), y)
             loss.backward()
-            outs[method] = (loss.detach(), {n: p.grad.detach().clone() for n, p in model.named_parameters()})
+            outs[method] = (
+                loss.detach(),
+                {n: p.grad.detach().clone() for n, p in model.named_parameters()},
+            )
         (la, ga), (lb, gb) = outs["gather"], outs["indexing"]
         loss, grads = compare(la, lb, rtol=1e-6, atol=1e-7), compare(ga, gb, rtol=1e-5, atol=1e-6)
-        return {"loss_equal": loss["exact"], "loss_close": loss["close"],
-                "grad_max_abs_diff": grads["max_abs_diff"], "grads_close": grads["close"]}
+        return {
+            "loss_equal": loss["exact"],
+            "loss_close": loss["close"],
+            "grad_max_abs_diff": grads["max_abs_diff"],
+            "grads_close": grads["close"],
+        }

@@ -23,7 +23,7 @@ class IndexingPatchDropout(PatchDropout):
             return x
         prefix = None
         if self.num_prefix_tokens:
-            prefix, x = x[:, :self.num_prefix_tokens], x[:, self.num_prefix_tokens:]
+            prefix, x = x[:, : self.num_prefix_tokens], x[:, self.num_prefix_tokens :]
         b, length = x.shape[:2]
         keep = max(1, int(length * (1.0 - self.prob)))
         idx = torch.argsort(torch.randn(b, length, device=x.device), dim=-1)[:, :keep]
@@ -34,12 +34,17 @@ class IndexingPatchDropout(PatchDropout):
 def set_patch_dropout(model: nn.Module, method: str) -> nn.Module:
     """Make ``model.patch_drop`` select by ``method``, keeping its settings and training mode; returns the model."""
     if method not in METHODS:
-        raise ValueError(f"unknown patch-dropout method {method!r}; choose one of {', '.join(METHODS)}")
+        raise ValueError(
+            f"unknown patch-dropout method {method!r}; choose one of {', '.join(METHODS)}"
+        )
     old = getattr(model, "patch_drop", None)
     if not isinstance(old, PatchDropout):
-        raise ValueError(f"{type(model).__name__}.patch_drop is {type(old).__name__}, not a timm PatchDropout: "
-                         "build the VisionTransformer with patch_drop_rate > 0")
+        raise ValueError(
+            f"{type(model).__name__}.patch_drop is {type(old).__name__}, not a timm PatchDropout: "
+            "build the VisionTransformer with patch_drop_rate > 0"
+        )
     new = (IndexingPatchDropout if method == "indexing" else PatchDropout)(
-        old.prob, num_prefix_tokens=old.num_prefix_tokens, ordered=old.ordered)
+        old.prob, num_prefix_tokens=old.num_prefix_tokens, ordered=old.ordered
+    )
     model.patch_drop = new.train(old.training)
     return model

@@ -13,8 +13,8 @@ from ...measure import profiling
 from ...notebook import reference
 from .experiment import MATRIX, matrix_name
 
-PREFIX = "backward of "   # the hooks' range names: "backward of blocks.0.attn"
-WRAPPER = "autograd::engine::evaluate_function: "   # the engine's range around each backward node
+PREFIX = "backward of "  # the hooks' range names: "backward of blocks.0.attn"
+WRAPPER = "autograd::engine::evaluate_function: "  # the engine's range around each backward node
 
 
 def module_table(prof, steps: int):
@@ -25,8 +25,11 @@ def module_table(prof, steps: int):
     out = df[df["name"].str.startswith(PREFIX)].copy()
     out["module"] = out["name"].str.slice(len(PREFIX))
     out["depth"] = [0 if m in ("model", "loss") else m.count(".") + 1 for m in out["module"]]
-    out = out.assign(calls=out["calls"] / steps, backward_ms=out["cpu_total_ms"] / steps,
-                     device_ms=out["device_total_ms"] / steps)
+    out = out.assign(
+        calls=out["calls"] / steps,
+        backward_ms=out["cpu_total_ms"] / steps,
+        device_ms=out["device_total_ms"] / steps,
+    )
     out["share"] = out["backward_ms"] / bwd if bwd else float("nan")
     out = out.sort_values("backward_ms", ascending=False).reset_index(drop=True)
     return out[["module", "depth", "calls", "backward_ms", "device_ms", "share"]]
@@ -50,23 +53,34 @@ def _per_name(doc: Mapping[str, Any]) -> dict[tuple[str, str], list[float]]:
         r = out.setdefault(("kernel", short_name(str(e.get("name", "")))), [0, 0.0])
         r[0] += 1
         r[1] += float(e.get("dur", 0.0))
-    ops = [e for e in ev.complete(doc) if ev.kind(e) == "op" and not str(e.get("name", "")).startswith(WRAPPER)]
+    ops = [
+        e
+        for e in ev.complete(doc)
+        if ev.kind(e) == "op" and not str(e.get("name", "")).startswith(WRAPPER)
+    ]
     dev = {ev.corr(e): float(e.get("dur", 0.0)) for e in work}
     marks = [(float(e["ts"]), 1, e) for e in ops] + [
-        (float(e["ts"]), 0, e) for e in ev.launches(doc).values() if ev.corr(e) in dev]
+        (float(e["ts"]), 0, e) for e in ev.launches(doc).values() if ev.corr(e) in dev
+    ]
     by_tid: dict[Any, list] = {}
     for m in marks:
         by_tid.setdefault(m[2].get("tid"), []).append(m)
     for items in by_tid.values():
         stack: list = []
-        for ts, is_op, e in sorted(items, key=lambda m: (m[0], -m[1], -float(m[2].get("dur", 0.0)))):
+        for ts, is_op, e in sorted(
+            items, key=lambda m: (m[0], -m[1], -float(m[2].get("dur", 0.0)))
+        ):
             while stack and float(stack[-1]["ts"]) + float(stack[-1].get("dur", 0.0)) <= ts:
                 stack.pop()
             if is_op:
                 r = out.setdefault(("op", str(e["name"])), [0, 0.0])
                 r[0] += 1
                 if not work:
-                    r[1] += float(e.get("dur", 0.0)) if str(e["name"]) not in {s["name"] for s in stack} else 0.0
+                    r[1] += (
+                        float(e.get("dur", 0.0))
+                        if str(e["name"]) not in {s["name"] for s in stack}
+                        else 0.0
+                    )
                 stack.append(e)
             else:
                 for name in {str(s["name"]) for s in stack}:
@@ -74,25 +88,43 @@ def _per_name(doc: Mapping[str, Any]) -> dict[tuple[str, str], list[float]]:
     return out
 
 
-def trace_diff(a: Mapping[str, Any], b: Mapping[str, Any], labels: tuple[str, str] = ("default", "deterministic"),
-               top: int | None = 12):
+def trace_diff(
+    a: Mapping[str, Any],
+    b: Mapping[str, Any],
+    labels: tuple[str, str] = ("default", "deterministic"),
+    top: int | None = 12,
+):
     """The first ``top`` ops and kernels whose calls per step (on a GPU: or time, by > 0.01 ms) differ, ``delta_ms``."""
     la, lb = labels
     timed = all(ev.device_work(d) for d in (a, b))
     steps = [max(len(tr.step_ranges(d)), 1) for d in (a, b)]
-    per = [{k: (c / n, us / 1000.0 / n) for k, (c, us) in _per_name(doc).items()} for doc, n in zip((a, b), steps)]
+    per = [
+        {k: (c / n, us / 1000.0 / n) for k, (c, us) in _per_name(doc).items()}
+        for doc, n in zip((a, b), steps)
+    ]
     recs = []
     for key in sorted(set(per[0]) | set(per[1])):
         (ca, ma), (cb, mb) = per[0].get(key, (0.0, 0.0)), per[1].get(key, (0.0, 0.0))
         if ca != cb or (timed and abs(mb - ma) > 0.01):
-            recs.append({"name": key[1], "kind": key[0], f"calls_{la}": ca, f"calls_{lb}": cb,
-                         f"ms_{la}": ma, f"ms_{lb}": mb, "delta_ms": mb - ma})
+            recs.append(
+                {
+                    "name": key[1],
+                    "kind": key[0],
+                    f"calls_{la}": ca,
+                    f"calls_{lb}": cb,
+                    f"ms_{la}": ma,
+                    f"ms_{lb}": mb,
+                    "delta_ms": mb - ma,
+                }
+            )
     cols = ["name", "kind", f"calls_{la}", f"calls_{lb}", f"ms_{la}", f"ms_{lb}", "delta_ms"]
     df = pd.DataFrame(recs, columns=cols)
     if df.empty:
         return df
     df["_t"], df["_c"] = df["delta_ms"].abs(), (df[f"calls_{lb}"] - df[f"calls_{la}"]).abs()
-    df = df.sort_values(["_t", "_c", "name"] if timed else ["_c", "_t", "name"], ascending=[False, False, True])
+    df = df.sort_values(
+        ["_t", "_c", "name"] if timed else ["_c", "_t", "name"], ascending=[False, False, True]
+    )
     return df[cols].head(top if top else len(df)).reset_index(drop=True)
 
 
@@ -112,24 +144,39 @@ def ops_tree(prof, node: str = "GatherBackward0") -> list[tuple[int, str]]:
 
 def _tidy(df):
     """Without ``status`` when every row is ok and ``error`` when it is empty."""
-    drop = [c for c, empty in (("status", (df["status"] == "ok").all()), ("error", not df["error"].any())) if empty]
+    drop = [
+        c
+        for c, empty in (("status", (df["status"] == "ok").all()), ("error", not df["error"].any()))
+        if empty
+    ]
     return df.drop(columns=drop)
 
 
 def matrix_table(results, on_gpu: bool, ref=None):
     """Per ``MATRIX`` configuration: interleaved step time and its profile's counts, ``ref``'s beside."""
     prof_cols = (["syncs_per_step", "sync_gpu_idle_per_step_ms"] if on_gpu else []) + [
-        "select_backward_host_ms", "gather_backward_calls", "index_backward_calls"]
+        "select_backward_host_ms",
+        "gather_backward_calls",
+        "index_backward_calls",
+    ]
     recs = []
     for d, m in MATRIX:
         name = matrix_name(d, m)
         rows = [results.get(f"interleaved {name}"), results.get(name)]
         ok = [r for r in rows if r is not None and r["status"] == "ok"]
         tm, pm = (r["metrics"] if r in ok else {} for r in rows)
-        recs.append({"experiment": f"interleaved {name}", "profile": name, "deterministic": d, "method": m,
-                     **{k: tm.get(k) for k in ("step_ms_mean", "step_ms_p25", "step_ms_p75")},
-                     **{k: pm.get(k) for k in prof_cols}, "status": "ok" if len(ok) == 2 else "failed",
-                     "error": "; ".join(r["error"] for r in rows if r is not None and r["error"])})
+        recs.append(
+            {
+                "experiment": f"interleaved {name}",
+                "profile": name,
+                "deterministic": d,
+                "method": m,
+                **{k: tm.get(k) for k in ("step_ms_mean", "step_ms_p25", "step_ms_p75")},
+                **{k: pm.get(k) for k in prof_cols},
+                "status": "ok" if len(ok) == 2 else "failed",
+                "error": "; ".join(r["error"] for r in rows if r is not None and r["error"]),
+            }
+        )
     df = reference.add_column(pd.DataFrame(recs), ref, "step_ms_mean")
     df = reference.add_column(df, ref, "syncs_per_step", on="profile")
     return _tidy(df.drop(columns=["experiment", "profile"]))
@@ -138,24 +185,35 @@ def matrix_table(results, on_gpu: bool, ref=None):
 def runs_table(results, on_gpu: bool):
     """The configurations timed one at a time: step mean and IQR, the selecting node's host time, syncs."""
     cols = ["step_ms_mean", "step_ms_p25", "step_ms_p75", "select_backward_host_ms"] + (
-        ["syncs_per_step", "sync_gpu_idle_per_step_ms"] if on_gpu else [])
+        ["syncs_per_step", "sync_gpu_idle_per_step_ms"] if on_gpu else []
+    )
     df = results.table(cols)
     if df.empty or "method" not in df.columns:
         return df
-    keep = df["method"].notna() & df["experiment"].map(lambda n: "bs=" in n or n.startswith("baseline"))
+    keep = df["method"].notna() & df["experiment"].map(
+        lambda n: "bs=" in n or n.startswith("baseline")
+    )
     return _tidy(df[keep].drop(columns=["timing"], errors="ignore").reset_index(drop=True))
 
 
 def results_chart(times: Mapping[tuple[bool, str], Any], modules, title: str):
     """Left: the matrix's interleaved step times (IQR whiskers); right: depth 1-2 modules' shares of backward."""
     import matplotlib.pyplot as plt
+
     cells = list(times)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10.5, 3.4))
     mid = [times[c].mean for c in cells]
-    err = [[max(0.0, m - times[c].p25) for m, c in zip(mid, cells)], [max(0.0, times[c].p75 - m)
-                                                                        for m, c in zip(mid, cells)]]
-    ax1.bar([matrix_name(*c).replace(" ", "\n") for c in cells], mid, yerr=err, capsize=4,
-            color=["#c44e52", "#8172b2", "#4c72b0", "#55a868"][:len(cells)])
+    err = [
+        [max(0.0, m - times[c].p25) for m, c in zip(mid, cells)],
+        [max(0.0, times[c].p75 - m) for m, c in zip(mid, cells)],
+    ]
+    ax1.bar(
+        [matrix_name(*c).replace(" ", "\n") for c in cells],
+        mid,
+        yerr=err,
+        capsize=4,
+        color=["#c44e52", "#8172b2", "#4c72b0", "#55a868"][: len(cells)],
+    )
     ax1.set(ylabel="step time, interleaved mean (ms)", title=title)
     top = modules[modules["depth"].between(1, 2)].head(8).iloc[::-1]
     ax2.barh(top["module"], top["share"] * 100, color="#dd8452")
@@ -174,8 +232,12 @@ def stack_line(origin: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if m is None:
         return None
     frame = next((f for f in (_FRAME.match(str(s)) for s in origin.get("stack") or []) if f), None)
-    return {"file": m["file"], "line": int(m["line"]), "function": frame["function"] if frame else None,
-            "exact": m["start"] is None}
+    return {
+        "file": m["file"],
+        "line": int(m["line"]),
+        "function": frame["function"] if frame else None,
+        "exact": m["start"] is None,
+    }
 
 
 def reread(entry: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -183,8 +245,14 @@ def reread(entry: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if not entry or "floor_from" in entry or not isinstance(entry.get("ratio"), (int, float)):
         return dict(entry) if entry else None
     from ...measure.compare import SMALL
+
     r, lo, hi = entry["ratio"], entry.get("low", entry["ratio"]), entry.get("high", entry["ratio"])
     verdict = "faster" if lo > 1 else "slower" if hi < 1 else "no difference"
     if verdict != "no difference" and max(r, 1 / r) < 1 + SMALL:
         verdict += ", small"
-    return {**entry, "verdict": verdict, "floor": 0.0, "floor_from": "re-read from the recorded interval"}
+    return {
+        **entry,
+        "verdict": verdict,
+        "floor": 0.0,
+        "floor_from": "re-read from the recorded interval",
+    }

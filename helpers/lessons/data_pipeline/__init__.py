@@ -1,12 +1,50 @@
 """The lesson of notebook ``02_data_pipeline``: ``transforms`` (what the DataLoader workers run), ``experiment``
 (interleaved rows, comparisons, profiles, the panel) and ``views`` (tables, charts)."""
+
 from . import experiment, transforms, views
 from .experiment import StandIn, make_trainer, summarize
-from .transforms import (VARIANTS, Compose, ConvertColor, CropParams, ImageDataset, RandomMask, Scale, check_decode,
-                         check_settings, collate_batch_transforms, collate_bytes, decode_on_device, dilate_convolve,
-                         dilate_shift, load_image, sample_paths, worker_errors)
+from .transforms import (
+    VARIANTS,
+    Compose,
+    ConvertColor,
+    CropParams,
+    ImageDataset,
+    RandomMask,
+    Scale,
+    check_decode,
+    check_settings,
+    collate_batch_transforms,
+    collate_bytes,
+    decode_on_device,
+    dilate_convolve,
+    dilate_shift,
+    load_image,
+    sample_paths,
+    worker_errors,
+)
 
-__all__ = ["experiment", "transforms", "views", "StandIn", "make_trainer", "summarize", "VARIANTS", "Compose",
-           "ConvertColor", "CropParams", "ImageDataset", "RandomMask", "Scale", "check_decode", "check_settings",
-           "collate_batch_transforms", "collate_bytes", "decode_on_device", "dilate_convolve", "dilate_shift",
-           "load_image", "sample_paths", "worker_errors"]
+__all__ = [
+    "experiment",
+    "transforms",
+    "views",
+    "StandIn",
+    "make_trainer",
+    "summarize",
+    "VARIANTS",
+    "Compose",
+    "ConvertColor",
+    "CropParams",
+    "ImageDataset",
+    "RandomMask",
+    "Scale",
+    "check_decode",
+    "check_settings",
+    "collate_batch_transforms",
+    "collate_bytes",
+    "decode_on_device",
+    "dilate_convolve",
+    "dilate_shift",
+    "load_image",
+    "sample_paths",
+    "worker_errors",
+]

@@ -20,15 +20,27 @@ from ...notebook.budget import OverBudget
 from .transforms import VARIANTS
 
 # record_function labels -> the stage they belong to (per sample, in the single-process profiles)
-STAGES = {"load_image": "decode JPEG", "read_bytes": "read file", "PILToTensor": "to tensor", "RandomCrop": "crop",
-          "RandomMask": "mask", "ConvertColor": "colour", "ConvertColor(batch)": "colour", "Scale": "scale",
-          "Scale(batch)": "scale", "collate": "collate", "to_device": "to device"}
+STAGES = {
+    "load_image": "decode JPEG",
+    "read_bytes": "read file",
+    "PILToTensor": "to tensor",
+    "RandomCrop": "crop",
+    "RandomMask": "mask",
+    "ConvertColor": "colour",
+    "ConvertColor(batch)": "colour",
+    "Scale": "scale",
+    "Scale(batch)": "scale",
+    "collate": "collate",
+    "to_device": "to device",
+}
 
 
 def toy_cnn(image_size: int = 256, num_classes: int = 10) -> nn.Module:
     """The article's toy CNN: conv 3->30, log2(size) x (conv 30->30, ReLU, max-pool 2), conv 30->10, flatten."""
     if image_size < 2 or image_size & (image_size - 1):
-        raise ValueError(f"image_size must be a power of two so the pooling ends at 1x1 (got {image_size})")
+        raise ValueError(
+            f"image_size must be a power of two so the pooling ends at 1x1 (got {image_size})"
+        )
     layers: list[nn.Module] = [nn.Conv2d(3, 30, 3, padding="same")]
     for _ in range(int(math.log2(image_size))):
         layers += [nn.Conv2d(30, 30, 3, padding="same"), nn.ReLU(), nn.MaxPool2d(2)]
@@ -39,7 +51,9 @@ def make_trainer(image_size: int, device, seed: int = 0):
     """``step(x, y)`` of a fresh toy CNN with SGD (lr 0.001, momentum 0.9), its phases labelled."""
     torch.manual_seed(seed)
     model = toy_cnn(image_size).to(device)
-    return labelled_step(model, torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9), nn.CrossEntropyLoss())
+    return labelled_step(
+        model, torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9), nn.CrossEntropyLoss()
+    )
 
 
 class StandIn:
@@ -47,7 +61,9 @@ class StandIn:
 
     def __init__(self, step_ms: float):
         if isinstance(step_ms, bool) or not isinstance(step_ms, (int, float)) or not step_ms > 0:
-            raise ValueError(f"the stand-in step time must be a positive number of ms (got {step_ms!r})")
+            raise ValueError(
+                f"the stand-in step time must be a positive number of ms (got {step_ms!r})"
+            )
         self.step_ms = float(step_ms)
 
     def __call__(self, x, y):
@@ -59,9 +75,14 @@ def summarize(times_ms, batch_size: int, warm_ms=(), waits_ms=None) -> dict[str,
     """A row's metrics: mean step, samples/s, median, quartiles, first step, the steps, the share spent waiting."""
     if not len(times := [float(t) for t in times_ms]):
         raise ValueError("no timed steps to summarise")
-    m = StepTimes(times_ms=times, first_ms=float(warm_ms[0]) if len(warm_ms) else None).metrics(batch_size)
-    m.update(step_ms_max=round(max(times), 3), warmup_ms=[round(t, 2) for t in warm_ms],
-             times_ms=[round(t, 3) for t in times])
+    m = StepTimes(times_ms=times, first_ms=float(warm_ms[0]) if len(warm_ms) else None).metrics(
+        batch_size
+    )
+    m.update(
+        step_ms_max=round(max(times), 3),
+        warmup_ms=[round(t, 2) for t in warm_ms],
+        times_ms=[round(t, 3) for t in times],
+    )
     if waits_ms is not None:
         m["data_wait_share"] = round(sum(waits_ms) / sum(times), 4)
     return m
@@ -76,10 +97,14 @@ def cycle_steps(num_workers: int, cycles: int, at_least: int = 1) -> int:
 def cycle_means(times_ms, num_workers) -> list[float]:
     """The mean step of each full worker cycle: the samples comparisons resample, free of the sawtooth's swing."""
     n = num_workers if isinstance(num_workers, int) and num_workers > 0 else 1
-    return [round(float(np.mean(times_ms[i:i + n])), 3) for i in range(0, len(times_ms) - n + 1, n)]
+    return [
+        round(float(np.mean(times_ms[i : i + n])), 3) for i in range(0, len(times_ms) - n + 1, n)
+    ]
 
 
-def predicted_samples_per_s(num_workers: int, batch_ms: float, step_ms: float, batch_size: int) -> float:
+def predicted_samples_per_s(
+    num_workers: int, batch_ms: float, step_ms: float, batch_size: int
+) -> float:
     """``batch x min(N / T_batch, 1 / T_step)``; with 0 workers ``batch / (T_batch + T_step)``."""
     if batch_ms <= 0 or step_ms <= 0:
         raise ValueError("batch_ms and step_ms must be positive")
@@ -113,13 +138,25 @@ def _plan(kw: dict[str, Any], rounds: int, cycles: int, warmup: int) -> dict[str
     nw, steps = kw.get("num_workers", 0), max(1, kw.get("steps", 1) // rounds)
     if isinstance(nw, int) and not isinstance(nw, bool):
         steps = cycle_steps(nw, cycles, steps) if kw.get("train", True) or nw else steps
-        warmup = max(kw.get("warmup", warmup), nw)   # a row's own warm-up (the pipeline alone: 0 at full scale)
+        warmup = max(
+            kw.get("warmup", warmup), nw
+        )  # a row's own warm-up (the pipeline alone: 0 at full scale)
     return {**kw, "steps": steps, "warmup": warmup}
 
 
-def measure(results, rows: Mapping[str, Mapping[str, Any]], run: Callable[..., dict], *, rounds: int = 1,
-            cycles: int = 1, warmup: int = 1, budget=None, device=None, defaults: Mapping[str, Any] | None = None,
-            config: Mapping[str, Any] | None = None) -> None:
+def measure(
+    results,
+    rows: Mapping[str, Mapping[str, Any]],
+    run: Callable[..., dict],
+    *,
+    rounds: int = 1,
+    cycles: int = 1,
+    warmup: int = 1,
+    budget=None,
+    device=None,
+    defaults: Mapping[str, Any] | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> None:
     """``rows`` ({name: ``run`` kwargs over ``defaults``}) measured in ``rounds`` rotating rounds, pooled into a row
     each and logged to TensorBoard. A failed row is not rerun; once the budget is spent every row left fails."""
     plans = {n: _plan({**(defaults or {}), **kw}, rounds, cycles, warmup) for n, kw in rows.items()}
@@ -133,53 +170,112 @@ def measure(results, rows: Mapping[str, Mapping[str, Any]], run: Callable[..., d
                 dv.reset_peak_memory(device)
                 runs[name].append({**run(**plans[name]), "peak_mem_mb": dv.peak_memory_mb(device)})
         except OverBudget as exc:
-            cut = OverBudget(f"skipped: the time budget ran out in round {r + 1} of {rounds} of these interleaved "
-                             "rows (a row is kept only with all its rounds)") if any(runs.values()) else exc
+            cut = (
+                OverBudget(
+                    f"skipped: the time budget ran out in round {r + 1} of {rounds} of these interleaved "
+                    "rows (a row is kept only with all its rounds)"
+                )
+                if any(runs.values())
+                else exc
+            )
             failed = {n: failed.get(n, exc if n == name else cut) for n in rows}
             break
         except Exception as exc:  # noqa: BLE001 - this row's failure, with its message
             failed[name] = exc
     for name, kw in plans.items():
-        model, sim = kw.get("train", True), (config or {}).get("stand_in_ms")   # sim: the stand-in's step, or None
-        cfg = {k: v for k, v in {**kw, **(config or {})}.items() if k not in ("steps", "warmup", "train", "paths")}
-        cfg |= {"model": model, "stand_in": model and sim is not None, "stand_in_ms": sim if model else None,
-                "timed_steps": kw["steps"], "warmup_steps": kw["warmup"], "rounds": rounds}
-        results.record(name, cfg, failing(failed[name]) if name in failed else
-                       lambda name=name, cfg=cfg: _pool(results, name, cfg, runs[name]),
-                       verbose=not isinstance(failed.get(name), OverBudget))   # skipped: said once (views.skipped)
+        model, sim = (
+            kw.get("train", True),
+            (config or {}).get("stand_in_ms"),
+        )  # sim: the stand-in's step, or None
+        cfg = {
+            k: v
+            for k, v in {**kw, **(config or {})}.items()
+            if k not in ("steps", "warmup", "train", "paths")
+        }
+        cfg |= {
+            "model": model,
+            "stand_in": model and sim is not None,
+            "stand_in_ms": sim if model else None,
+            "timed_steps": kw["steps"],
+            "warmup_steps": kw["warmup"],
+            "rounds": rounds,
+        }
+        results.record(
+            name,
+            cfg,
+            failing(failed[name])
+            if name in failed
+            else lambda name=name, cfg=cfg: _pool(results, name, cfg, runs[name]),
+            verbose=not isinstance(failed.get(name), OverBudget),
+        )  # skipped: said once (views.skipped)
 
 
 def _pool(results, name: str, cfg: dict, ms: list[dict]) -> dict[str, Any]:
     times = [t for m in ms for t in m["times_ms"]]
     m = summarize(times, cfg["batch_size"], ms[0]["warmup_ms"])
     if all("data_wait_share" in x for x in ms):
-        m["data_wait_share"] = round(sum(x["data_wait_share"] * sum(x["times_ms"]) for x in ms) / sum(times), 4)
+        m["data_wait_share"] = round(
+            sum(x["data_wait_share"] * sum(x["times_ms"]) for x in ms) / sum(times), 4
+        )
     mems = [x["peak_mem_mb"] for x in ms if x.get("peak_mem_mb") is not None]
-    m.update(peak_mem_mb=max(mems) if mems else None, rounds=len(ms), round_means_ms=[x["step_ms_mean"] for x in ms],
-             round_times_ms=[x["times_ms"] for x in ms], round_warmup_ms=[x["warmup_ms"] for x in ms],
-             cycle_ms=[c for x in ms for c in cycle_means(x["times_ms"], cfg["num_workers"])])
-    ceiling = results.get("ceiling") if name != "ceiling" else {"status": "ok", "config": cfg, "metrics": m}
-    if cfg["model"] and ceiling and ceiling["status"] == "ok" and ceiling["config"]["batch_size"] == cfg["batch_size"]:
+    m.update(
+        peak_mem_mb=max(mems) if mems else None,
+        rounds=len(ms),
+        round_means_ms=[x["step_ms_mean"] for x in ms],
+        round_times_ms=[x["times_ms"] for x in ms],
+        round_warmup_ms=[x["warmup_ms"] for x in ms],
+        cycle_ms=[c for x in ms for c in cycle_means(x["times_ms"], cfg["num_workers"])],
+    )
+    ceiling = (
+        results.get("ceiling")
+        if name != "ceiling"
+        else {"status": "ok", "config": cfg, "metrics": m}
+    )
+    if (
+        cfg["model"]
+        and ceiling
+        and ceiling["status"] == "ok"
+        and ceiling["config"]["batch_size"] == cfg["batch_size"]
+    ):
         m["ceiling_ms"] = ceiling["metrics"]["step_ms_mean"]
         m["x_ceiling"] = round(m["step_ms_mean"] / m["ceiling_ms"], 3)
-    tb.log_experiment(results.notebook, name, cfg, m, step_times_ms=m["times_ms"], batch_size=cfg["batch_size"])
+    tb.log_experiment(
+        results.notebook, name, cfg, m, step_times_ms=m["times_ms"], batch_size=cfg["batch_size"]
+    )
     return m
 
 
 def compare(results, a: str, b: str) -> dict[str, Any] | None:
     """Rows ``a`` and ``b`` of the same rounds compared by their worker cycles' means; None when a row failed."""
     ta, tb_ = (results.metric(n, "cycle_ms") or results.metric(n, "times_ms") for n in (a, b))
-    return results.compare(a, b, ta, tb_, metric="step_ms_mean") if ta and tb_ else None   # the mean, not median
+    return (
+        results.compare(a, b, ta, tb_, metric="step_ms_mean") if ta and tb_ else None
+    )  # the mean, not median
 
 
-def profile(run: Callable[..., Any], trace_dir, *, wait: int, active: int, device, threads: int | None = 1, **kw):
+def profile(
+    run: Callable[..., Any],
+    trace_dir,
+    *,
+    wait: int,
+    active: int,
+    device,
+    threads: int | None = 1,
+    **kw,
+):
     """``run(**kw)`` profiled (``wait``, one warm-up, ``active`` into ``trace_dir``) on ``threads`` intra-op threads
     (1: as a worker runs its transforms)."""
     from torch.profiler import profile as torch_profile, schedule, tensorboard_trace_handler
+
     profiling.quiet_profiler_warning()
-    with torch_profile(activities=profiling.activities(device), schedule=schedule(wait=wait, warmup=1, active=active,
-                       repeat=1), on_trace_ready=tensorboard_trace_handler(str(trace_dir))) as prof:
-        if dv.is_cuda(device):   # the trace says its loop synchronised every step (perf_doctor reads it)
+    with torch_profile(
+        activities=profiling.activities(device),
+        schedule=schedule(wait=wait, warmup=1, active=active, repeat=1),
+        on_trace_ready=tensorboard_trace_handler(str(trace_dir)),
+    ) as prof:
+        if dv.is_cuda(
+            device
+        ):  # the trace says its loop synchronised every step (perf_doctor reads it)
             prof.preset_metadata_json(profiling.LOOP_SYNC_METADATA, "1")
         with torch_threads(threads):
             run(steps=wait + 1 + active, warmup=0, on_step=prof.step, **kw)
@@ -189,15 +285,28 @@ def profile(run: Callable[..., Any], trace_dir, *, wait: int, active: int, devic
 def stage_ms(prof, n_samples: int) -> dict[str, float]:
     """Per-sample ms of each stage (``STAGES``) in a single-process profile."""
     totals = profiling.label_totals(prof, list(STAGES))
-    return {st: sum(ms for label, ms in totals.items() if STAGES[label] == st) / max(n_samples, 1)
-            for st in dict.fromkeys(STAGES.values())}
+    return {
+        st: sum(ms for label, ms in totals.items() if STAGES[label] == st) / max(n_samples, 1)
+        for st in dict.fromkeys(STAGES.values())
+    }
 
 
-def idle_shares(results, run, variants, *, num_workers: int, windows: int, cycles: int, device, budget=None,
-                config: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+def idle_shares(
+    results,
+    run,
+    variants,
+    *,
+    num_workers: int,
+    windows: int,
+    cycles: int,
+    device,
+    budget=None,
+    config: Mapping[str, Any] | None = None,
+) -> dict[str, dict[str, Any]]:
     """Per variant, the loop's share of time in the DataLoader's ``__next__`` over ``windows`` profiled windows in turns
     (on a GPU also HTA's idle share); a row ``idle share <variant>`` each."""
     from perf_doctor import dataloader_wait_share, load_trace
+
     got: dict[str, list] = {v: [] for v in variants}
     failed: dict[str, BaseException] = {}
     for v in [v for _ in range(windows) for v in variants]:
@@ -205,28 +314,54 @@ def idle_shares(results, run, variants, *, num_workers: int, windows: int, cycle
         try:
             if v not in failed:
                 with budget.limit() if budget is not None else contextlib.nullcontext():
-                    profile(run, tdir, wait=num_workers, active=cycle_steps(num_workers, cycles), device=device,
-                            variant=v, num_workers=num_workers)
-                got[v].append({**dataloader_wait_share(load_trace(profiling.trace_files(tdir)[0])), "dir": str(tdir),
-                               "gpu": gpu_idle_share(tdir) if dv.is_cuda(device) else None})
+                    profile(
+                        run,
+                        tdir,
+                        wait=num_workers,
+                        active=cycle_steps(num_workers, cycles),
+                        device=device,
+                        variant=v,
+                        num_workers=num_workers,
+                    )
+                got[v].append(
+                    {
+                        **dataloader_wait_share(load_trace(profiling.trace_files(tdir)[0])),
+                        "dir": str(tdir),
+                        "gpu": gpu_idle_share(tdir) if dv.is_cuda(device) else None,
+                    }
+                )
         except (Exception, OverBudget) as exc:  # noqa: BLE001 - a failed row
             failed[v] = exc
     out = {}
     for v, ws in got.items():
-        nxt, step, gpu = sum(w["next_ms"] for w in ws), sum(w["step_ms"] for w in ws), [w["gpu"] for w in ws]
+        nxt, step, gpu = (
+            sum(w["next_ms"] for w in ws),
+            sum(w["step_ms"] for w in ws),
+            [w["gpu"] for w in ws],
+        )
         if v not in failed:
-            out[v] = {"trace_dir": ws[0]["dir"], "trace_wait_share": round(nxt / step, 4), "next_ms": round(nxt, 3),
-                      "profiled_step_ms": round(step, 3), "windows": len(ws), "cycles_per_window": cycles,
-                      **({"gpu_idle_share": round(float(np.mean(gpu)), 4)} if None not in gpu else {})}
-        results.record(f"idle share {v}", {"variant": v, "num_workers": num_workers, **(config or {})},
-                       failing(failed[v]) if v in failed else lambda d=out.get(v): d,
-                       verbose=not isinstance(failed.get(v), OverBudget))
+            out[v] = {
+                "trace_dir": ws[0]["dir"],
+                "trace_wait_share": round(nxt / step, 4),
+                "next_ms": round(nxt, 3),
+                "profiled_step_ms": round(step, 3),
+                "windows": len(ws),
+                "cycles_per_window": cycles,
+                **({"gpu_idle_share": round(float(np.mean(gpu)), 4)} if None not in gpu else {}),
+            }
+        results.record(
+            f"idle share {v}",
+            {"variant": v, "num_workers": num_workers, **(config or {})},
+            failing(failed[v]) if v in failed else lambda d=out.get(v): d,
+            verbose=not isinstance(failed.get(v), OverBudget),
+        )
     return out
 
 
 def gpu_idle_share(trace_dir) -> float | None:
     """HTA's GPU idle share (0..1) of a trace; None for a CPU trace or when HTA cannot read it."""
     from perf_doctor import open_trace
+
     try:
         b = open_trace(trace_dir, max_steps=None).gpu_breakdown()
     except Exception as exc:  # noqa: BLE001 - optional analysis
@@ -237,10 +372,12 @@ def gpu_idle_share(trace_dir) -> float | None:
 
 def validate_panel(v: dict[str, Any], cores: int, on_gpu: bool) -> dict[str, Any]:
     """The panel's values, refused with a one-line message (``helpers.measure.validate``) before anything runs."""
-    v.update(num_workers=vd.validate_num_workers(v["num_workers"], cores),
-             batch_size=vd.validate_batch_size(v["batch_size"], maximum=1024),
-             persistent_workers=vd.validate_bool(v["persistent_workers"], "persistent_workers"),
-             variant=vd.validate_choice(v["variant"], VARIANTS, "pipeline variant"))
+    v.update(
+        num_workers=vd.validate_num_workers(v["num_workers"], cores),
+        batch_size=vd.validate_batch_size(v["batch_size"], maximum=1024),
+        persistent_workers=vd.validate_bool(v["persistent_workers"], "persistent_workers"),
+        variant=vd.validate_choice(v["variant"], VARIANTS, "pipeline variant"),
+    )
     if v["variant"] == "gpu_decode" and not on_gpu:
         raise vd.InvalidValue("gpu_decode needs a CUDA device; this run is on the CPU.")
     return v
@@ -251,7 +388,8 @@ def panel_row(results, measure_row: Callable[[str, dict], Any], cores: int, on_g
     try:
         validate_panel(dict(values), cores, on_gpu)
         name = "panel {variant} nw={num_workers} bs={batch_size}".format(**values) + (
-            " persistent" if values.get("persistent_workers") is True else "")
+            " persistent" if values.get("persistent_workers") is True else ""
+        )
         measure_row(name, values)
     except ValueError as exc:
         name = "panel " + " ".join(f"{k}={v!r}" for k, v in values.items())
@@ -263,19 +401,50 @@ def panel(results, measure_row, *, num_workers: int, batch_size: int, cores: int
     """The "try it yourself" panel (``helpers.notebook.panels.run_panel``) over ``panel_row``."""
     import ipywidgets as w
     from ...notebook.panels import run_panel
+
     return run_panel(
         lambda **v: panel_row(results, measure_row, cores, on_gpu, **v),
-        {"num_workers": w.BoundedIntText(value=num_workers, min=-1, max=64, description="num_workers"),
-         "variant": w.Dropdown(options=list(VARIANTS), value="crop_first", description="variant"),
-         "batch_size": w.BoundedIntText(value=batch_size, min=0, max=4096, description="batch size"),
-         "persistent_workers": w.Checkbox(value=False, description="persistent_workers")},
-        validate=lambda v: validate_panel(v, cores, on_gpu), title="Time a pipeline with your settings",
-        results=results)
+        {
+            "num_workers": w.BoundedIntText(
+                value=num_workers, min=-1, max=64, description="num_workers"
+            ),
+            "variant": w.Dropdown(
+                options=list(VARIANTS), value="crop_first", description="variant"
+            ),
+            "batch_size": w.BoundedIntText(
+                value=batch_size, min=0, max=4096, description="batch size"
+            ),
+            "persistent_workers": w.Checkbox(value=False, description="persistent_workers"),
+        },
+        validate=lambda v: validate_panel(v, cores, on_gpu),
+        title="Time a pipeline with your settings",
+        results=results,
+    )
 
 
 def panel_table(results, last: int = 6):
     """The baseline and the panel's rows (its last ``last``), readable; the index is the row's number."""
     t = results.table(["step_ms_mean", "samples_per_s", "step_ms_median"])
     t = t[t["experiment"].eq("baseline") | t["experiment"].str.startswith("panel ")]
-    return readable(t[[c for c in ["experiment", "num_workers", "batch_size", "status", "step_ms_mean", "samples_per_s",
-                                   "step_ms_median", "error"] if c in t]]).sort_index().tail(last)   # newest last
+    return (
+        readable(
+            t[
+                [
+                    c
+                    for c in [
+                        "experiment",
+                        "num_workers",
+                        "batch_size",
+                        "status",
+                        "step_ms_mean",
+                        "samples_per_s",
+                        "step_ms_median",
+                        "error",
+                    ]
+                    if c in t
+                ]
+            ]
+        )
+        .sort_index()
+        .tail(last)
+    )  # newest last

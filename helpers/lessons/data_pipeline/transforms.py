@@ -18,10 +18,19 @@ from ...measure.compare import compare
 from ...measure.validate import validate_batch_size, validate_num_workers
 from ...notebook.env import project_root
 
-VARIANTS = ("baseline", "bool_dilation", "crop_first", "batch_collate", "uint8_device", "gpu_decode")
+VARIANTS = (
+    "baseline",
+    "bool_dilation",
+    "crop_first",
+    "batch_collate",
+    "uint8_device",
+    "gpu_decode",
+)
 REGENERATE = "python data/make_sample_images.py"
 CROSS = np.array([[0, 1, 0], [1, 1, 1], [0, 1, 0]])
-YUV = torch.tensor([[0.299, 0.587, 0.114], [-0.168736, -0.331264, 0.5], [0.5, -0.418688, -0.081312]])
+YUV = torch.tensor(
+    [[0.299, 0.587, 0.114], [-0.168736, -0.331264, 0.5], [0.5, -0.418688, -0.081312]]
+)
 YUV_OFFSET = torch.tensor([0.0, 128.0, 128.0])
 
 
@@ -33,32 +42,49 @@ def sample_paths(data_dir: Path | str | None = None) -> list[Path]:
     """The sample JPEGs, or a clear error saying how to make them."""
     paths = sorted((d := Path(data_dir or project_root() / "data" / "images")).glob("*.jpg"))
     if not paths:
-        raise FileNotFoundError(f"no sample images in {d}; run `{REGENERATE}` from the project folder to make them.")
+        raise FileNotFoundError(
+            f"no sample images in {d}; run `{REGENERATE}` from the project folder to make them."
+        )
     return paths
 
 
 def load_image(path: Path | str):
     """Open and decode one image as RGB PIL, with a clear message when it is missing or corrupt."""
     from PIL import Image, UnidentifiedImageError
+
     p = Path(path)
     if not p.exists():
-        raise ImageLoadError(f"image {p} does not exist; `{REGENERATE}` regenerates the sample images.")
+        raise ImageLoadError(
+            f"image {p} does not exist; `{REGENERATE}` regenerates the sample images."
+        )
     try:
         with Image.open(p) as im:
             return im.convert("RGB")
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        raise ImageLoadError(f"image {p} could not be decoded ({type(exc).__name__}: {exc}); it is corrupt or "
-                             f"not an image. `{REGENERATE}` regenerates the sample images.") from None
+        raise ImageLoadError(
+            f"image {p} could not be decoded ({type(exc).__name__}: {exc}); it is corrupt or "
+            f"not an image. `{REGENERATE}` regenerates the sample images."
+        ) from None
 
 
 class ImageDataset(Dataset):
     """``length`` samples cycling over ``paths``, random labels (``bytes``: raw; ``die_at``: a worker exits)."""
 
-    def __init__(self, paths, length: int, transform=None, seed: int = 0, bytes: bool = False, die_at=None):
+    def __init__(
+        self, paths, length: int, transform=None, seed: int = 0, bytes: bool = False, die_at=None
+    ):
         if not paths or length < 1:
-            raise ValueError(f"the dataset needs image paths and a length of at least 1 (got {length})")
-        self.paths, self.length, self.transform, self.bytes, self.die_at, self.loaded = paths, length, transform, \
-            bytes, die_at, 0
+            raise ValueError(
+                f"the dataset needs image paths and a length of at least 1 (got {length})"
+            )
+        self.paths, self.length, self.transform, self.bytes, self.die_at, self.loaded = (
+            paths,
+            length,
+            transform,
+            bytes,
+            die_at,
+            0,
+        )
         self.labels = torch.randint(0, 10, (length,), generator=torch.Generator().manual_seed(seed))
 
     def __len__(self) -> int:
@@ -68,10 +94,14 @@ class ImageDataset(Dataset):
         self.loaded += 1
         if self.die_at is not None and self.loaded > self.die_at:
             if torch.utils.data.get_worker_info() is None:
-                raise RuntimeError("die_at only kills DataLoader worker processes; here num_workers=0")
-            os._exit(3)   # a crash (segfault, OOM kill) of this worker process
+                raise RuntimeError(
+                    "die_at only kills DataLoader worker processes; here num_workers=0"
+                )
+            os._exit(3)  # a crash (segfault, OOM kill) of this worker process
         path = Path(self.paths[idx % len(self.paths)])
-        if self.bytes:   # gpu_decode: the file's bytes (a torch-owned tensor travels through shared memory)
+        if (
+            self.bytes
+        ):  # gpu_decode: the file's bytes (a torch-owned tensor travels through shared memory)
             with record_function("read_bytes"):
                 data = torch.frombuffer(bytearray(path.read_bytes()), dtype=torch.uint8).clone()
             return (data, *self.transform(None)), self.labels[idx]
@@ -96,6 +126,7 @@ class Compose:
 def dilate_convolve(mask: np.ndarray) -> np.ndarray:
     """4-neighbour dilation the article's way: a 2-D convolution with a cross kernel (scipy)."""
     from scipy.signal import convolve2d
+
     return convolve2d(mask.astype(np.uint8), CROSS, mode="same") > 0
 
 
@@ -152,8 +183,13 @@ class CropParams:
 
     def __call__(self, _):
         h, w = self.image_hw
-        top, left = int(torch.randint(0, h - self.size + 1, ())), int(torch.randint(0, w - self.size + 1, ()))
-        return torch.tensor([top, left]), torch.from_numpy(self.mask.make_mask(self.size, self.size))
+        top, left = (
+            int(torch.randint(0, h - self.size + 1, ())),
+            int(torch.randint(0, w - self.size + 1, ())),
+        )
+        return torch.tensor([top, left]), torch.from_numpy(
+            self.mask.make_mask(self.size, self.size)
+        )
 
 
 def collate_batch_transforms(batch):
@@ -169,20 +205,26 @@ def collate_batch_transforms(batch):
 def collate_bytes(batch):
     """``gpu_decode``: ``((JPEG byte tensors, crop offsets, masks), labels)``."""
     with record_function("collate"):
-        return ([b[0][0] for b in batch], torch.stack([b[0][1] for b in batch]),
-                torch.stack([b[0][2] for b in batch])), default_collate([b[1] for b in batch])
+        return (
+            [b[0][0] for b in batch],
+            torch.stack([b[0][1] for b in batch]),
+            torch.stack([b[0][2] for b in batch]),
+        ), default_collate([b[1] for b in batch])
 
 
 def decode_on_device(x, device) -> torch.Tensor:
     """``gpu_decode``'s ``(bytes, offsets, masks)`` decoded on ``device`` (nvJPEG), cropped and masked: uint8."""
     from torchvision.io import ImageReadMode, decode_jpeg
+
     datas, offsets, masks = x
     if torch.device(device).type == "cuda":
         # nvJPEG writes on a private stream that does not wait for this one (pytorch/vision#9606, seen on H100s)
         torch.cuda.current_stream(device).synchronize()
-    imgs = decode_jpeg(datas, device=device, mode=ImageReadMode.RGB)   # grey JPEGs as 3 channels, like PIL's
+    imgs = decode_jpeg(
+        datas, device=device, mode=ImageReadMode.RGB
+    )  # grey JPEGs as 3 channels, like PIL's
     s = masks.shape[-1]
-    x = torch.stack([im[:, t:t + s, l:l + s] for im, (t, l) in zip(imgs, offsets.tolist())])
+    x = torch.stack([im[:, t : t + s, l : l + s] for im, (t, l) in zip(imgs, offsets.tolist())])
     return x.masked_fill(masks.to(device, non_blocking=True)[:, None], 0)
 
 
@@ -195,8 +237,15 @@ class DecodeMismatch(RuntimeError):
     """The GPU's JPEG decode differs from the CPU's by more than the tolerance."""
 
 
-def shm_needed_mb(num_workers: int, batch_size: int, crop: int, *, prefetch_factor=None, bytes_per_value: int = 4,
-                  pinned: bool = True) -> float:
+def shm_needed_mb(
+    num_workers: int,
+    batch_size: int,
+    crop: int,
+    *,
+    prefetch_factor=None,
+    bytes_per_value: int = 4,
+    pinned: bool = True,
+) -> float:
     """MiB of /dev/shm the batches in flight take (workers x prefetch, two more when not pinned)."""
     if num_workers <= 0:
         return 0.0
@@ -213,21 +262,43 @@ def check_shm(need_mb: float, free_mb: float | None = None, path: str = "/dev/sh
             f"{path} has {free_mb:.0f} MiB free but the workers' batches in flight need about {need_mb:.0f} MiB; "
             f"workers would die with a bus error. Give the container more (docker run "
             f"--shm-size={max(1, math.ceil(need_mb * 1.25 / 1024))}g, Kubernetes: an emptyDir with medium Memory on "
-            f"{path}) or lower num_workers, prefetch_factor or batch size.")
+            f"{path}) or lower num_workers, prefetch_factor or batch size."
+        )
     return free_mb
 
 
-def check_settings(variant, num_workers, batch_size, *, crop: int, device, cores=None, prefetch_factor=None,
-                   pinned: bool = False) -> None:
+def check_settings(
+    variant,
+    num_workers,
+    batch_size,
+    *,
+    crop: int,
+    device,
+    cores=None,
+    prefetch_factor=None,
+    pinned: bool = False,
+) -> None:
     """Refuse bad settings with a one-line ``ValueError`` before any worker starts, and too little /dev/shm."""
     if variant not in VARIANTS:
-        raise ValueError(f"unknown pipeline variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+        raise ValueError(
+            f"unknown pipeline variant {variant!r}; choose one of {', '.join(VARIANTS)}"
+        )
     validate_num_workers(num_workers, cores)
     validate_batch_size(batch_size, maximum=1 << 16)
     if variant == "gpu_decode" and torch.device(device).type != "cuda":
-        raise ValueError("gpu_decode decodes JPEGs with nvJPEG on a CUDA device; this run is on the CPU")
-    check_shm(shm_needed_mb(num_workers, batch_size, crop, prefetch_factor=prefetch_factor, pinned=pinned,
-                            bytes_per_value=1 if variant in ("uint8_device", "gpu_decode") else 4))
+        raise ValueError(
+            "gpu_decode decodes JPEGs with nvJPEG on a CUDA device; this run is on the CPU"
+        )
+    check_shm(
+        shm_needed_mb(
+            num_workers,
+            batch_size,
+            crop,
+            prefetch_factor=prefetch_factor,
+            pinned=pinned,
+            bytes_per_value=1 if variant in ("uint8_device", "gpu_decode") else 4,
+        )
+    )
 
 
 @contextlib.contextmanager
@@ -242,19 +313,32 @@ def worker_errors():
         if text.startswith("Caught "):
             exc = RuntimeError(f"{lines[0].rstrip('.')}: {lines[-1].strip()}")
         elif "exited unexpectedly" in text:
-            exc = RuntimeError(f"a DataLoader worker died ({lines[0]}); the run was stopped cleanly")
+            exc = RuntimeError(
+                f"a DataLoader worker died ({lines[0]}); the run was stopped cleanly"
+            )
         raise exc.with_traceback(None) from None
 
 
-def check_decode(paths, device, decode=None, mean_tol: float = 3.0, p99_tol: float = 24.0) -> dict[str, float]:
+def check_decode(
+    paths, device, decode=None, mean_tol: float = 3.0, p99_tol: float = 24.0
+) -> dict[str, float]:
     """``decode(JPEG bytes, device)`` (nvJPEG on a GPU) against PIL's decode: ``DecodeMismatch`` beyond tolerance."""
     from torchvision.io import ImageReadMode, decode_jpeg, read_file
     from torchvision.transforms.functional import pil_to_tensor
+
     decode = decode or (lambda datas, dev: decode_jpeg(datas, device=dev, mode=ImageReadMode.RGB))
     outs = decode([read_file(str(p)) for p in paths], device)
-    c = compare({str(p): pil_to_tensor(load_image(p)) for p in paths}, {str(p): o for p, o in zip(paths, outs)})
-    why = c["why"] or f"mean |diff| {c['mean_abs_diff']:.2f}, 99th percentile {c['p99_abs_diff']:.0f} levels"
+    c = compare(
+        {str(p): pil_to_tensor(load_image(p)) for p in paths},
+        {str(p): o for p, o in zip(paths, outs)},
+    )
+    why = (
+        c["why"]
+        or f"mean |diff| {c['mean_abs_diff']:.2f}, 99th percentile {c['p99_abs_diff']:.0f} levels"
+    )
     if c["why"] or c["mean_abs_diff"] > mean_tol or c["p99_abs_diff"] > p99_tol:
-        raise DecodeMismatch(f"the GPU decode differs from the CPU decode ({why}); not timing a pipeline that "
-                             "gives different pixels")
+        raise DecodeMismatch(
+            f"the GPU decode differs from the CPU decode ({why}); not timing a pipeline that "
+            "gives different pixels"
+        )
     return {"mean_abs": c["mean_abs_diff"], "p99_abs": c["p99_abs_diff"]}

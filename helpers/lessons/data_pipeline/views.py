@@ -7,12 +7,21 @@ import pandas as pd
 from ...measure.compare import compare_times
 from .experiment import predicted_samples_per_s
 
-TRAIN_COLS = ["step_ms_mean", "samples_per_s", "step_ms_median", "step_ms_p25", "step_ms_p75", "first_step_ms",
-              "data_wait_share", "peak_mem_mb"]
+TRAIN_COLS = [
+    "step_ms_mean",
+    "samples_per_s",
+    "step_ms_median",
+    "step_ms_p25",
+    "step_ms_p75",
+    "first_step_ms",
+    "data_wait_share",
+    "peak_mem_mb",
+]
 
 
 def _show(fig, results, name: str) -> None:
     import matplotlib.pyplot as plt
+
     results.savefig(fig, name), plt.show(), plt.close(fig)
 
 
@@ -26,7 +35,9 @@ def one_run(results, name: str) -> tuple[list[float], list[float]]:
     m = results.metric(name, "round_means_ms") and results.get(name)["metrics"]
     if not m:
         return [], []
-    k = sorted(range(len(m["round_means_ms"])), key=m["round_means_ms"].__getitem__)[len(m["round_means_ms"]) // 2]
+    k = sorted(range(len(m["round_means_ms"])), key=m["round_means_ms"].__getitem__)[
+        len(m["round_means_ms"]) // 2
+    ]
     return m["round_warmup_ms"][k], m["round_times_ms"][k]
 
 
@@ -37,7 +48,11 @@ def sweep_table(results, rows, t_batch_row: str, ceiling_ms: float, batch_size: 
     ns, rounds = list(rows), results.metric(t_batch_row, "round_means_ms", [])
 
     def pred(n, t):
-        return predicted_samples_per_s(n, t, ceiling_ms, batch_size) if t > 0 and ceiling_ms > 0 else math.nan
+        return (
+            predicted_samples_per_s(n, t, ceiling_ms, batch_size)
+            if t > 0 and ceiling_ms > 0
+            else math.nan
+        )
 
     def beats(n, measured, high):
         points = results.metric(rows[n], "round_means_ms", [])
@@ -46,11 +61,18 @@ def sweep_table(results, rows, t_batch_row: str, ceiling_ms: float, batch_size: 
         implied = [1000.0 * batch_size / pred(n, t) for t in rounds]
         return compare_times(implied, points, a="prediction", b=rows[n])["verdict"] == "faster"
 
-    df = pd.DataFrame({"num_workers": ns, "samples_per_s": [ms(results, rows[n], "samples_per_s") for n in ns],
-                       "predicted_samples_per_s": [pred(n, ms(results, t_batch_row)) for n in ns],
-                       "predicted_low": [pred(n, max(rounds, default=math.nan)) for n in ns],
-                       "predicted_high": [pred(n, min(rounds, default=math.nan)) for n in ns]})
-    df["beats_prediction"] = [beats(n, m, h) for n, m, h in zip(ns, df["samples_per_s"], df["predicted_high"])]
+    df = pd.DataFrame(
+        {
+            "num_workers": ns,
+            "samples_per_s": [ms(results, rows[n], "samples_per_s") for n in ns],
+            "predicted_samples_per_s": [pred(n, ms(results, t_batch_row)) for n in ns],
+            "predicted_low": [pred(n, max(rounds, default=math.nan)) for n in ns],
+            "predicted_high": [pred(n, min(rounds, default=math.nan)) for n in ns],
+        }
+    )
+    df["beats_prediction"] = [
+        beats(n, m, h) for n, m, h in zip(ns, df["samples_per_s"], df["predicted_high"])
+    ]
     df["measured_over_predicted"] = df["samples_per_s"] / df["predicted_samples_per_s"]
     return measured(df)
 
@@ -62,8 +84,13 @@ def measured(df, col: str = "samples_per_s"):
 
 def skipped(results) -> list[str]:
     """The rows the time budget skipped or stopped (``OverBudget``), in order, each once."""
-    return list(dict.fromkeys(e["name"] for e in results.experiments
-                              if e["status"] == "failed" and str(e.get("error") or "").startswith("OverBudget")))
+    return list(
+        dict.fromkeys(
+            e["name"]
+            for e in results.experiments
+            if e["status"] == "failed" and str(e.get("error") or "").startswith("OverBudget")
+        )
+    )
 
 
 def best(results, variants) -> str | None:
@@ -77,45 +104,97 @@ def mask_ops(trace, label: str = "RandomMask", top: int = 5):
     import bisect
     from perf_doctor import load_trace
     from perf_doctor.events import complete
-    evs = sorted(complete(trace if isinstance(trace, dict) else load_trace(trace)), key=lambda e: (e["ts"], -e["dur"]))
+
+    evs = sorted(
+        complete(trace if isinstance(trace, dict) else load_trace(trace)),
+        key=lambda e: (e["ts"], -e["dur"]),
+    )
     starts, spans, totals = [e["ts"] for e in evs], [e for e in evs if e.get("name") == label], {}
     for m in spans:
         end, stop = -math.inf, m["ts"] + m["dur"]
-        for e in evs[bisect.bisect_left(starts, m["ts"]):bisect.bisect_left(starts, stop)]:
-            if e is not m and e.get("tid") == m.get("tid") and e["ts"] >= end and e["ts"] + e["dur"] <= stop:
-                totals[e["name"]], end = totals.get(e["name"], 0.0) + e["dur"], e["ts"] + e["dur"]   # a direct child
+        for e in evs[bisect.bisect_left(starts, m["ts"]) : bisect.bisect_left(starts, stop)]:
+            if (
+                e is not m
+                and e.get("tid") == m.get("tid")
+                and e["ts"] >= end
+                and e["ts"] + e["dur"] <= stop
+            ):
+                totals[e["name"]], end = (
+                    totals.get(e["name"], 0.0) + e["dur"],
+                    e["ts"] + e["dur"],
+                )  # a direct child
     stage = sum(m["dur"] for m in spans) or math.inf
-    totals["(no operator: Python, numpy)"] = max(0.0, stage - sum(totals.values())) if spans else 0.0
-    df = pd.DataFrame({"op": list(totals), "ms_per_sample": [v / 1000 / max(len(spans), 1) for v in totals.values()],
-                       "share_of_stage": [v / stage for v in totals.values()]})
-    return df[df.ms_per_sample > 0].sort_values("ms_per_sample", ascending=False).head(top).reset_index(drop=True)
+    totals["(no operator: Python, numpy)"] = (
+        max(0.0, stage - sum(totals.values())) if spans else 0.0
+    )
+    df = pd.DataFrame(
+        {
+            "op": list(totals),
+            "ms_per_sample": [v / 1000 / max(len(spans), 1) for v in totals.values()],
+            "share_of_stage": [v / stage for v in totals.values()],
+        }
+    )
+    return (
+        df[df.ms_per_sample > 0]
+        .sort_values("ms_per_sample", ascending=False)
+        .head(top)
+        .reset_index(drop=True)
+    )
 
 
 def plot_sweep(results, sweep, rows, ceiling_ms: float, batch_size: int, cores: int) -> None:
     """Left: ONE loader run per sweep point (warm-up shaded), the sawtooth. Right: measured against predicted."""
     import matplotlib.pyplot as plt
+
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 3.6))
     for n, name in rows.items():
         warm, t = one_run(results, name)
         if n and t:
-            ax1.plot(range(len(warm) + len(t)), warm + t, marker=".", label=f"{n} worker(s), one run")
+            ax1.plot(
+                range(len(warm) + len(t)), warm + t, marker=".", label=f"{n} worker(s), one run"
+            )
             ax1.axvspan(-0.5, len(warm) - 0.5, color="#eee", zorder=0)
     ax1.axhline(ceiling_ms, color="k", ls="--", label=f"ceiling {ceiling_ms:.0f} ms")
-    ax1.set(yscale="log", xlabel="step (grey: warm-up, reported apart)", ylabel="step time (ms)",
-            title="Baseline per-step times: the sawtooth")
+    ax1.set(
+        yscale="log",
+        xlabel="step (grey: warm-up, reported apart)",
+        ylabel="step time (ms)",
+        title="Baseline per-step times: the sawtooth",
+    )
     ax1.legend(fontsize=9)
     ax2.plot(sweep["num_workers"], sweep["samples_per_s"], "o-", label="measured")
-    ax2.plot(sweep["num_workers"], sweep["predicted_samples_per_s"], "s--", label="predicted min(N/T_batch, 1/T_step)")
-    ax2.fill_between(sweep["num_workers"], sweep["predicted_low"], sweep["predicted_high"], color="C1", alpha=0.15,
-                     label="prediction over T_batch's rounds")
-    pts = [v for v in (*sweep["samples_per_s"], *sweep["predicted_high"]) if v == v] or [1.0]   # not NaN
+    ax2.plot(
+        sweep["num_workers"],
+        sweep["predicted_samples_per_s"],
+        "s--",
+        label="predicted min(N/T_batch, 1/T_step)",
+    )
+    ax2.fill_between(
+        sweep["num_workers"],
+        sweep["predicted_low"],
+        sweep["predicted_high"],
+        color="C1",
+        alpha=0.15,
+        label="prediction over T_batch's rounds",
+    )
+    pts = [v for v in (*sweep["samples_per_s"], *sweep["predicted_high"]) if v == v] or [
+        1.0
+    ]  # not NaN
     top, ceiling = max(pts), batch_size * 1000 / ceiling_ms
-    far = ceiling > 1.5 * top   # a ceiling far above the points would squash them at the bottom: named, not drawn
-    ax2.plot([], [], " ", label=f"ceiling: {ceiling:.0f} samples/s, above the chart") if far else \
-        ax2.axhline(ceiling, color="k", ls="--", label="ceiling")
+    far = (
+        ceiling > 1.5 * top
+    )  # a ceiling far above the points would squash them at the bottom: named, not drawn
+    ax2.plot(
+        [], [], " ", label=f"ceiling: {ceiling:.0f} samples/s, above the chart"
+    ) if far else ax2.axhline(ceiling, color="k", ls="--", label="ceiling")
     ax2.axvline(cores, color="#c44", ls=":", label=f"{cores} CPU cores")
-    ax2.set(xticks=list(sweep["num_workers"]), xlabel="num_workers", ylabel="samples/s", title="Worker sweep",
-            ylim=(0, 1.15 * (top if far else max(top, ceiling))))
+    ax2.set(
+        xticks=list(sweep["num_workers"]),
+        xlabel="num_workers",
+        ylabel="samples/s",
+        title="Worker sweep",
+        ylim=(0, 1.15 * (top if far else max(top, ceiling))),
+    )
     ax2.legend(fontsize=9)
     _show(fig, results, "sawtooth_and_sweep")
 
@@ -123,6 +202,7 @@ def plot_sweep(results, sweep, rows, ceiling_ms: float, batch_size: int, cores: 
 def plot_stages(results, stages) -> None:
     """The stacked bar of where a sample's time goes (``stages``: variant x stage, ms per sample)."""
     import matplotlib.pyplot as plt
+
     if stages.empty:
         return
     fig, ax = plt.subplots(figsize=(8, 3.4))
@@ -131,18 +211,33 @@ def plot_stages(results, stages) -> None:
         ax.barh(stages.index, stages[col], left=left, label=col, color=colour)
         left = left + stages[col].to_numpy()
     ax.invert_yaxis()
-    ax.set(xlabel="ms per sample (single-process profile)", title="Where a sample's time goes, variant by variant")
+    ax.set(
+        xlabel="ms per sample (single-process profile)",
+        title="Where a sample's time goes, variant by variant",
+    )
     ax.legend(fontsize=8, ncol=2)
     _show(fig, results, "stages_per_variant")
 
 
-def fixes_table(results, planned, t_batch_rows, num_workers: int, ceiling_ms: float, batch_size: int):
+def fixes_table(
+    results, planned, t_batch_rows, num_workers: int, ceiling_ms: float, batch_size: int
+):
     """Each variant's ``T_batch``, mean step, samples/s measured and predicted (none without a ``T_batch``)."""
     t = [ms(results, t_batch_rows[v]) if v in t_batch_rows else math.nan for v in planned]
-    df = pd.DataFrame({"variant": planned, "T_batch_ms": t, "step_ms_mean": [ms(results, v) for v in planned],
-                       "samples_per_s": [ms(results, v, "samples_per_s") for v in planned],
-                       "predicted_samples_per_s": [predicted_samples_per_s(num_workers, x, ceiling_ms, batch_size)
-                                                   if x > 0 and ceiling_ms > 0 else math.nan for x in t]})
+    df = pd.DataFrame(
+        {
+            "variant": planned,
+            "T_batch_ms": t,
+            "step_ms_mean": [ms(results, v) for v in planned],
+            "samples_per_s": [ms(results, v, "samples_per_s") for v in planned],
+            "predicted_samples_per_s": [
+                predicted_samples_per_s(num_workers, x, ceiling_ms, batch_size)
+                if x > 0 and ceiling_ms > 0
+                else math.nan
+                for x in t
+            ],
+        }
+    )
     df["measured_over_predicted"] = df["samples_per_s"] / df["predicted_samples_per_s"]
     return measured(df)
 
@@ -151,51 +246,103 @@ def summary(results):
     """Every training-loop row that ran, with the columns that have a value on this machine."""
     tab = results.table(TRAIN_COLS)
     tab = tab[tab["model"].eq(True) & tab["status"].eq("ok")] if "model" in tab else tab.iloc[:0]
-    return tab[["experiment", "num_workers", *[c for c in TRAIN_COLS if c in tab]]].dropna(axis=1, how="all")
+    return tab[["experiment", "num_workers", *[c for c in TRAIN_COLS if c in tab]]].dropna(
+        axis=1, how="all"
+    )
 
 
 def plot_variants(results, planned, against: str = "baseline") -> None:
     """Each variant's speed-up over ``against``, its 95% interval as error bars and its verdict as the label."""
     comps = [(v, c) for v in planned if v != against and (c := results.comparison(against, v))]
-    if not comps:   # nothing compared (skipped for time): no empty chart
+    if not comps:  # nothing compared (skipped for time): no empty chart
         return
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * max(len(comps), 1)))
     for y, (v, c) in enumerate(comps):
         colour = {"faster": "#4c72b0", "slower": "#c44"}.get(c["verdict"].split(",")[0], "#999")
-        ax.barh(v, c["ratio"], xerr=[[c["ratio"] - c["low"]], [c["high"] - c["ratio"]]], color=colour, capsize=3)
+        ax.barh(
+            v,
+            c["ratio"],
+            xerr=[[c["ratio"] - c["low"]], [c["high"] - c["ratio"]]],
+            color=colour,
+            capsize=3,
+        )
         ax.text(c["high"], y, f"  {c['ratio']:.2f}× ({c['verdict']})", va="center", fontsize=8)
     ax.set_xlim(0, max(c["high"] for _, c in comps) * 1.35)
     ax.axvline(1.0, color="k", lw=0.8)
     ax.invert_yaxis()
-    ax.set(xlabel=f"samples/s ÷ {against}'s (interleaved rounds; bars: 95% interval)",
-           title=f"Each variant's speed-up over the {against}")
+    ax.set(
+        xlabel=f"samples/s ÷ {against}'s (interleaved rounds; bars: 95% interval)",
+        title=f"Each variant's speed-up over the {against}",
+    )
     _show(fig, results, "variants")
 
 
 # the source article's headline effects (A10G, 8 vCPU, batch 256): (effect, its figure, its ratio a/b, the pair a, b
 # this notebook compares for it (None: the sweep's pair), why where a run does not reproduce it)
 ARTICLE = [
-    ("baseline input-bound (ceiling / baseline step)", "1.3 s/step with 4 workers, GPU 18% used", 0.18,
-     ("ceiling (rounds)", "baseline"),
-     "the device's busy share: set by its speed against the workers' (on a CPU, a stand-in's)"),
-    ("4 -> 8 workers", "1.3 -> 1.17 s (0.90x the time)", 1.3 / 1.17, None,
-     "8 vCPUs there left 8 workers no room; 16 cores on the H100 (not run on fewer than 8 cores)"),
-    ("boolean dilation", "1.17 -> 0.78 s (-33%)", 1.17 / 0.78, ("baseline", "bool_dilation"),
-     "the rest of the mask stage (masked_fill, rand: Fix 1) and the decode stay"),
-    ("crop first (after the dilation fix)", "0.78 -> 0.72 s (-8%)", 0.78 / 0.72, ("bool_dilation", "crop_first"),
-     "a small effect: short runs' noise hides it; a profile counts the pipeline only"),
-    ("batch transforms in collate", "0.72 -> 0.75 s (slightly worse)", 0.72 / 0.75, ("crop_first", "batch_collate"),
-     "a small effect either way: the same arithmetic, batched"),
-    ("all the article's fixes (baseline -> crop first)", "1.3 -> 0.72 s (80% better, GPU ~30% used)", 1.3 / 0.72,
-     ("baseline", "crop_first"), "the fixes remove a different share of each machine's batch"),
+    (
+        "baseline input-bound (ceiling / baseline step)",
+        "1.3 s/step with 4 workers, GPU 18% used",
+        0.18,
+        ("ceiling (rounds)", "baseline"),
+        "the device's busy share: set by its speed against the workers' (on a CPU, a stand-in's)",
+    ),
+    (
+        "4 -> 8 workers",
+        "1.3 -> 1.17 s (0.90x the time)",
+        1.3 / 1.17,
+        None,
+        "8 vCPUs there left 8 workers no room; 16 cores on the H100 (not run on fewer than 8 cores)",
+    ),
+    (
+        "boolean dilation",
+        "1.17 -> 0.78 s (-33%)",
+        1.17 / 0.78,
+        ("baseline", "bool_dilation"),
+        "the rest of the mask stage (masked_fill, rand: Fix 1) and the decode stay",
+    ),
+    (
+        "crop first (after the dilation fix)",
+        "0.78 -> 0.72 s (-8%)",
+        0.78 / 0.72,
+        ("bool_dilation", "crop_first"),
+        "a small effect: short runs' noise hides it; a profile counts the pipeline only",
+    ),
+    (
+        "batch transforms in collate",
+        "0.72 -> 0.75 s (slightly worse)",
+        0.72 / 0.75,
+        ("crop_first", "batch_collate"),
+        "a small effect either way: the same arithmetic, batched",
+    ),
+    (
+        "all the article's fixes (baseline -> crop first)",
+        "1.3 -> 0.72 s (80% better, GPU ~30% used)",
+        1.3 / 0.72,
+        ("baseline", "crop_first"),
+        "the fixes remove a different share of each machine's batch",
+    ),
 ]
 
 
 def _ref_figure(ref, pair, sweep_pair) -> tuple[str | None, float | None]:
     """The reference's figure for an effect it did not compare, as text and ratio a/b; ``(None, None)``."""
-    mean = {n: ref.metric(n, "step_ms_mean") for n in ("ceiling", "baseline nw=4", *(sweep_pair or ()))} if ref else {}
-    if ref and pair == ("ceiling (rounds)", "baseline") and (c := mean["ceiling"]) and (b := mean["baseline nw=4"]):
+    mean = (
+        {
+            n: ref.metric(n, "step_ms_mean")
+            for n in ("ceiling", "baseline nw=4", *(sweep_pair or ()))
+        }
+        if ref
+        else {}
+    )
+    if (
+        ref
+        and pair == ("ceiling (rounds)", "baseline")
+        and (c := mean["ceiling"])
+        and (b := mean["baseline nw=4"])
+    ):
         return f"{b:.1f} ms/step against a {c:.1f} ms ceiling ({b / c:.1f}x)", c / b
     if ref and pair is None and sweep_pair and all(mean[n] for n in sweep_pair):
         a, b = (mean[n] for n in sweep_pair)
@@ -204,21 +351,38 @@ def _ref_figure(ref, pair, sweep_pair) -> tuple[str | None, float | None]:
     if all(r and r["status"] == "ok" for r in rows):
         t = [sum(v for k, v in r["metrics"].items() if k.endswith("_ms_per_sample")) for r in rows]
         x = ref.metric("dilation per sample", "speedup_256") if pair[1] == "bool_dilation" else None
-        return (f"profile {t[0]:.2f} -> {t[1]:.2f} ms per sample ({t[1] / t[0] - 1:+.0%})"
-                + (f"; the dilation alone {x:.0f}x cheaper" if x else "") + "; loop not run"), t[0] / t[1]
+        return (
+            f"profile {t[0]:.2f} -> {t[1]:.2f} ms per sample ({t[1] / t[0] - 1:+.0%})"
+            + (f"; the dilation alone {x:.0f}x cheaper" if x else "")
+            + "; loop not run"
+        ), t[0] / t[1]
     return None, None
 
 
-def article_rows(results, ref, sweep_pair: tuple[str, str] | None, ref_sweep_pair: tuple[str, str] | None = None):
+def article_rows(
+    results, ref, sweep_pair: tuple[str, str] | None, ref_sweep_pair: tuple[str, str] | None = None
+):
     """Per ``ARTICLE`` effect: the reference's comparison of the pair (or its figure) and this run's."""
     rows = []
     for effect, figure, ratio, pair, why in ARTICLE:
         a_b, ref_ab = pair or sweep_pair, pair or ref_sweep_pair
         theirs = ref.comparison(*ref_ab) if ref and ref_ab else None
-        if theirs is None:   # the reference's own figure: a direction, no interval
+        if theirs is None:  # the reference's own figure: a direction, no interval
             text, plain = _ref_figure(ref, pair, ref_sweep_pair)
-            theirs = (text, plain and ("direction yes" if (plain > 1) == (ratio > 1) else "no, reversed")
-                      + " (one figure, no interval)")
-        rows.append(dict(effect=effect, article=figure, article_ratio=ratio, reference=theirs,
-                         this_run=results.comparison(*a_b) if a_b else None, why=why))
+            theirs = (
+                text,
+                plain
+                and ("direction yes" if (plain > 1) == (ratio > 1) else "no, reversed")
+                + " (one figure, no interval)",
+            )
+        rows.append(
+            dict(
+                effect=effect,
+                article=figure,
+                article_ratio=ratio,
+                reference=theirs,
+                this_run=results.comparison(*a_b) if a_b else None,
+                why=why,
+            )
+        )
     return rows

@@ -17,8 +17,12 @@ from ...measure.timing import interleaved_times
 from ...measure.validate import InvalidValue, validate_choice, validate_positive
 
 PLANTED = ("none", "input", "launch/overhead", "compute", "host sync")
-LIMITS = {"input": (100, "ms per sample"), "launch/overhead": (20_000, "tiny ops"),   # a profile of ~10 steps takes
-          "compute": (16_384, "as a matrix side"), "host sync": (5_000, "ms per step")}   # minutes (64 x 100 ms: 6.4 s)
+LIMITS = {
+    "input": (100, "ms per sample"),
+    "launch/overhead": (20_000, "tiny ops"),  # a profile of ~10 steps takes
+    "compute": (16_384, "as a matrix side"),
+    "host sync": (5_000, "ms per step"),
+}  # minutes (64 x 100 ms: 6.4 s)
 FIXED = "nothing planted"
 
 
@@ -27,9 +31,13 @@ def validate_size(kind: str, size: Any) -> int | float:
     validate_positive(size, "the size")
     whole = kind in ("launch/overhead", "compute")
     if whole and size != int(size):
-        raise InvalidValue(f"the size of a {kind} plant counts ops or a matrix side: a whole number, not {size!r}.")
+        raise InvalidValue(
+            f"the size of a {kind} plant counts ops or a matrix side: a whole number, not {size!r}."
+        )
     if kind in LIMITS and size > LIMITS[kind][0]:
-        raise InvalidValue(f"a {kind} plant above {LIMITS[kind][0]:,} {LIMITS[kind][1]} takes hours or GBs; go lower.")
+        raise InvalidValue(
+            f"a {kind} plant above {LIMITS[kind][0]:,} {LIMITS[kind][1]} takes hours or GBs; go lower."
+        )
     return int(size) if whole else float(size)
 
 
@@ -38,7 +46,9 @@ def validate_panel(values: Mapping[str, Any], on_gpu: bool) -> dict[str, Any]:
     kind = validate_choice(values["kind"], PLANTED, "planted bottleneck")
     size = validate_size(kind, values["size"])
     if kind == "host sync" and not on_gpu:
-        raise InvalidValue("a host sync needs a GPU to wait for; on a CPU choose another bottleneck.")
+        raise InvalidValue(
+            "a host sync needs a GPU to wait for; on a CPU choose another bottleneck."
+        )
     return {"kind": kind, "size": size}
 
 
@@ -46,7 +56,9 @@ def case_name(kind: Any, size: Any, item: bool = True) -> str:
     """A case's row name (``planted compute (size 768)``); never raises, whatever the values."""
     if not isinstance(kind, str) or kind not in PLANTED:
         return f"unknown bottleneck {kind!r}"
-    shown = f"{size:g}" if isinstance(size, numbers.Real) and not isinstance(size, bool) else repr(size)
+    shown = (
+        f"{size:g}" if isinstance(size, numbers.Real) and not isinstance(size, bool) else repr(size)
+    )
     return f"planted {kind} (size {shown})" + ("" if item else " without .item()")
 
 
@@ -58,11 +70,18 @@ def fix_name(kind: str, size: Any) -> str:
 def causes_metrics(d) -> dict[str, Any]:
     """A diagnosis as a row's metrics: mean step, top cause, ms of each judged cause, their sum, the trace folder."""
     judged = {f"{c['cause']}_ms": c["ms"] for c in d.causes if c["ms"] is not None}
-    m = {"step_ms_mean": d.step_ms, "top_cause": d.top, **judged, "causes_ms_sum": round(sum(judged.values()), 3)}
+    m = {
+        "step_ms_mean": d.step_ms,
+        "top_cause": d.top,
+        **judged,
+        "causes_ms_sum": round(sum(judged.values()), 3),
+    }
     return m | ({"trace_dir": str(d.trace_dir)} if d.trace_dir is not None else {})
 
 
-def record_diagnosis(results, name: str, config: Mapping[str, Any], diagnosed: Callable[[], Any], budget=None):
+def record_diagnosis(
+    results, name: str, config: Mapping[str, Any], diagnosed: Callable[[], Any], budget=None
+):
     """``diagnosed()`` as the row ``name`` (a failure or the budget: a failed row); it, or None."""
     out = {}
 
@@ -74,23 +93,49 @@ def record_diagnosis(results, name: str, config: Mapping[str, Any], diagnosed: C
     return out.get("d") if results.record(name, config, run)["status"] == "ok" else None
 
 
-def run_case(results, make_step: Callable, kind: Any, size: Any, item: bool = True, *, device, wait: int,
-             warmup: int, active: int, budget=None):
+def run_case(
+    results,
+    make_step: Callable,
+    kind: Any,
+    size: Any,
+    item: bool = True,
+    *,
+    device,
+    wait: int,
+    warmup: int,
+    active: int,
+    budget=None,
+):
     """Plant one bottleneck, profile and diagnose it as a results row (bad input: a failed row); or None."""
     import torch
-    config = {"planted": kind, "size": size, "device": torch.device(device).type} | ({} if item else {"item": False})
+
+    config = {"planted": kind, "size": size, "device": torch.device(device).type} | (
+        {} if item else {"item": False}
+    )
 
     def diagnosed():
-        step = make_step(validate_choice(kind, PLANTED, "planted bottleneck"), validate_size(kind, size), item=item)
-        return diagnose_step(step, wait=wait, warmup=warmup, active=active, device=device, name=f"05_diagnose/{kind}")
+        step = make_step(
+            validate_choice(kind, PLANTED, "planted bottleneck"),
+            validate_size(kind, size),
+            item=item,
+        )
+        return diagnose_step(
+            step, wait=wait, warmup=warmup, active=active, device=device, name=f"05_diagnose/{kind}"
+        )
 
     return record_diagnosis(results, case_name(kind, size, item), config, diagnosed, budget)
 
 
-def time_steps(results, steps: Mapping[str, Callable], *, rounds: int, untimed: int, device, budget=None):
+def time_steps(
+    results, steps: Mapping[str, Callable], *, rounds: int, untimed: int, device, budget=None
+):
     """``steps`` timed unprofiled in interleaved rounds as rows ``timed: <name>`` ({} past the budget)."""
     from ...notebook.budget import OverBudget
-    config = {"rounds": rounds, "profiled": False}   # on a CPU timed by CPU time, which other load does not stretch
+
+    config = {
+        "rounds": rounds,
+        "profiled": False,
+    }  # on a CPU timed by CPU time, which other load does not stretch
     try:
         with budget.limit() if budget is not None else contextlib.nullcontext():
             timed = interleaved_times(steps, rounds, device=device, warmup=untimed, cpu_time=True)
@@ -99,43 +144,85 @@ def time_steps(results, steps: Mapping[str, Callable], *, rounds: int, untimed: 
             results.add(f"timed: {n}", config, status="failed", error=f"OverBudget: {exc}")
         return {}
     for n, t in timed.items():
-        results.add(f"timed: {n}", config, t.metrics())   # the step statistics every notebook writes
+        results.add(f"timed: {n}", config, t.metrics())  # the step statistics every notebook writes
     return timed
 
 
-def measure_fixes(results, make_step: Callable, sizes: Mapping[str, Any], *, rounds: int, untimed: int, device,
-                  budget=None):
+def measure_fixes(
+    results,
+    make_step: Callable,
+    sizes: Mapping[str, Any],
+    *,
+    rounds: int,
+    untimed: int,
+    device,
+    budget=None,
+):
     """Time each plant and its fix (``time_steps``) and compare them: ``{kind: comparison}`` ({}: budget spent)."""
     steps, pairs = {}, {}
     for kind, size in sizes.items():
         pairs[kind] = a, b = case_name(kind, size), fix_name(kind, size)
         steps[a] = make_step(kind, size)
         if b not in steps:
-            steps[b] = make_step(kind, size, item=False) if kind == "host sync" else make_step("none", 1)
+            steps[b] = (
+                make_step(kind, size, item=False) if kind == "host sync" else make_step("none", 1)
+            )
     timed = time_steps(results, steps, rounds=rounds, untimed=untimed, device=device, budget=budget)
-    return {kind: results.compare(a, b, timed[a].times_ms, timed[b].times_ms) for kind, (a, b) in pairs.items()} \
-        if timed else {}
+    return (
+        {
+            kind: results.compare(a, b, timed[a].times_ms, timed[b].times_ms)
+            for kind, (a, b) in pairs.items()
+        }
+        if timed
+        else {}
+    )
 
 
 def as_slowdown(c: Mapping[str, Any]) -> dict[str, Any]:
     """A plant-against-fix comparison turned round, to read as what the plant does ("... 43× slower")."""
     head, _, tail = str(c.get("verdict", "")).partition(",")
-    return dict(c, a=c["b"], b=c["a"], ratio=1 / c["ratio"], low=1 / c["high"], high=1 / c["low"],
-                verdict={"faster": "slower", "slower": "faster"}.get(head, head) + ("," + tail if tail else ""))
+    return dict(
+        c,
+        a=c["b"],
+        b=c["a"],
+        ratio=1 / c["ratio"],
+        low=1 / c["high"],
+        high=1 / c["low"],
+        verdict={"faster": "slower", "slower": "faster"}.get(head, head)
+        + ("," + tail if tail else ""),
+    )
 
 
 def baseline_readings(metric: Callable[[str, str], Any]) -> dict[str, float | None]:
     """The unplanted step profiled and timed (mean, median); ``profiled_over_timed`` < 1: profiled was faster."""
-    prof, mean = metric(case_name("none", 1), "step_ms_mean"), metric(f"timed: {FIXED}", "step_ms_mean")
-    return {"profiled_ms": prof, "timed_mean_ms": mean, "timed_median_ms": metric(f"timed: {FIXED}", "step_ms_median"),
-            "profiled_over_timed": prof / mean if prof and mean else None}
+    prof, mean = (
+        metric(case_name("none", 1), "step_ms_mean"),
+        metric(f"timed: {FIXED}", "step_ms_mean"),
+    )
+    return {
+        "profiled_ms": prof,
+        "timed_mean_ms": mean,
+        "timed_median_ms": metric(f"timed: {FIXED}", "step_ms_median"),
+        "profiled_over_timed": prof / mean if prof and mean else None,
+    }
 
 
-SAVED = ["planted", "claimed (ms)", "claimed share", "verdict", "saved (ms)", "saved share", "saved share low",
-         "saved share high", "agrees"]
+SAVED = [
+    "planted",
+    "claimed (ms)",
+    "claimed share",
+    "verdict",
+    "saved (ms)",
+    "saved share",
+    "saved share low",
+    "saved share high",
+    "agrees",
+]
 
 
-def saved_vs_claimed(planted: Mapping[str, Any], fixes: Mapping[str, Mapping[str, Any]], agree: float = 0.10):
+def saved_vs_claimed(
+    planted: Mapping[str, Any], fixes: Mapping[str, Mapping[str, Any]], agree: float = 0.10
+):
     """Per plant: the doctor's claim (ms, share of the profiled step) and, where resolved, the unprofiled saving with
     its interval; ``agrees``: the claim within ``agree`` of that interval."""
     rows = []
@@ -144,13 +231,21 @@ def saved_vs_claimed(planted: Mapping[str, Any], fixes: Mapping[str, Mapping[str
         if d is None:
             continue
         claim = d.ms(kind) or 0.0
-        row = dict.fromkeys(SAVED) | {"planted": kind, "claimed (ms)": claim, "claimed share": claim / d.step_ms,
-                                      "verdict": c["verdict"]}
+        row = dict.fromkeys(SAVED) | {
+            "planted": kind,
+            "claimed (ms)": claim,
+            "claimed share": claim / d.step_ms,
+            "verdict": c["verdict"],
+        }
         if resolved(c):
             low, high = 1 - 1 / c["low"], 1 - 1 / c["high"]
-            row |= {"saved (ms)": float(np.mean(c["samples"]["a"]) - np.mean(c["samples"]["b"])),
-                    "saved share": 1 - 1 / c["ratio"], "saved share low": low, "saved share high": high,
-                    "agrees": bool(low - agree <= row["claimed share"] <= high + agree)}
+            row |= {
+                "saved (ms)": float(np.mean(c["samples"]["a"]) - np.mean(c["samples"]["b"])),
+                "saved share": 1 - 1 / c["ratio"],
+                "saved share low": low,
+                "saved share high": high,
+                "agrees": bool(low - agree <= row["claimed share"] <= high + agree),
+            }
         rows.append(row)
     return pd.DataFrame(rows, columns=SAVED)
 
@@ -158,7 +253,11 @@ def saved_vs_claimed(planted: Mapping[str, Any], fixes: Mapping[str, Mapping[str
 def advice_named_for_device(d) -> bool:
     """The launch/overhead advice fits the trace: CUDA graphs on a GPU trace only; on a CPU one compile's fusion."""
     see = next((c["see"] for c in d.causes if c["cause"] == "launch/overhead"), "")
-    return "CUDA graph" in see if d.on_gpu else ("CUDA graph" not in see and "torch.compile" in see and "CPU" in see)
+    return (
+        "CUDA graph" in see
+        if d.on_gpu
+        else ("CUDA graph" not in see and "torch.compile" in see and "CPU" in see)
+    )
 
 
 def sync_found(d) -> bool:
@@ -169,6 +268,7 @@ def sync_found(d) -> bool:
 def gpu_idle_vs_hta(d, trace) -> dict[str, float]:
     """GPU idle % inside the steps by the doctor beside HTA's temporal breakdown."""
     from perf_doctor.views import open_trace, quiet
+
     with quiet():
         hta = open_trace(Path(trace)).gpu_breakdown()
     busy = (d.ms("compute") or 0.0) + (d.ms("communication") or 0.0)
@@ -178,7 +278,11 @@ def gpu_idle_vs_hta(d, trace) -> dict[str, float]:
 def reference_traces(root: Path | str) -> list[Path]:
     """The reference traces of this notebook under ``root``, sorted; none when missing."""
     root = Path(root)
-    packed = (p for p in root.glob("*/05_diagnose/traces/**/*") if p.name.endswith((".pt.trace.json", ".json.gz")))
+    packed = (
+        p
+        for p in root.glob("*/05_diagnose/traces/**/*")
+        if p.name.endswith((".pt.trace.json", ".json.gz"))
+    )
     return sorted({*root.glob("*/05_diagnose/*.json.gz"), *packed})
 
 

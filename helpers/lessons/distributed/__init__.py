@@ -1,5 +1,6 @@
 """Notebook ``06_distributed`` (data-parallel training; the rank's script is written by its ``%%writefile`` cells):
 ``launch``, ``experiment`` (runs as rows) and ``views`` (trace readings)."""
+
 from . import experiment, launch, views
 
 __all__ = ["experiment", "launch", "views"]

@@ -9,11 +9,21 @@ from typing import Any
 from ...measure.validate import InvalidValue, validate_bool, validate_positive
 from . import launch
 
-PIDS_NOTE = "rank_pids"   # every rank's pid: a test checks that none is left running after the notebook
+PIDS_NOTE = (
+    "rank_pids"  # every rank's pid: a test checks that none is left running after the notebook
+)
 
 
-def run_job(name: str, script: Path | str, plan: dict, world: int, out: Path | str, results, *,
-            timeout_s: float = 240.0) -> dict[str, Any]:
+def run_job(
+    name: str,
+    script: Path | str,
+    plan: dict,
+    world: int,
+    out: Path | str,
+    results,
+    *,
+    timeout_s: float = 240.0,
+) -> dict[str, Any]:
     """``script`` on ``world`` ranks into ``out`` (emptied), a row per rank: ``{ok, rows, port, port_note, times}``
     (rank 0's step times per variant, ms). A port taken before rendezvous: one retry on a fresh port."""
     out = Path(out)
@@ -28,14 +38,21 @@ def run_job(name: str, script: Path | str, plan: dict, world: int, out: Path | s
         port = launch.free_port()
         note += f"; taken before rank 0 bound it: started again on port {port}"
     for r in rows:
-        results.add(f"{name}: rank {r['rank']}", {"world": world, "rank": r["rank"], "port": port},
-                    {"returncode": r["returncode"]}, status=r["status"], error=r["error"])
+        results.add(
+            f"{name}: rank {r['rank']}",
+            {"world": world, "rank": r["rank"], "port": port},
+            {"returncode": r["returncode"]},
+            status=r["status"],
+            error=r["error"],
+        )
     ok = all(r["status"] == "ok" for r in rows)
     times = json.loads((out / "rank0.json").read_text())["times_ms"] if ok else {}
     return {"ok": ok, "rows": rows, "port": port, "port_note": note, "times": times}
 
 
-def validate_config(values: dict[str, Any], cores: int | None = None, gpus: int = 0) -> dict[str, Any]:
+def validate_config(
+    values: dict[str, Any], cores: int | None = None, gpus: int = 0
+) -> dict[str, Any]:
     """The panel's values checked: ranks, bucket MB > 0, accumulation 1..64, no_sync a bool, straggler 0..2000 ms."""
     v = dict(values)
     v["ranks"] = launch.check_ranks(v.get("ranks"), cores=cores, gpus=gpus)
@@ -51,19 +68,51 @@ def validate_config(values: dict[str, Any], cores: int | None = None, gpus: int 
     return v
 
 
-def try_config(results, script: Path | str, base: dict, out: Path | str, *, ranks: int, bucket_cap_mb: float,
-               accum: int, no_sync: bool, straggler_ms: float, timeout_s: float = 240.0):
+def try_config(
+    results,
+    script: Path | str,
+    base: dict,
+    out: Path | str,
+    *,
+    ranks: int,
+    bucket_cap_mb: float,
+    accum: int,
+    no_sync: bool,
+    straggler_ms: float,
+    timeout_s: float = 240.0,
+):
     """The panel's run (a few timed rounds, no profiles): one ``panel`` row or a failed row; returns the panel rows."""
-    plan = dict(base, bucket_cap_mb=bucket_cap_mb, accum=accum, straggler_ms=straggler_ms, rounds=4, warmup=1,
-                profile=False)
+    plan = dict(
+        base,
+        bucket_cap_mb=bucket_cap_mb,
+        accum=accum,
+        straggler_ms=straggler_ms,
+        rounds=4,
+        warmup=1,
+        profile=False,
+    )
     job = run_job(f"panel {ranks} ranks", script, plan, ranks, out, results, timeout_s=timeout_s)
-    cfg = {"ranks": ranks, "bucket_cap_mb": bucket_cap_mb, "accum": accum, "no_sync": no_sync,
-           "straggler_ms": straggler_ms}
+    cfg = {
+        "ranks": ranks,
+        "bucket_cap_mb": bucket_cap_mb,
+        "accum": accum,
+        "no_sync": no_sync,
+        "straggler_ms": straggler_ms,
+    }
     if job["ok"]:
         t = {k: statistics.fmean(v) for k, v in job["times"].items()}
-        results.add("panel", cfg, {"ddp_step_ms": t["ddp"], "straggler_step_ms": t["straggler"],
-                                   "accum_step_ms": t["accum no_sync" if no_sync else "accum sync"]})
+        results.add(
+            "panel",
+            cfg,
+            {
+                "ddp_step_ms": t["ddp"],
+                "straggler_step_ms": t["straggler"],
+                "accum_step_ms": t["accum no_sync" if no_sync else "accum sync"],
+            },
+        )
     else:
-        results.add("panel", cfg, status="failed", error=next(r["error"] for r in job["rows"] if r["error"]))
+        results.add(
+            "panel", cfg, status="failed", error=next(r["error"] for r in job["rows"] if r["error"])
+        )
     t = results.table()
     return t[t["experiment"] == "panel"].dropna(axis=1, how="all")

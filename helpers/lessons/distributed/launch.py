@@ -13,11 +13,12 @@ from typing import Any
 from ...measure.validate import InvalidValue, validate_whole
 from ...notebook import tensorboard as tb
 
-DEFAULT_PORT = 29500   # torchrun's default MASTER_PORT
+DEFAULT_PORT = 29500  # torchrun's default MASTER_PORT
 
 
 def gpu_count() -> int:
     import torch
+
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
@@ -29,8 +30,10 @@ def check_ranks(ranks: Any, threads: int = 1, cores: int | None = None, gpus: in
     if gpus and ranks > gpus:
         raise InvalidValue(f"{ranks} ranks but {gpus} GPU(s): NCCL runs one rank per GPU.")
     if not gpus and ranks * max(threads, 1) > cores:
-        raise InvalidValue(f"{ranks} ranks × {max(threads, 1)} thread(s) is more than this machine's {cores} CPU "
-                           f"cores: choose at most {cores // max(threads, 1)}.")
+        raise InvalidValue(
+            f"{ranks} ranks × {max(threads, 1)} thread(s) is more than this machine's {cores} CPU "
+            f"cores: choose at most {cores // max(threads, 1)}."
+        )
     return ranks
 
 
@@ -49,11 +52,22 @@ def pick_port(preferred: int = DEFAULT_PORT) -> tuple[int, str]:
 
 def rank_env(rank: int, world: int, port: int) -> dict[str, str]:
     """torchrun's variables for one rank (one intra-op thread unless the script sets more)."""
-    return dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
-                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1", KINETO_LOG_LEVEL="5")
+    return dict(
+        os.environ,
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(rank),
+        LOCAL_WORLD_SIZE=str(world),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        OMP_NUM_THREADS="1",
+        KINETO_LOG_LEVEL="5",
+    )
 
 
-def start(script: Path | str, out: Path | str, world: int, plan: dict, port: int) -> list[subprocess.Popen]:
+def start(
+    script: Path | str, out: Path | str, world: int, plan: dict, port: int
+) -> list[subprocess.Popen]:
     """``python script OUT OUT/plan.json`` per rank in its own session, output to ``OUT/rank<r>.log``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -61,9 +75,16 @@ def start(script: Path | str, out: Path | str, world: int, plan: dict, port: int
     procs = []
     for r in range(world):
         with open(out / f"rank{r}.log", "w") as log:
-            procs.append(subprocess.Popen([sys.executable, str(script), str(out), str(out / "plan.json")],
-                                          env=rank_env(r, world, port), stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, str(script), str(out), str(out / "plan.json")],
+                    env=rank_env(r, world, port),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
     return procs
 
 
@@ -92,8 +113,11 @@ def wait(procs: list[subprocess.Popen], out: Path | str, timeout_s: float) -> li
     """Wait at most ``timeout_s``; a row per rank. The first failure, or the timeout, stops every rank."""
     out, t0 = Path(out), time.monotonic()
     try:
-        while (any(p.poll() is None for p in procs) and time.monotonic() - t0 <= timeout_s
-               and not any(p.poll() not in (None, 0) for p in procs)):
+        while (
+            any(p.poll() is None for p in procs)
+            and time.monotonic() - t0 <= timeout_s
+            and not any(p.poll() not in (None, 0) for p in procs)
+        ):
             time.sleep(0.05)
         first = next((r for r, p in enumerate(procs) if p.poll() not in (None, 0)), None)
         timed_out = first is None and any(p.poll() is None for p in procs)
@@ -101,10 +125,18 @@ def wait(procs: list[subprocess.Popen], out: Path | str, timeout_s: float) -> li
         stop(procs)
     rows = []
     for r, p in enumerate(procs):
-        row = {"rank": r, "pid": p.pid, "status": "failed", "error": None, "returncode": p.returncode}
+        row = {
+            "rank": r,
+            "pid": p.pid,
+            "status": "failed",
+            "error": None,
+            "returncode": p.returncode,
+        }
         if r == first:
             last = [ln.strip() for ln in log_text(out, r).splitlines() if ln.strip()]
-            row["error"] = f"rank {r} died (exit code {p.returncode}): {last[-1][:300] if last else 'no message'}"
+            row["error"] = (
+                f"rank {r} died (exit code {p.returncode}): {last[-1][:300] if last else 'no message'}"
+            )
         elif timed_out:
             row["error"] = f"rank {r} did not finish within {timeout_s:.0f} s: stopped"
         elif first is not None:

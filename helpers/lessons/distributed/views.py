@@ -23,8 +23,13 @@ def all_reduces(folder: Path | str) -> dict[int, float]:
     for i, (rank, _, f) in enumerate(find_workers(folder)[0]):
         doc = load.load_trace(f)
         steps = [(a, b) for _, a, b in ev.step_ranges(doc)]
-        n = sum(1 for e in ev.complete(doc) if ev.is_host(e) and str(e.get("name", "")).startswith(ALL_REDUCE)
-                and any(a <= float(e["ts"]) < b for a, b in steps))
+        n = sum(
+            1
+            for e in ev.complete(doc)
+            if ev.is_host(e)
+            and str(e.get("name", "")).startswith(ALL_REDUCE)
+            and any(a <= float(e["ts"]) < b for a, b in steps)
+        )
         out[rank if rank is not None else i] = n / max(len(steps), 1)
     return out
 
@@ -34,16 +39,27 @@ def comm_split(folder: Path | str) -> dict[str, Any]:
     job = diagnose_job(folder, views=False)
     comm = next((c for c in job["diagnosis"] if c["cause"] == "communication"), {})
     ex, ov = comm.get("exposed_ms", 0.0), comm.get("overlapped_ms", 0.0)
-    return {"step_ms": job["step_ms"], "exposed_ms": ex, "overlapped_ms": ov, "other_ms": job["step_ms"] - ex,
-            "overlap_share": ov / (ex + ov) if ex + ov > 0 else None, "job": job}
+    return {
+        "step_ms": job["step_ms"],
+        "exposed_ms": ex,
+        "overlapped_ms": ov,
+        "other_ms": job["step_ms"] - ex,
+        "overlap_share": ov / (ex + ov) if ex + ov > 0 else None,
+        "job": job,
+    }
 
 
 def overhead_table(single: dict[str, Any], ddp: dict[str, Any], world: int):
     """ms per step: single process, ideal, DDP, what DDP adds, and the overlapped communication."""
     ideal = single["step_ms"] / world
-    ms = {"single process": single["step_ms"], f"ideal: single / {world}": ideal, "DDP": ddp["step_ms"],
-          "DDP adds: compute, rest": ddp["other_ms"] - ideal, "DDP adds: exposed comm": ddp["exposed_ms"],
-          "overlapped comm": ddp["overlapped_ms"]}
+    ms = {
+        "single process": single["step_ms"],
+        f"ideal: single / {world}": ideal,
+        "DDP": ddp["step_ms"],
+        "DDP adds: compute, rest": ddp["other_ms"] - ideal,
+        "DDP adds: exposed comm": ddp["exposed_ms"],
+        "overlapped comm": ddp["overlapped_ms"],
+    }
     return pd.DataFrame({"ms": ms, "share of DDP": {k: v / ddp["step_ms"] for k, v in ms.items()}})
 
 
@@ -52,18 +68,33 @@ def bucket_table(traces: Path | str, caps: list[float]):
     rows = []
     for cap in caps:
         s = comm_split(Path(traces) / f"bucket {cap:g}")
-        rows.append({"bucket_cap_mb": cap, "all-reduces/step": all_reduces(Path(traces) / f"bucket {cap:g}")[0],
-                     "step ms": s["step_ms"], "exposed ms": s["exposed_ms"], "overlapped ms": s["overlapped_ms"],
-                     "overlap share": s["overlap_share"]})
+        rows.append(
+            {
+                "bucket_cap_mb": cap,
+                "all-reduces/step": all_reduces(Path(traces) / f"bucket {cap:g}")[0],
+                "step ms": s["step_ms"],
+                "exposed ms": s["exposed_ms"],
+                "overlapped ms": s["overlapped_ms"],
+                "overlap share": s["overlap_share"],
+            }
+        )
     return pd.DataFrame(rows).set_index("bucket_cap_mb")
 
 
 def waits_table(before: dict[str, Any], after: dict[str, Any]):
     """Two ``diagnose_job`` reports per rank (without, with a straggler): step, top cause, waits ms."""
-    rows = [{"rank": r["rank"], "job": label, "step ms": r["step_ms"], "top cause": r["top_cause"],
-             "waits ms": r["waits_ms"]}
-            for label, job in (("no straggler", before), ("straggler", after))
-            for r in job.get("ranks") or [] if "error" not in r]
+    rows = [
+        {
+            "rank": r["rank"],
+            "job": label,
+            "step ms": r["step_ms"],
+            "top cause": r["top_cause"],
+            "waits ms": r["waits_ms"],
+        }
+        for label, job in (("no straggler", before), ("straggler", after))
+        for r in job.get("ranks") or []
+        if "error" not in r
+    ]
     return pd.DataFrame(rows).sort_values(["rank", "job"], ascending=[True, False])
 
 
@@ -76,7 +107,11 @@ def hta_overlap(folder: Path | str):
     logging.getLogger("hta").setLevel(logging.ERROR)
     buf = io.StringIO()
     try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+        with (
+            warnings.catch_warnings(),
+            contextlib.redirect_stdout(buf),
+            contextlib.redirect_stderr(buf),
+        ):
             warnings.simplefilter("ignore")
             return TraceAnalysis(trace_dir=str(folder)).get_comm_comp_overlap(visualize=False)
     except Exception:  # noqa: BLE001 - traces HTA cannot read: no figure
@@ -86,7 +121,11 @@ def hta_overlap(folder: Path | str):
 def timelines(folder: Path | str, steps: int = 1) -> list[tuple[int, Any]]:
     """``[(rank, figure)]`` of each rank's first ``steps`` profiled steps (closed: ``display(fig)``)."""
     from perf_doctor.views import open_trace
-    workers = [(rank if rank is not None else i, f) for i, (rank, _, f) in enumerate(find_workers(folder)[0])]
+
+    workers = [
+        (rank if rank is not None else i, f)
+        for i, (rank, _, f) in enumerate(find_workers(folder)[0])
+    ]
     return [(r, open_trace(f).timeline(steps=steps, title=f"rank {r}")) for r, f in workers]
 
 
@@ -94,11 +133,17 @@ def speedup(entry: dict[str, Any], ranks: int, slow: float = 1.25) -> dict[str, 
     """DDP against the single process: ``mean_ratio``, ``super_linear`` (> ``ranks``), and from ``samples``
     ``median_ratio`` and ``slow_steps`` (over ``slow`` × median) of ``n``."""
     import statistics
+
     s = entry.get("samples") or {}
     a, b = s.get("a") or [], s.get("b") or []
     med = statistics.median(a) / statistics.median(b) if a and b else None
-    return {"mean_ratio": entry["ratio"], "super_linear": entry["ratio"] > ranks, "median_ratio": med,
-            "slow_steps": sum(t > slow * statistics.median(a) for t in a) if a else None, "n": len(a) or None}
+    return {
+        "mean_ratio": entry["ratio"],
+        "super_linear": entry["ratio"] > ranks,
+        "median_ratio": med,
+        "slow_steps": sum(t > slow * statistics.median(a) for t in a) if a else None,
+        "n": len(a) or None,
+    }
 
 
 def grad_mb(plan: dict[str, Any]) -> float:
@@ -106,44 +151,91 @@ def grad_mb(plan: dict[str, Any]) -> float:
     d, n = plan["features"], 0
     for _ in range(plan["layers"]):
         n, d = n + d * plan["hidden"] + plan["hidden"], plan["hidden"]
-    return 4 * (n + d * plan["classes"] + plan["classes"]) / 2 ** 20
+    return 4 * (n + d * plan["classes"] + plan["classes"]) / 2**20
 
 
 def effects_table(here: dict[str, Any], ref, ranks: int, accum: int):
     """06's effects in ``reference.article_table``, the H100 reference beside this run (``here``: its comparisons,
     notes' records and ``why``)."""
     from ...notebook import reference as rf
-    notes = (ref.doc.get("notes") or {}) if ref is not None else {}
-    theirs = {} if ref is None else {
-        "ddp": ref.comparison("single process", f"DDP {ranks} ranks"),
-        "no_sync": ref.comparison("synced accumulation", "accumulation under no_sync")
-        or ref.comparison("accumulation, every backward syncs", "accumulation under no_sync"),
-        "straggler": ref.comparison(f"DDP {ranks} ranks", "DDP with a straggler"),
-        "all_reduces": notes.get("all_reduces_per_optimizer_step"), "bucket_sweep": notes.get("bucket_sweep"),
-        "named": ref.metric("straggler doctor", "named_rank"),
-        "straggler_rank": (ref.row("straggler doctor") or {}).get("config", {}).get("planted_rank")}
 
-    def cells(d):   # effect -> (text or None, reproduces?)
-        c, ar, bs, st = d.get("ddp"), d.get("all_reduces") or [], d.get("bucket_sweep") or [], d.get("straggler")
+    notes = (ref.doc.get("notes") or {}) if ref is not None else {}
+    theirs = (
+        {}
+        if ref is None
+        else {
+            "ddp": ref.comparison("single process", f"DDP {ranks} ranks"),
+            "no_sync": ref.comparison("synced accumulation", "accumulation under no_sync")
+            or ref.comparison("accumulation, every backward syncs", "accumulation under no_sync"),
+            "straggler": ref.comparison(f"DDP {ranks} ranks", "DDP with a straggler"),
+            "all_reduces": notes.get("all_reduces_per_optimizer_step"),
+            "bucket_sweep": notes.get("bucket_sweep"),
+            "named": ref.metric("straggler doctor", "named_rank"),
+            "straggler_rank": (ref.row("straggler doctor") or {})
+            .get("config", {})
+            .get("planted_rank"),
+        }
+    )
+
+    def cells(d):  # effect -> (text or None, reproduces?)
+        c, ar, bs, st = (
+            d.get("ddp"),
+            d.get("all_reduces") or [],
+            d.get("bucket_sweep") or [],
+            d.get("straggler"),
+        )
         share = [r.get("overlap share") for r in bs]
         med = f"; medians {d['median']:.2f}x" if d.get("median") else ""
-        return {"ddp": (rf.ratio_text(c) + med, rf.agreement(ranks, c)) if c else (None, ""),
-                "no_sync": (f"{ar[0]['accum sync']:g} → {ar[0]['accum no_sync']:g} all-reduces; "
-                            + rf.ratio_text(d.get("no_sync")), "yes" if all(
-                                r["accum sync"] == accum * r["accum no_sync"] > 0 for r in ar) else "no")
-                if ar else (None, ""),
-                "buckets": (", ".join(f"{r['bucket_cap_mb']:g} MB: {s:.0%}" for r, s in zip(bs, share)),
-                            "yes" if share[0] > share[-1] else "no")
-                if len(bs) > 1 and all(isinstance(s, float) for s in share) else (None, ""),
-                "straggler": (rf.ratio_text(st) + f"; the doctor names rank {d.get('named')}", "yes" if st["verdict"]
-                              .startswith("slower") and d.get("named") == d.get("straggler_rank") else "no")
-                if st else (None, "")}
+        return {
+            "ddp": (rf.ratio_text(c) + med, rf.agreement(ranks, c)) if c else (None, ""),
+            "no_sync": (
+                f"{ar[0]['accum sync']:g} → {ar[0]['accum no_sync']:g} all-reduces; "
+                + rf.ratio_text(d.get("no_sync")),
+                "yes"
+                if all(r["accum sync"] == accum * r["accum no_sync"] > 0 for r in ar)
+                else "no",
+            )
+            if ar
+            else (None, ""),
+            "buckets": (
+                ", ".join(f"{r['bucket_cap_mb']:g} MB: {s:.0%}" for r, s in zip(bs, share)),
+                "yes" if share[0] > share[-1] else "no",
+            )
+            if len(bs) > 1 and all(isinstance(s, float) for s in share)
+            else (None, ""),
+            "straggler": (
+                rf.ratio_text(st) + f"; the doctor names rank {d.get('named')}",
+                "yes"
+                if st["verdict"].startswith("slower") and d.get("named") == d.get("straggler_rank")
+                else "no",
+            )
+            if st
+            else (None, ""),
+        }
 
-    effects = {"ddp": (f"DDP {ranks} ranks vs single process (same global batch)",
-                       f"{ranks}× at best ({ranks} ranks)"),
-               "no_sync": ("accumulation under no_sync", f"{accum} → 1 all-reduces per optimizer step; faster"),
-               "buckets": ("overlapped share of the all-reduce, by bucket_cap_mb", "smaller buckets overlap more"),
-               "straggler": ("one slow rank", "every rank waits for it; the doctor names it")}
+    effects = {
+        "ddp": (
+            f"DDP {ranks} ranks vs single process (same global batch)",
+            f"{ranks}× at best ({ranks} ranks)",
+        ),
+        "no_sync": (
+            "accumulation under no_sync",
+            f"{accum} → 1 all-reduces per optimizer step; faster",
+        ),
+        "buckets": (
+            "overlapped share of the all-reduce, by bucket_cap_mb",
+            "smaller buckets overlap more",
+        ),
+        "straggler": ("one slow rank", "every rank waits for it; the doctor names it"),
+    }
     t, m = cells(theirs), cells(here)
-    return rf.article_table(dict(effect=effect, article=article, reference=t[k], this_run=m[k],
-                                 why=here.get("why", {}).get(k, "")) for k, (effect, article) in effects.items())
+    return rf.article_table(
+        dict(
+            effect=effect,
+            article=article,
+            reference=t[k],
+            this_run=m[k],
+            why=here.get("why", {}).get(k, ""),
+        )
+        for k, (effect, article) in effects.items()
+    )

@@ -48,9 +48,16 @@ def module_peaks(mt) -> list[dict[str, Any]]:
     """Per module of a ``MemTracker`` that ran: the total MB live at its peak in forward and in backward."""
     rows = []
     for stats in mt.memory_tracking.values():
-        fw, bw = (stats.snapshots.get(s, []) for s in (_mt._ModState.PEAK_FW, _mt._ModState.PEAK_BW))
-        rows.append({"module": stats.mod_fqn, "peak_fw_mb": by_category(fw[-1])["total"] if fw else None,
-                     "peak_bw_mb": by_category(bw[-1])["total"] if bw else None})
+        fw, bw = (
+            stats.snapshots.get(s, []) for s in (_mt._ModState.PEAK_FW, _mt._ModState.PEAK_BW)
+        )
+        rows.append(
+            {
+                "module": stats.mod_fqn,
+                "peak_fw_mb": by_category(fw[-1])["total"] if fw else None,
+                "peak_bw_mb": by_category(bw[-1])["total"] if bw else None,
+            }
+        )
     return rows
 
 
@@ -62,8 +69,14 @@ def profiler_peak_mb(step: Callable[[], Any]) -> float:
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     with profile(activities=acts, profile_memory=True) as prof:
         step()
-    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
-    return round(max([0, *itertools.accumulate(n for _, n in events)]) / MB, 2)   # allocations > 0, frees < 0
+    events = sorted(
+        (e.start_ns(), e.nbytes())
+        for e in prof.profiler.kineto_results.events()
+        if e.name() == "[memory]"
+    )
+    return round(
+        max([0, *itertools.accumulate(n for _, n in events)]) / MB, 2
+    )  # allocations > 0, frees < 0
 
 
 def error_pct(predicted: float, measured: float) -> float:
@@ -79,8 +92,10 @@ def largest_batch(fits: Callable[[int], bool], low: int, high: int, within: floa
     [512, 524288] instead of 20, each a step of up to ~190k samples on an H100); 0 when even ``low`` does not fit.
     Assumes fitting is monotone."""
     if low < 1 or high < low or not 0 <= within < 1:
-        raise MemoryInputError(f"batch bounds must satisfy 1 <= low <= high and 0 <= within < 1, not {low}, {high}, "
-                               f"{within}")
+        raise MemoryInputError(
+            f"batch bounds must satisfy 1 <= low <= high and 0 <= within < 1, not {low}, {high}, "
+            f"{within}"
+        )
     if not fits(low):
         return 0
     while high - low > within * low:
@@ -93,12 +108,15 @@ def read_snapshot(path: str | Path) -> dict[str, Any]:
     """A snapshot of ``torch.cuda.memory._dump_snapshot``; ``MemoryInputError`` for a missing or damaged file."""
     p = Path(path)
     if not p.is_file():
-        raise MemoryInputError(f"no memory snapshot at {p}: record one with _record_memory_history and _dump_snapshot")
+        raise MemoryInputError(
+            f"no memory snapshot at {p}: record one with _record_memory_history and _dump_snapshot"
+        )
     try:
         snap = pickle.loads(p.read_bytes())
     except Exception as exc:  # noqa: BLE001 - any unpickling failure is a damaged file
-        raise MemoryInputError(f"{p.name} is not a memory snapshot (damaged or another format: "
-                               f"{type(exc).__name__})") from None
+        raise MemoryInputError(
+            f"{p.name} is not a memory snapshot (damaged or another format: {type(exc).__name__})"
+        ) from None
     if not isinstance(snap, dict) or "segments" not in snap:
         raise MemoryInputError(f"{p.name} is not a memory snapshot (no 'segments' in it)")
     return snap
@@ -107,24 +125,43 @@ def read_snapshot(path: str | Path) -> dict[str, Any]:
 def snapshot_summary(snap: dict[str, Any]) -> dict[str, float]:
     """Reserved and allocated MB in a snapshot's segments, and their difference (what the allocator holds unused)."""
     reserved = sum(s.get("total_size", 0) for s in snap["segments"]) / MB
-    allocated = sum(b.get("size", 0) for s in snap["segments"] for b in s.get("blocks", [])
-                    if b.get("state") == "active_allocated") / MB
-    return {"segments": len(snap["segments"]), "reserved_mb": round(reserved, 1), "allocated_mb": round(allocated, 1),
-            "unused_mb": round(reserved - allocated, 1)}
+    allocated = (
+        sum(
+            b.get("size", 0)
+            for s in snap["segments"]
+            for b in s.get("blocks", [])
+            if b.get("state") == "active_allocated"
+        )
+        / MB
+    )
+    return {
+        "segments": len(snap["segments"]),
+        "reserved_mb": round(reserved, 1),
+        "allocated_mb": round(allocated, 1),
+        "unused_mb": round(reserved - allocated, 1),
+    }
 
 
 def check_fits(predicted_mb: float, capacity_mb: float, what: str) -> None:
     """Refuse, before any allocation, a setting whose predicted peak exceeds the memory there is."""
     if predicted_mb > capacity_mb:
-        raise MemoryInputError(f"{what} needs about {predicted_mb:,.0f} MB by the prediction; this device has "
-                               f"{capacity_mb:,.0f} MB: choose a smaller batch, checkpointing or bf16")
+        raise MemoryInputError(
+            f"{what} needs about {predicted_mb:,.0f} MB by the prediction; this device has "
+            f"{capacity_mb:,.0f} MB: choose a smaller batch, checkpointing or bf16"
+        )
 
 
 def live_mb(model: torch.nn.Module, opt: torch.optim.Optimizer | None = None) -> float:
     """MB held between steps: parameters, buffers, gradients and the optimizer's state (each storage once)."""
-    tensors = [*model.parameters(), *model.buffers(), *(p.grad for p in model.parameters() if p.grad is not None)]
+    tensors = [
+        *model.parameters(),
+        *model.buffers(),
+        *(p.grad for p in model.parameters() if p.grad is not None),
+    ]
     if opt is not None:
-        tensors += [v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
+        tensors += [
+            v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)
+        ]
     seen = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
     return round(sum(seen.values()) / MB, 2)
 

@@ -13,10 +13,13 @@ from ...notebook import env, tensorboard
 NOTEBOOK = "01_profiler_basics"
 
 
-def overhead_rounds(step: Callable[[], Any], rounds: int, steps: int, device) -> dict[str, list[float]]:
+def overhead_rounds(
+    step: Callable[[], Any], rounds: int, steps: int, device
+) -> dict[str, list[float]]:
     """The profiler's cost on ``step``: ``rounds`` rotating rounds of ``steps`` steps unprofiled and profiled, GC
     paused; on a GPU wall time (synchronised), on a CPU process time. ``{"unprofiled": [ms], "profiled": [ms]}``."""
     import torch
+
     if steps < 1:
         raise ValueError("steps must be at least 1")
     env.quiet_profiler_warning()
@@ -36,14 +39,18 @@ def overhead_rounds(step: Callable[[], Any], rounds: int, steps: int, device) ->
 
     with timing.gc_paused():
         for _, name in timing.rotation(list(out), rounds):
-            with torch.profiler.profile(activities=profiling.activities(device)) if name == "profiled" else \
-                    contextlib.nullcontext():
+            with (
+                torch.profiler.profile(activities=profiling.activities(device))
+                if name == "profiled"
+                else contextlib.nullcontext()
+            ):
                 out[name] += block()
     return out
 
 
-def timer_rounds(fn: Callable[[], Any], timers: Mapping[str, Callable[[Callable], float]], rounds: int,
-                 device) -> dict[str, list[float]]:
+def timer_rounds(
+    fn: Callable[[], Any], timers: Mapping[str, Callable[[Callable], float]], rounds: int, device
+) -> dict[str, list[float]]:
     """Each timer reads ``fn`` once per rotating round, the device idle before each: ``{name: [ms]}``."""
     out: dict[str, list[float]] = {name: [] for name in timers}
     for _, name in timing.rotation(list(timers), rounds):
@@ -62,7 +69,9 @@ def top_op(ev, on_gpu: bool) -> tuple[str, float]:
     """The operator (not a label) with the most self time (device on a GPU) and its share of all operators'."""
     col = "self_device_ms" if on_gpu else "self_cpu_ms"
     ops = ev[~ev["name"].map(is_label)].sort_values(col, ascending=False, kind="stable")
-    return str(ops.iloc[0]["name"]), float(ops.iloc[0][col] / ops.loc[ops["on_device"] == on_gpu, col].sum())
+    return str(ops.iloc[0]["name"]), float(
+        ops.iloc[0][col] / ops.loc[ops["on_device"] == on_gpu, col].sum()
+    )
 
 
 def busy_within_span(busy_ms: float, span_ms: float, rtol: float = 0.001) -> bool:
@@ -72,7 +81,9 @@ def busy_within_span(busy_ms: float, span_ms: float, rtol: float = 0.001) -> boo
 
 def kernel_times(doc) -> dict[str, int]:
     """A trace's kernel count and how many have no duration (as ``export_chrome_trace`` wrote on an H100)."""
-    kernels = [e for e in doc.get("traceEvents", []) if isinstance(e, dict) and e.get("cat") == "kernel"]
+    kernels = [
+        e for e in doc.get("traceEvents", []) if isinstance(e, dict) and e.get("cat") == "kernel"
+    ]
     return {"kernels": len(kernels), "zero_duration": sum(1 for e in kernels if not e.get("dur"))}
 
 
@@ -83,31 +94,54 @@ def kernels_intact(counts: Mapping[str, int]) -> bool:
 
 def validate_panel(values: Mapping[str, Any], device) -> dict[str, Any]:
     """The panel's values: batch size 1..4096, a precision this device runs, a bool (``InvalidValue``)."""
-    return {"batch_size": validate_batch_size(values["batch_size"]),
-            "precision": validate_precision(values["precision"], device),
-            "deterministic": validate_bool(values["deterministic"], "deterministic")}
+    return {
+        "batch_size": validate_batch_size(values["batch_size"]),
+        "precision": validate_precision(values["precision"], device),
+        "deterministic": validate_bool(values["deterministic"], "deterministic"),
+    }
 
 
-def run_profiled_step(results, device, make_step: Callable[[int, str], Callable[[], Any]], batch_size: int,
-                      precision: str = "fp32", deterministic: bool = False, *, steps: int,
-                      warmup: int, budget=None) -> dict[str, Any]:
+def run_profiled_step(
+    results,
+    device,
+    make_step: Callable[[int, str], Callable[[], Any]],
+    batch_size: int,
+    precision: str = "fp32",
+    deterministic: bool = False,
+    *,
+    steps: int,
+    warmup: int,
+    budget=None,
+) -> dict[str, Any]:
     """``make_step(batch_size, precision)``'s step timed and profiled as a results row (bad input, failure: failed)."""
-    det = " det" if deterministic is True else ("" if deterministic is False else f" det={deterministic!r}")
+    det = (
+        " det"
+        if deterministic is True
+        else ("" if deterministic is False else f" det={deterministic!r}")
+    )
     name = f"step bs={batch_size} {precision}{det}"
     cfg = {"batch_size": batch_size, "precision": precision, "deterministic": deterministic}
 
     def experiment():
         v = validate_panel(cfg, device)
-        guard = budget.limit() if budget is not None else contextlib.nullcontext()   # after the values' checks
+        guard = (
+            budget.limit() if budget is not None else contextlib.nullcontext()
+        )  # after the values' checks
         with guard, env.deterministic(v["deterministic"]):
             step = make_step(v["batch_size"], v["precision"])
             dev.reset_peak_memory(device)
             t = timing.time_steps(step, steps=steps, warmup=warmup, device=device)
             p = profiling.profile_steps(step, wait=0, warmup=1, active=2, device=device)
         op, share = top_op(profiling.events_frame(p), dev.is_cuda(device))
-        m = {**t.metrics(v["batch_size"]), "peak_mem_mb": dev.peak_memory_mb(device), "top_op": op,
-             "top_op_share": round(share, 4)}
-        tensorboard.log_experiment(NOTEBOOK, name, v, m, step_times_ms=t.times_ms, batch_size=v["batch_size"])
+        m = {
+            **t.metrics(v["batch_size"]),
+            "peak_mem_mb": dev.peak_memory_mb(device),
+            "top_op": op,
+            "top_op_share": round(share, 4),
+        }
+        tensorboard.log_experiment(
+            NOTEBOOK, name, v, m, step_times_ms=t.times_ms, batch_size=v["batch_size"]
+        )
         return m
 
     return results.record(name, cfg, experiment)

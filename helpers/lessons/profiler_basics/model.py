@@ -7,14 +7,20 @@ from torch import nn
 class SmallCNN(nn.Module):
     """Conv-BN-ReLU-max-pool blocks (``width`` doubling) and a linear head."""
 
-    def __init__(self, in_channels: int = 3, width: int = 32, blocks: int = 3, num_classes: int = 10):
+    def __init__(
+        self, in_channels: int = 3, width: int = 32, blocks: int = 3, num_classes: int = 10
+    ):
         super().__init__()
         layers: list[nn.Module] = []
         c = in_channels
         for i in range(blocks):
-            out = width * (2 ** i)
-            layers += [nn.Conv2d(c, out, 3, padding=1, bias=False), nn.BatchNorm2d(out), nn.ReLU(inplace=True),
-                       nn.MaxPool2d(2)]
+            out = width * (2**i)
+            layers += [
+                nn.Conv2d(c, out, 3, padding=1, bias=False),
+                nn.BatchNorm2d(out),
+                nn.ReLU(inplace=True),
+                nn.MaxPool2d(2),
+            ]
             c = out
         self.features = nn.Sequential(*layers)
         self.pool = nn.AdaptiveAvgPool2d(1)

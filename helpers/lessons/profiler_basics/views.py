@@ -14,10 +14,26 @@ from ...measure import profiling, timing, training
 from ...notebook import reference
 from ...notebook.display import show
 
-WIDTH = 120       # characters of one line in a JupyterLab output area at 1400 px with the file browser open (~124)
-NAME_WIDTH = 36   # ``max_name_column_width`` that keeps a CPU table (name + 6 columns of 14) within WIDTH
-VIEW = ["experiment", "profiled", "batch_size", "precision", "deterministic", "step_ms_mean", "step_ms_median",
-        "first_step_ms", "samples_per_s", "peak_mem_mb", "top_op", "top_op_share", "status", "error"]
+WIDTH = 120  # characters of one line in a JupyterLab output area at 1400 px with the file browser open (~124)
+NAME_WIDTH = (
+    36  # ``max_name_column_width`` that keeps a CPU table (name + 6 columns of 14) within WIDTH
+)
+VIEW = [
+    "experiment",
+    "profiled",
+    "batch_size",
+    "precision",
+    "deterministic",
+    "step_ms_mean",
+    "step_ms_median",
+    "first_step_ms",
+    "samples_per_s",
+    "peak_mem_mb",
+    "top_op",
+    "top_op_share",
+    "status",
+    "error",
+]
 DEFAULTS = {"profiled": False, "precision": "fp32", "deterministic": False}
 OWN_SECTION = ("async_timing", "step (rounds, unprofiled)", "step (rounds, profiled)")
 
@@ -28,20 +44,36 @@ def fits(text: str, width: int = WIDTH) -> bool:
 
 
 def _key(attr: str) -> str:
-    return attr.replace("cuda", "device")   # as ``table(sort_by=...)`` reads its key
+    return attr.replace("cuda", "device")  # as ``table(sort_by=...)`` reads its key
 
 
-def averages_frame(avgs, sort_by: str, row_limit: int = 10, columns: str = "time", on_gpu: bool = False):
+def averages_frame(
+    avgs, sort_by: str, row_limit: int = 10, columns: str = "time", on_gpu: bool = False
+):
     """The rows ``avgs.table(sort_by, row_limit)`` prints as a DataFrame of ``columns`` (time, memory or shapes)."""
     t = "device" if on_gpu else "cpu"
-    everything = sum(getattr(e, f"self_{t}_time_total") for e in avgs if not on_gpu or (
-        not trace_events.is_host(e) and not getattr(e, "is_user_annotation", False))) or 1.0
+    everything = (
+        sum(
+            getattr(e, f"self_{t}_time_total")
+            for e in avgs
+            if not on_gpu
+            or (not trace_events.is_host(e) and not getattr(e, "is_user_annotation", False))
+        )
+        or 1.0
+    )
     out = []
     for e in sorted(avgs, key=lambda e: getattr(e, _key(sort_by)), reverse=True)[:row_limit]:
-        r: dict[str, Any] = {"name": short_name(e.key),
-                             **({"input_shapes": str(e.input_shapes)} if columns == "shapes" else {}), "calls": e.count}
+        r: dict[str, Any] = {
+            "name": short_name(e.key),
+            **({"input_shapes": str(e.input_shapes)} if columns == "shapes" else {}),
+            "calls": e.count,
+        }
         if columns == "time":
-            r |= {"self_cpu_ms": e.self_cpu_time_total / 1e3, "cpu_total_ms": e.cpu_time_total / 1e3} if on_gpu else {}
+            r |= (
+                {"self_cpu_ms": e.self_cpu_time_total / 1e3, "cpu_total_ms": e.cpu_time_total / 1e3}
+                if on_gpu
+                else {}
+            )
             r[f"self_{t}_share"] = getattr(e, f"self_{t}_time_total") / everything
         r[f"self_{t}_ms"] = getattr(e, f"self_{t}_time_total") / 1e3
         if columns != "memory":
@@ -49,27 +81,37 @@ def averages_frame(avgs, sort_by: str, row_limit: int = 10, columns: str = "time
         if columns == "time":
             r[f"{t}_avg_ms"] = getattr(e, f"{t}_time_total") / 1e3 / max(e.count, 1)
         if columns == "memory":
-            r |= {f"{k}_mem_mb": getattr(e, f"{k}_memory_usage") / 2**20
-                  for k in ("cpu", "self_cpu") + (("device", "self_device") if on_gpu else ())}
+            r |= {
+                f"{k}_mem_mb": getattr(e, f"{k}_memory_usage") / 2**20
+                for k in ("cpu", "self_cpu") + (("device", "self_device") if on_gpu else ())
+            }
         out.append(r)
     return pd.DataFrame(out)
 
 
-def show_table(avgs, sort_by: str, row_limit: int = 10, columns: str = "time", on_gpu: bool = False) -> None:
+def show_table(
+    avgs, sort_by: str, row_limit: int = 10, columns: str = "time", on_gpu: bool = False
+) -> None:
     """Print ``avgs.table(...)`` where it fits ``WIDTH``; else its width and the rows as a DataFrame."""
     text = avgs.table(sort_by=sort_by, row_limit=row_limit, max_name_column_width=NAME_WIDTH)
     if fits(text):
         print("\n".join(line.rstrip() for line in text.splitlines()))
         return
-    print(f"key_averages().table(): {max(len(line.rstrip()) for line in text.splitlines())} characters wide "
-          f"(~{WIDTH} fit here), as a DataFrame:")
+    print(
+        f"key_averages().table(): {max(len(line.rstrip()) for line in text.splitlines())} characters wide "
+        f"(~{WIDTH} fit here), as a DataFrame:"
+    )
     show(averages_frame(avgs, sort_by, row_limit, columns, on_gpu), precision=3)
 
 
 def call_levels(prof) -> dict[str, int]:
     """Each host row's smallest level in its thread's call tree (0: top level)."""
     out: dict[str, int] = {}
-    for e in (e for e in prof.events() if trace_events.is_host(e) and not profiling.is_device_annotation(e)):
+    for e in (
+        e
+        for e in prof.events()
+        if trace_events.is_host(e) and not profiling.is_device_annotation(e)
+    ):
         depth, parent = 0, e.cpu_parent
         while parent is not None:
             depth, parent = depth + 1, parent.cpu_parent
@@ -82,10 +124,22 @@ def orders_table(prof, keys: Mapping[str, str], active: int, top: int = 3):
     rows = [e for e in profiling.host_averages(prof) if trace_events.is_host(e)]
     levels = call_levels(prof)
     val = {o: (lambda e, k=k: getattr(e, _key(k)) / 1e3) for o, k in keys.items()}
-    return pd.DataFrame([{"order": o, "rank": i, "name": e.key, "level": levels.get(e.key),
-                          "calls_per_step": e.count / active, "self_ms": val["self"](e), "total_ms": val["total"](e),
-                          "per_call_ms": val["per call"](e)}
-                         for o in keys for i, e in enumerate(sorted(rows, key=val[o], reverse=True)[:top], 1)])
+    return pd.DataFrame(
+        [
+            {
+                "order": o,
+                "rank": i,
+                "name": e.key,
+                "level": levels.get(e.key),
+                "calls_per_step": e.count / active,
+                "self_ms": val["self"](e),
+                "total_ms": val["total"](e),
+                "per_call_ms": val["per call"](e),
+            }
+            for o in keys
+            for i, e in enumerate(sorted(rows, key=val[o], reverse=True)[:top], 1)
+        ]
+    )
 
 
 def phase_calls(prof, on_gpu: bool) -> dict[str, list[float]]:
@@ -97,13 +151,26 @@ def phase_calls(prof, on_gpu: bool) -> dict[str, list[float]]:
     if not on_gpu:
         return {p: [(b - a) / 1000.0 for a, b in r] for p, r in ranges.items()}
     launches = profiling.device_launches(prof)
-    mine = {p: [[(s, t) for launch, s, t in launches if a <= launch <= b] for a, b in r] for p, r in ranges.items()}
-    return {p: [(max(t for _, t in m) - min(s for s, _ in m)) / 1000.0 if m else math.nan for m in spans]
-            for p, spans in mine.items()}
+    mine = {
+        p: [[(s, t) for launch, s, t in launches if a <= launch <= b] for a, b in r]
+        for p, r in ranges.items()
+    }
+    return {
+        p: [
+            (max(t for _, t in m) - min(s for s, _ in m)) / 1000.0 if m else math.nan for m in spans
+        ]
+        for p, spans in mine.items()
+    }
 
 
-def phase_chart(pt, on_gpu: bool, active: int, title: str, calls: Mapping[str, list[float]] | None = None,
-                cpu_calls: Mapping[str, list[float]] | None = None):
+def phase_chart(
+    pt,
+    on_gpu: bool,
+    active: int,
+    title: str,
+    calls: Mapping[str, list[float]] | None = None,
+    cpu_calls: Mapping[str, list[float]] | None = None,
+):
     """Per phase: GPU beside CPU time on a GPU, CPU time on a CPU; whiskers from ``calls`` / ``cpu_calls``."""
     import matplotlib.pyplot as plt
 
@@ -112,7 +179,10 @@ def phase_chart(pt, on_gpu: bool, active: int, title: str, calls: Mapping[str, l
         if not data:
             return v, None
         c = [[x for x in data[p] if x == x] or [m] for p, m in zip(training.PHASES, v)]
-        return v, [[max(m - min(x), 0.0) for m, x in zip(v, c)], [max(max(x) - m, 0.0) for m, x in zip(v, c)]]
+        return v, [
+            [max(m - min(x), 0.0) for m, x in zip(v, c)],
+            [max(max(x) - m, 0.0) for m, x in zip(v, c)],
+        ]
 
     fig, ax = plt.subplots(figsize=(6, 3))
     y = np.arange(len(training.PHASES))
@@ -127,18 +197,27 @@ def phase_chart(pt, on_gpu: bool, active: int, title: str, calls: Mapping[str, l
         ax.barh(y, v, xerr=e, color=["#4c72b0", "#dd8452", "#55a868"], **kw)
     ax.set_yticks(y, training.PHASES)
     ax.invert_yaxis()
-    ax.set(xlabel=f"{'GPU' if on_gpu else 'CPU'} ms per step" + (" (whiskers: fastest to slowest)" if calls else ""),
-           title=title)
+    ax.set(
+        xlabel=f"{'GPU' if on_gpu else 'CPU'} ms per step"
+        + (" (whiskers: fastest to slowest)" if calls else ""),
+        title=title,
+    )
     return fig
 
 
 def timer_chart(timers: Mapping[str, list[float]], title: str):
     """The timers' readings: median bars, interquartile whiskers, log scale (a naive reading can be 1000x short)."""
     import matplotlib.pyplot as plt
+
     q = {n: [timing.percentile(t, p) for p in (25, 50, 75)] for n, t in timers.items()}
     fig, ax = plt.subplots(figsize=(6, 2.2))
-    ax.barh(list(q), [m for _, m, _ in q.values()], xerr=[[m - a for a, m, _ in q.values()],
-            [b - m for _, m, b in q.values()]], capsize=3, color=["#dd8452", "#4c72b0"])
+    ax.barh(
+        list(q),
+        [m for _, m, _ in q.values()],
+        xerr=[[m - a for a, m, _ in q.values()], [b - m for _, m, b in q.values()]],
+        capsize=3,
+        color=["#dd8452", "#4c72b0"],
+    )
     ax.set(xscale="log", xlabel="ms per call (median, interquartile whiskers)", title=title)
     return fig
 
@@ -148,17 +227,32 @@ def results_view(results, ref=None):
     df = results.table()
     df = df[~df["experiment"].isin(OWN_SECTION)].reset_index(drop=True)
     for col, default in DEFAULTS.items():
-        df[col] = [default if v is None or v != v else v for v in df[col]] if col in df.columns else default
-    df = df[[c for c in VIEW if c in df.columns]].assign(error=lambda d: d["error"].where(d["error"] != ""))
+        df[col] = (
+            [default if v is None or v != v else v for v in df[col]]
+            if col in df.columns
+            else default
+        )
+    df = df[[c for c in VIEW if c in df.columns]].assign(
+        error=lambda d: d["error"].where(d["error"] != "")
+    )
     if "top_op" in df.columns:
         df["top_op"] = [short_name(v) if isinstance(v, str) else v for v in df["top_op"]]
     df = df.dropna(axis=1, how="all")
-    same = {c: df[c].iloc[0] for c in ("batch_size", "precision", "deterministic", "status")
-            if c in df.columns and len(df) and df[c].nunique(dropna=False) == 1}
+    same = {
+        c: df[c].iloc[0]
+        for c in ("batch_size", "precision", "deterministic", "status")
+        if c in df.columns and len(df) and df[c].nunique(dropna=False) == 1
+    }
     if "batch_size" in same and "samples_per_s" in df.columns:
         df = df.drop(columns="samples_per_s")
-    df = df.drop(columns=list(same)).assign(profiled=lambda d: d["profiled"].map({True: "yes", False: "no"}))
-    words = {"batch_size": lambda v: f"batch size {int(v)}", "precision": str, "status": lambda v: f"status {v}",
-             "deterministic": lambda v: "deterministic" if v is True else "not deterministic"}
+    df = df.drop(columns=list(same)).assign(
+        profiled=lambda d: d["profiled"].map({True: "yes", False: "no"})
+    )
+    words = {
+        "batch_size": lambda v: f"batch size {int(v)}",
+        "precision": str,
+        "status": lambda v: f"status {v}",
+        "deterministic": lambda v: "deterministic" if v is True else "not deterministic",
+    }
     caption = "Every row: " + ", ".join(words[c](v) for c, v in same.items()) + "." if same else ""
     return reference.add_column(df, ref, "step_ms_mean"), caption

@@ -1,4 +1,5 @@
 """``python -m helpers.lessons.torch_compile SPEC``: one compiled step in a fresh process (``dynamo.start_child``)."""
+
 import json
 import sys
 

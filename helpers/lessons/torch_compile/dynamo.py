@@ -24,6 +24,7 @@ def dynamo_times() -> dict[str, float]:
     """Dynamo's cumulative compile-time metrics (seconds per timer) so far in this process ({} if the API moved)."""
     try:
         from torch._dynamo.utils import compile_times
+
         headers, values = compile_times(repr="csv", aggregate=True)
         return {h: float(v) for h, v in zip(headers, values)}
     except Exception:  # noqa: BLE001
@@ -39,12 +40,15 @@ def compile_seconds(before: dict[str, float], after: dict[str, float]) -> float 
 def graph_counters() -> dict[str, int]:
     """Since Dynamo's counters were cleared: graphs, breaks, FX cache hits and misses, cudagraph skips."""
     from torch._dynamo.utils import counters
+
     ind = counters["inductor"]
-    return {"graphs": int(counters["stats"].get("unique_graphs", 0)),
-            "graph_breaks": int(sum(counters["graph_break"].values())),
-            "cudagraph_skips": int(ind.get("cudagraph_skips", 0)),
-            "fx_graph_cache_hits": int(ind.get("fxgraph_cache_hit", 0)),
-            "fx_graph_cache_misses": int(ind.get("fxgraph_cache_miss", 0))}
+    return {
+        "graphs": int(counters["stats"].get("unique_graphs", 0)),
+        "graph_breaks": int(sum(counters["graph_break"].values())),
+        "cudagraph_skips": int(ind.get("cudagraph_skips", 0)),
+        "fx_graph_cache_hits": int(ind.get("fxgraph_cache_hit", 0)),
+        "fx_graph_cache_misses": int(ind.get("fxgraph_cache_miss", 0)),
+    }
 
 
 def use_inductor_cache(path: str | os.PathLike, clear: bool = True) -> Path:
@@ -54,31 +58,46 @@ def use_inductor_cache(path: str | os.PathLike, clear: bool = True) -> Path:
         shutil.rmtree(p)
     p.mkdir(parents=True, exist_ok=True)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(p)
-    os.environ.pop("TRITON_CACHE_DIR", None)  # Inductor sets it at its first Triton kernel: re-derived from p
+    os.environ.pop(
+        "TRITON_CACHE_DIR", None
+    )  # Inductor sets it at its first Triton kernel: re-derived from p
     torch._dynamo.reset()
     from torch._inductor import codecache
-    for name in ("PyCodeCache", "CppCodeCache", "CppPythonBindingsCodeCache", "CppWrapperCodeCache"):
+
+    for name in (
+        "PyCodeCache",
+        "CppCodeCache",
+        "CppPythonBindingsCodeCache",
+        "CppWrapperCodeCache",
+    ):
         getattr(getattr(codecache, name, None), "cache_clear", lambda: None)()
     return p
 
 
 def tf32_settings() -> dict[str, Any]:
     """What fp32 matrix products and convolutions may use (TF32 on Ampere/Hopper), recorded in every row."""
-    return {"float32_matmul_precision": torch.get_float32_matmul_precision(),
-            "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
-            "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32)}
+    return {
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+    }
 
 
 def article_model(name: str, num_classes: int = 10) -> torch.nn.Module:
     """The article's models (random weights), or ``swin_mini`` / ``convnext_mini`` of the same classes."""
     import torchvision
     from torchvision.models import convnext, swin_transformer
+
     if name == "swin_mini":
-        return swin_transformer.SwinTransformer([4, 4], 32, [2, 2], [2, 4], [4, 4], stochastic_depth_prob=0.2,
-                                                num_classes=num_classes)
+        return swin_transformer.SwinTransformer(
+            [4, 4], 32, [2, 2], [2, 4], [4, 4], stochastic_depth_prob=0.2, num_classes=num_classes
+        )
     if name == "convnext_mini":
-        return convnext.ConvNeXt([convnext.CNBlockConfig(32, 64, 2), convnext.CNBlockConfig(64, None, 2)],
-                                 stochastic_depth_prob=0.2, num_classes=num_classes)
+        return convnext.ConvNeXt(
+            [convnext.CNBlockConfig(32, 64, 2), convnext.CNBlockConfig(64, None, 2)],
+            stochastic_depth_prob=0.2,
+            num_classes=num_classes,
+        )
     if name not in ARTICLE_MODELS:
         raise ValueError(f"unknown article model {name!r}; choose one of {ARTICLE_MODELS}")
     return torchvision.models.get_model(name, weights=None, num_classes=num_classes)
@@ -89,22 +108,37 @@ def explain_model(name: str, image_size: int, device=None, batch_size: int = 2) 
     t0 = time.perf_counter()
     model = article_model(name).to(device).train()
     torch._dynamo.reset()
-    out = torch._dynamo.explain(model)(torch.randn(batch_size, 3, image_size, image_size, device=device))
+    out = torch._dynamo.explain(model)(
+        torch.randn(batch_size, 3, image_size, image_size, device=device)
+    )
     torch._dynamo.reset()
-    reasons = [f"{str(r.reason).strip().splitlines()[0][:160]} at {Path(r.user_stack[-1].filename).name}:"
-               f"{r.user_stack[-1].lineno}" if r.user_stack else str(r.reason)[:160] for r in out.break_reasons]
-    return {"graphs": out.graph_count, "graph_breaks": out.graph_break_count, "ops": out.op_count,
-            "reasons": reasons, "explain_s": round(time.perf_counter() - t0, 2)}
+    reasons = [
+        f"{str(r.reason).strip().splitlines()[0][:160]} at {Path(r.user_stack[-1].filename).name}:"
+        f"{r.user_stack[-1].lineno}"
+        if r.user_stack
+        else str(r.reason)[:160]
+        for r in out.break_reasons
+    ]
+    return {
+        "graphs": out.graph_count,
+        "graph_breaks": out.graph_break_count,
+        "ops": out.op_count,
+        "reasons": reasons,
+        "explain_s": round(time.perf_counter() - t0, 2),
+    }
 
 
 # -- cold and warm starts in fresh processes ---------------------------------------------------------------------
 def start_child(spec: dict[str, Any]) -> dict[str, Any]:
     """One fresh process's work: a small MLP's compiled step, first steps timed; compile time, cache counters."""
     from torch._dynamo.utils import counters
+
     device = torch.device(spec.get("device", "cpu"))
     torch.manual_seed(0)
     d, h, b = 3 * spec["image_size"] ** 2, spec["hidden"], spec["batch_size"]
-    model = torch.nn.Sequential(torch.nn.Linear(d, h), torch.nn.ReLU(), torch.nn.Linear(h, 10)).to(device)
+    model = torch.nn.Sequential(torch.nn.Linear(d, h), torch.nn.ReLU(), torch.nn.Linear(h, 10)).to(
+        device
+    )
     model = torch.compile(model)
     opt = torch.optim.RAdam(model.parameters())
     x, y = torch.randn(b, d, device=device), torch.randint(0, 10, (b,), device=device)
@@ -119,20 +153,36 @@ def start_child(spec: dict[str, Any]) -> dict[str, Any]:
             torch.cuda.synchronize(device)
         first.append(time.perf_counter() - t0)
     g = graph_counters()
-    return {"compile_s": compile_seconds(before, dynamo_times()), "first_steps_s": round(sum(first), 3),
-            "fx_graph_cache_hits": g["fx_graph_cache_hits"], "fx_graph_cache_misses": g["fx_graph_cache_misses"]}
+    return {
+        "compile_s": compile_seconds(before, dynamo_times()),
+        "first_steps_s": round(sum(first), 3),
+        "fx_graph_cache_hits": g["fx_graph_cache_hits"],
+        "fx_graph_cache_misses": g["fx_graph_cache_misses"],
+    }
 
 
 def start_run(cache_dir: str | os.PathLike, timeout: float = 600, **spec: Any) -> dict[str, Any]:
     """``start_child`` in a new process with its own Inductor cache, plus ``process_s`` (whole process)."""
     root = project_root()
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache_dir),
-           "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    for k in ("TORCH_LOGS", "TRITON_CACHE_DIR"):  # an inherited Triton cache would make the cold start warm
+    env = {
+        **os.environ,
+        "TORCHINDUCTOR_CACHE_DIR": str(cache_dir),
+        "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
+    for k in (
+        "TORCH_LOGS",
+        "TRITON_CACHE_DIR",
+    ):  # an inherited Triton cache would make the cold start warm
         env.pop(k, None)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-W", "ignore", "-m", "helpers.lessons.torch_compile", json.dumps(spec)],
-                          env=env, cwd=root, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-W", "ignore", "-m", "helpers.lessons.torch_compile", json.dumps(spec)],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         err = [ln for ln in proc.stderr.splitlines() if ln.strip()] or ["no output"]
@@ -145,4 +195,6 @@ def cold_warm_start(cache_dir: str | os.PathLike, **spec: Any) -> dict[str, Any]
     p = Path(cache_dir)
     shutil.rmtree(p, ignore_errors=True)
     p.mkdir(parents=True)
-    return {f"{k}_{which}": v for which in ("cold", "warm") for k, v in start_run(p, **spec).items()}
+    return {
+        f"{k}_{which}": v for which in ("cold", "warm") for k, v in start_run(p, **spec).items()
+    }

@@ -23,12 +23,19 @@ def _above(peak: float | None, base: float | None) -> float | None:
     return None if peak is None else round(peak - (base or 0.0), 1)
 
 
-def run_cell(step: Callable[[], torch.Tensor], *, steps: int, compile_steps: int = 2, device=None,
-             compiled: bool = True) -> dict[str, Any]:
+def run_cell(
+    step: Callable[[], torch.Tensor],
+    *,
+    steps: int,
+    compile_steps: int = 2,
+    device=None,
+    compiled: bool = True,
+) -> dict[str, Any]:
     """A cell's ``step`` (returns the loss) timed: ``compile_steps`` first steps apart, then ``steps`` steady ones; peak
     memory above the allocation at the start, each part apart; ``step.scaler`` (fp16): its skipped steps."""
     from torch._dynamo.utils import counters
     from torch._inductor import config as inductor_config
+
     counters.clear()
     base = round(torch.cuda.memory_allocated(device) / 2**20, 1) if dv.is_cuda(device) else None
     losses: list[torch.Tensor] = []
@@ -40,32 +47,48 @@ def run_cell(step: Callable[[], torch.Tensor], *, steps: int, compile_steps: int
         losses.append(step())
         dv.synchronize(device)
         first_ms.append((time.perf_counter() - t0) * 1000.0)
-    first_peak = (_above(dv.peak_memory_mb(device), base), _above(dv.peak_reserved_mb(device), base))
+    first_peak = (
+        _above(dv.peak_memory_mb(device), base),
+        _above(dv.peak_reserved_mb(device), base),
+    )
     graphs = graph_counters()
     dv.reset_peak_memory(device)
     times = time_steps(lambda: losses.append(step()), steps=steps, warmup=0, device=device)
-    m: dict[str, Any] = {**times.metrics(), "first_steps_ms": [round(t, 3) for t in first_ms],
-                         "first_steps_s": round(sum(first_ms) / 1000.0, 3),
-                         "first_steps_peak_mem_mb": first_peak[0], "first_steps_peak_reserved_mb": first_peak[1],
-                         "steady_peak_mem_mb": _above(dv.peak_memory_mb(device), base),
-                         "steady_peak_reserved_mb": _above(dv.peak_reserved_mb(device), base),
-                         "fallback_random": bool(inductor_config.fallback_random), **tf32_settings()}
+    m: dict[str, Any] = {
+        **times.metrics(),
+        "first_steps_ms": [round(t, 3) for t in first_ms],
+        "first_steps_s": round(sum(first_ms) / 1000.0, 3),
+        "first_steps_peak_mem_mb": first_peak[0],
+        "first_steps_peak_reserved_mb": first_peak[1],
+        "steady_peak_mem_mb": _above(dv.peak_memory_mb(device), base),
+        "steady_peak_reserved_mb": _above(dv.peak_reserved_mb(device), base),
+        "fallback_random": bool(inductor_config.fallback_random),
+        **tf32_settings(),
+    }
     if compiled:
         dyn = compile_seconds(before, dynamo_times())
         m["compile_s"] = dyn if dyn is not None else round((first_ms[0] - times.median) / 1000.0, 3)
         m.update(graphs)
-        m["steady_graphs"] = graph_counters()["graphs"] - graphs["graphs"]  # recompiles in the steady steps
+        m["steady_graphs"] = (
+            graph_counters()["graphs"] - graphs["graphs"]
+        )  # recompiles in the steady steps
     scaler = getattr(step, "scaler", None)
     m["grad_scaler"] = scaler is not None
-    if scaler is not None:  # GradScaler halves its scale at each skipped (overflowing) step; grows every 2000
-        m["scaler_skipped_steps"] = round(math.log2(2.0 ** 16 / float(scaler.get_scale())))
+    if (
+        scaler is not None
+    ):  # GradScaler halves its scale at each skipped (overflowing) step; grows every 2000
+        m["scaler_skipped_steps"] = round(math.log2(2.0**16 / float(scaler.get_scale())))
     m["losses"] = [float(v) for v in torch.stack(losses).float().cpu()]
     m["step_times_ms"] = [round(t, 3) for t in times.times_ms]
     return m
 
 
-def break_even_whole_run(eager_first_ms: Sequence[float], eager_ms: float,
-                         compiled_first_ms: Sequence[float], compiled_ms: float) -> int | str:
+def break_even_whole_run(
+    eager_first_ms: Sequence[float],
+    eager_ms: float,
+    compiled_first_ms: Sequence[float],
+    compiled_ms: float,
+) -> int | str:
     """The fewest steps at which the compiled run takes no longer than eager; ``"never"`` if its step is not faster."""
     n0 = len(compiled_first_ms)
     if n0 != len(eager_first_ms) or n0 < 1:
@@ -79,77 +102,159 @@ def break_even_whole_run(eager_first_ms: Sequence[float], eager_ms: float,
 def derive(eager: Mapping[str, Any], m: dict[str, Any], c: Mapping[str, Any], rtol: float) -> None:
     """Into a compiled row's ``m``: ``speedup`` (interval, verdict), loss parity within ``rtol``, the break-even."""
     p = compare(eager["losses"], m["losses"], rtol=rtol)
-    m.update(speedup=c["ratio"], speedup_low=c["low"], speedup_high=c["high"], verdict=c["verdict"],
-             loss_match=bool(p["close"]), max_rel_loss_diff=p["max_rel_diff"])
+    m.update(
+        speedup=c["ratio"],
+        speedup_low=c["low"],
+        speedup_high=c["high"],
+        verdict=c["verdict"],
+        loss_match=bool(p["close"]),
+        max_rel_loss_diff=p["max_rel_diff"],
+    )
     stat = np.median if c["metric"].endswith("median") else np.mean
     a, b = (float(stat(c["samples"][k])) for k in ("a", "b"))
-    m["break_even_steps"] = (break_even_whole_run(eager["first_steps_ms"], a, m["first_steps_ms"], b)
-                             if resolved(c) else "not resolved")
+    m["break_even_steps"] = (
+        break_even_whole_run(eager["first_steps_ms"], a, m["first_steps_ms"], b)
+        if resolved(c)
+        else "not resolved"
+    )
 
 
-def interleave(results, kept: Mapping[str, Callable[[], Any]], rounds: int, pairs: Sequence[tuple[str, str]],
-               device=None) -> tuple[int, list[dict[str, Any]]]:
+def interleave(
+    results,
+    kept: Mapping[str, Callable[[], Any]],
+    rounds: int,
+    pairs: Sequence[tuple[str, str]],
+    device=None,
+) -> tuple[int, list[dict[str, Any]]]:
     """``kept`` re-timed in interleaved rounds, ``pairs`` compared (by the median where graphs were compiled meanwhile):
     ``(those graphs, comparisons)``."""
     from torch._dynamo.utils import counters
+
     g0 = counters["stats"].get("unique_graphs", 0)
-    times = interleaved_times(dict(kept), rounds, device, cpu_time=True)  # a CPU: CPU time, unstretched by other load
+    times = interleaved_times(
+        dict(kept), rounds, device, cpu_time=True
+    )  # a CPU: CPU time, unstretched by other load
     recompiled = counters["stats"].get("unique_graphs", 0) - g0
-    kw = {"metric": "step_ms_median", "statistic": np.median} if recompiled else {"metric": "step_ms_mean"}
+    kw = (
+        {"metric": "step_ms_median", "statistic": np.median}
+        if recompiled
+        else {"metric": "step_ms_mean"}
+    )
     for n, t in times.items():
-        results.get(n)["metrics"].update(interleaved_ms_mean=round(t.mean, 3), interleaved_ms_median=round(t.median, 3))
-    return recompiled, [results.compare(a, b, times[a].times_ms, times[b].times_ms, **kw)
-                        for a, b in pairs if a in times and b in times]
+        results.get(n)["metrics"].update(
+            interleaved_ms_mean=round(t.mean, 3), interleaved_ms_median=round(t.median, 3)
+        )
+    return recompiled, [
+        results.compare(a, b, times[a].times_ms, times[b].times_ms, **kw)
+        for a, b in pairs
+        if a in times and b in times
+    ]
 
 
-def run_matrix(results, cells: Sequence[Sequence[str]], make_step: Callable[..., Callable], batch_size: int,
-               steps: int, *, rounds: int, rtol: Mapping[str, float], budget=None, later_s: float | None = None,
-               together: bool = False, pairs: Sequence[tuple[str, str]] = (), device=None,
-               extra_config: Mapping[str, Any] | None = None, compile_steps: int = 2) -> dict[str, Any]:
+def run_matrix(
+    results,
+    cells: Sequence[Sequence[str]],
+    make_step: Callable[..., Callable],
+    batch_size: int,
+    steps: int,
+    *,
+    rounds: int,
+    rtol: Mapping[str, float],
+    budget=None,
+    later_s: float | None = None,
+    together: bool = False,
+    pairs: Sequence[tuple[str, str]] = (),
+    device=None,
+    extra_config: Mapping[str, Any] | None = None,
+    compile_steps: int = 2,
+) -> dict[str, Any]:
     """Run ``cells`` (``(model, precision, mode)``, most important first) as rows, grouped by (model, precision) (or
     together): each group re-timed interleaved, compiled compared with eager (and ``pairs``), derived, freed.
     ``later_s`` of ``budget`` is kept for the lessons after. Returns ``{names, recompiles, comparisons}``."""
     groups: dict[Any, list] = {}
     for c in cells:
         groups.setdefault(0 if together else tuple(c[:2]), []).append(tuple(c))
-    out: dict[str, Any] = {"names": [cell_name(*c, batch_size) for c in cells], "recompiles": 0, "comparisons": []}
+    out: dict[str, Any] = {
+        "names": [cell_name(*c, batch_size) for c in cells],
+        "recompiles": 0,
+        "comparisons": [],
+    }
     for group in groups.values():
         kept: dict[str, Callable] = {}
         for model, precision, mode in group:
             name, t0 = cell_name(model, precision, mode, batch_size), time.perf_counter()
-            cfg = {"model": model, "precision": precision, "mode": mode, "batch_size": batch_size, "steps": steps,
-                   **(extra_config or {})}
+            cfg = {
+                "model": model,
+                "precision": precision,
+                "mode": mode,
+                "batch_size": batch_size,
+                "steps": steps,
+                **(extra_config or {}),
+            }
             left = None if later_s is None or budget is None else budget.left() - later_s
             if left is not None and left <= 0:
-                results.add(name, cfg, status="failed", error=f"OverBudget: skipped: the last {later_s:g} s of the "
-                            "time budget are kept for the lessons after the matrix")
+                results.add(
+                    name,
+                    cfg,
+                    status="failed",
+                    error=f"OverBudget: skipped: the last {later_s:g} s of the "
+                    "time budget are kept for the lessons after the matrix",
+                )
                 continue
 
             def run(model=model, precision=precision, mode=mode, name=name):
-                step = make_step(model, precision, mode, batch_size)   # a bad cell is refused here, before a reset
+                step = make_step(
+                    model, precision, mode, batch_size
+                )  # a bad cell is refused here, before a reset
                 if not kept:
                     torch._dynamo.reset()  # forget earlier graphs (the previous group's were released at its end)
                 kept[name] = step
-                return run_cell(kept[name], steps=steps, compile_steps=compile_steps, device=device,
-                                compiled=mode != "eager")
-            row = results.record(name, cfg, run if budget is None else budget.wrap(run, left), verbose=False)
+                return run_cell(
+                    kept[name],
+                    steps=steps,
+                    compile_steps=compile_steps,
+                    device=device,
+                    compiled=mode != "eager",
+                )
+
+            row = results.record(
+                name, cfg, run if budget is None else budget.wrap(run, left), verbose=False
+            )
             if row["status"] != "ok":
                 kept.pop(name, None)
-            print(f"{name:<34} {row['status']:<6} {time.perf_counter() - t0:6.1f} s"
-                  + (f"  {row['error']}" if row["error"] else ""))
+            print(
+                f"{name:<34} {row['status']:<6} {time.perf_counter() - t0:6.1f} s"
+                + (f"  {row['error']}" if row["error"] else "")
+            )
         key = lambda n: tuple(results.get(n)["config"][k] for k in ("model", "precision"))  # noqa: E731
         eager = {key(n): n for n in kept if results.get(n)["config"]["mode"] == "eager"}
-        vs_eager = [(eager[key(n)], n) for n in kept if results.get(n)["config"]["mode"] != "eager" and key(n) in eager]
+        vs_eager = [
+            (eager[key(n)], n)
+            for n in kept
+            if results.get(n)["config"]["mode"] != "eager" and key(n) in eager
+        ]
         if rounds and len(kept) >= 2:
             recompiled, found = interleave(results, kept, rounds, vs_eager + list(pairs), device)
         else:  # no rounds: the cells' own steady steps (sequential), said so in the metric
-            recompiled, found = 0, [results.compare(a, b, results.get(a)["metrics"]["step_times_ms"],
-                                                    results.get(b)["metrics"]["step_times_ms"],
-                                                    metric="step_ms_mean_sequential") for a, b in vs_eager]
+            recompiled, found = (
+                0,
+                [
+                    results.compare(
+                        a,
+                        b,
+                        results.get(a)["metrics"]["step_times_ms"],
+                        results.get(b)["metrics"]["step_times_ms"],
+                        metric="step_ms_mean_sequential",
+                    )
+                    for a, b in vs_eager
+                ],
+            )
         for c in found:
             if (c["a"], c["b"]) in vs_eager:
                 b = results.get(c["b"])
-                derive(results.get(c["a"])["metrics"], b["metrics"], c, rtol[b["config"]["precision"]])
+                derive(
+                    results.get(c["a"])["metrics"], b["metrics"], c, rtol[b["config"]["precision"]]
+                )
         out["recompiles"] += recompiled
         out["comparisons"] += found
         if kept:
@@ -167,23 +272,42 @@ def release(device=None) -> None:
         torch.cuda.empty_cache()
 
 
-def whole_run(eager: Mapping[str, Any], compiled: Mapping[str, Any], c: Mapping[str, Any],
-              run_s: float) -> dict[str, Any] | None:
+def whole_run(
+    eager: Mapping[str, Any], compiled: Mapping[str, Any], c: Mapping[str, Any], run_s: float
+) -> dict[str, Any] | None:
     """Eager's time over compiled's (interval, verdict) over ``steps`` lasting ``run_s`` s eager; None if unresolved."""
     if not resolved(c):
         return None
-    k, ef, cf = len(eager["first_steps_ms"]), sum(eager["first_steps_ms"]), sum(compiled["first_steps_ms"])
+    k, ef, cf = (
+        len(eager["first_steps_ms"]),
+        sum(eager["first_steps_ms"]),
+        sum(compiled["first_steps_ms"]),
+    )
     stat = np.median if "median" in c["metric"] else np.mean
-    e_ms = (float(stat(c["samples"]["a"])) if c.get("samples") else
-            float(eager[c["metric"].replace("_sequential", "")]))
+    e_ms = (
+        float(stat(c["samples"]["a"]))
+        if c.get("samples")
+        else float(eager[c["metric"].replace("_sequential", "")])
+    )
     n = max(k, round(run_s * 1000.0 / e_ms))
-    whole = {w: (ef + (n - k) * e_ms) / (cf + (n - k) * e_ms / c[w]) for w in ("ratio", "low", "high")}
+    whole = {
+        w: (ef + (n - k) * e_ms) / (cf + (n - k) * e_ms / c[w]) for w in ("ratio", "low", "high")
+    }
     verdict = "faster" if whole["low"] > 1 else "slower" if whole["high"] < 1 else "no difference"
     return {**{w: round(v, 3) for w, v in whole.items()}, "steps": n, "verdict": verdict}
 
 
-def profile_pair(results, make_step: Callable[..., Callable], model: str, precision: str, batch_size: int, *,
-                 budget=None, device=None, active: int = 3) -> dict[str, dict[str, Any]]:
+def profile_pair(
+    results,
+    make_step: Callable[..., Callable],
+    model: str,
+    precision: str,
+    batch_size: int,
+    *,
+    budget=None,
+    device=None,
+    active: int = 3,
+) -> dict[str, dict[str, Any]]:
     """Profile ``active`` steady steps of a cell, eager and compiled, as rows: op and kernel calls per step."""
     from ...measure.profiling import fresh_trace_dir, profile_steps
     from perf_doctor.views import open_trace
@@ -197,16 +321,32 @@ def profile_pair(results, make_step: Callable[..., Callable], model: str, precis
         profile_steps(step, wait=0, warmup=1, active=active, device=device, trace_dir=tdir)
         t = open_trace(tdir)
         n, kern = max(len(t.step_times()), 1), (t.kernels() if t.has_gpu else None)
-        return {"trace_dir": str(tdir), "steps_recorded": len(t.step_times()),
-                "trace_step_ms_mean": round(float(t.step_times().step_ms.mean()), 3),
-                "op_calls_per_step": round(float(t.operators().calls.sum()) / n, 1),
-                "kernel_calls_per_step": round(float(kern.calls.sum()) / n, 1) if kern is not None else None}
+        return {
+            "trace_dir": str(tdir),
+            "steps_recorded": len(t.step_times()),
+            "trace_step_ms_mean": round(float(t.step_times().step_ms.mean()), 3),
+            "op_calls_per_step": round(float(t.operators().calls.sum()) / n, 1),
+            "kernel_calls_per_step": round(float(kern.calls.sum()) / n, 1)
+            if kern is not None
+            else None,
+        }
 
     out = {}
     for mode in ("eager", "default"):
-        cfg = {"what": "profile", "model": model, "precision": precision, "mode": mode, "batch_size": batch_size}
-        fn = (lambda mode=mode: run(mode))
-        row = results.record(f"profiled {model} {precision} {mode}", cfg, fn if budget is None else budget.wrap(fn))
+        cfg = {
+            "what": "profile",
+            "model": model,
+            "precision": precision,
+            "mode": mode,
+            "batch_size": batch_size,
+        }
+
+        def fn(mode=mode):
+            return run(mode)
+
+        row = results.record(
+            f"profiled {model} {precision} {mode}", cfg, fn if budget is None else budget.wrap(fn)
+        )
         if row["status"] == "ok":
             out[mode] = row["metrics"]
     return out

@@ -7,16 +7,55 @@ import pandas as pd
 
 # the source article's figures (V100 16 GB, PyTorch 2.0 nightly, AMP = fp16 autocast with a GradScaler): each
 # (model, precision)'s whole training run, eager and compiled, in seconds
-ARTICLE = {("swin_b", "fp16"): {"label": "Swin-B AMP", "eager_s": 19 * 60 + 33, "compiled_s": 13 * 60 + 49},
-           ("swin_t", "fp16"): {"label": "Swin-T AMP", "eager_s": 11 * 60 + 46, "compiled_s": 12 * 60 + 17},
-           ("convnext_large", "fp16"): {"label": "ConvNeXt-L AMP", "eager_s": 16 * 60 + 57, "compiled_s": 15 * 60 + 56}}
+ARTICLE = {
+    ("swin_b", "fp16"): {
+        "label": "Swin-B AMP",
+        "eager_s": 19 * 60 + 33,
+        "compiled_s": 13 * 60 + 49,
+    },
+    ("swin_t", "fp16"): {
+        "label": "Swin-T AMP",
+        "eager_s": 11 * 60 + 46,
+        "compiled_s": 12 * 60 + 17,
+    },
+    ("convnext_large", "fp16"): {
+        "label": "ConvNeXt-L AMP",
+        "eager_s": 16 * 60 + 57,
+        "compiled_s": 15 * 60 + 56,
+    },
+}
 # dense fp16/bf16 tensor-core peaks (TFLOP/s, the vendor's datasheets; SXM parts), by a part of the device's name;
 # forward multiply-adds per 224x224 image (G), torchvision's weights metadata ("_ops", listed as GFLOPS)
-PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "V100": 125.0, "A10G": 70.0, "L4": 121.0}
+PEAK_TFLOPS = {
+    "H100": 989.0,
+    "H200": 989.0,
+    "A100": 312.0,
+    "V100": 125.0,
+    "A10G": 70.0,
+    "L4": 121.0,
+}
 GMACS = {"swin_t": 4.491, "swin_b": 15.431, "convnext_large": 34.361}
-COLUMNS = ("model", "precision", "mode", "status", "step_ms", "speedup", "95% interval", "verdict", "loss_match",
-           "max_rel_loss_diff", "compile_s", "first_steps_s", "break_even_steps", "steady_peak_mem_mb",
-           "steady_peak_reserved_mb", "graphs", "graph_breaks", "scaler_skipped_steps", "error")
+COLUMNS = (
+    "model",
+    "precision",
+    "mode",
+    "status",
+    "step_ms",
+    "speedup",
+    "95% interval",
+    "verdict",
+    "loss_match",
+    "max_rel_loss_diff",
+    "compile_s",
+    "first_steps_s",
+    "break_even_steps",
+    "steady_peak_mem_mb",
+    "steady_peak_reserved_mb",
+    "graphs",
+    "graph_breaks",
+    "scaler_skipped_steps",
+    "error",
+)
 
 
 def matrix_table(results, names: Sequence[str]):
@@ -24,25 +63,46 @@ def matrix_table(results, names: Sequence[str]):
     rows = []
     for r in map(results.get, names):
         m = r["metrics"]
-        interval = f"{m['speedup_low']:.2f}–{m['speedup_high']:.2f}" if m.get("speedup_low") is not None else None
-        rows.append({**{k: r["config"][k] for k in ("model", "precision", "mode")}, "status": r["status"],
-                     "step_ms": m.get("interleaved_ms_mean", m.get("step_ms_mean")), **m, "95% interval": interval,
-                     "error": r["error"]})
+        interval = (
+            f"{m['speedup_low']:.2f}–{m['speedup_high']:.2f}"
+            if m.get("speedup_low") is not None
+            else None
+        )
+        rows.append(
+            {
+                **{k: r["config"][k] for k in ("model", "precision", "mode")},
+                "status": r["status"],
+                "step_ms": m.get("interleaved_ms_mean", m.get("step_ms_mean")),
+                **m,
+                "95% interval": interval,
+                "error": r["error"],
+            }
+        )
     df = pd.DataFrame(rows)
     return df[[c for c in COLUMNS if c in df.columns and df[c].notna().any()]]
 
 
 def rows_table(results, prefix: str, keys: Sequence[str]):
     """The rows whose name starts with ``prefix`` (``"explain "``, ``"profiled "``): their ``keys`` metrics."""
-    return pd.DataFrame([{"row": e["name"][len(prefix):], "status": e["status"],
-                          **{k: e["metrics"].get(k) for k in keys}} for e in results.experiments
-                         if e["name"].startswith(prefix)])
+    return pd.DataFrame(
+        [
+            {
+                "row": e["name"][len(prefix) :],
+                "status": e["status"],
+                **{k: e["metrics"].get(k) for k in keys},
+            }
+            for e in results.experiments
+            if e["name"].startswith(prefix)
+        ]
+    )
 
 
 def starts_table(m: Mapping[str, Any]):
     """The fresh-process starts' metrics (``dynamo.cold_warm_start``) as a table, cold beside warm."""
     keys = sorted({k.rsplit("_", 1)[0] for k in m})
-    return pd.DataFrame({"metric": keys, **{w: [m.get(f"{k}_{w}") for k in keys] for w in ("cold", "warm")}})
+    return pd.DataFrame(
+        {"metric": keys, **{w: [m.get(f"{k}_{w}") for k in keys] for w in ("cold", "warm")}}
+    )
 
 
 def _row_of(src, name: str):
@@ -50,7 +110,9 @@ def _row_of(src, name: str):
     return row if row and row.get("status") == "ok" else None
 
 
-def whole_run_rows(results, ref, batch_size: int, ref_batch_size: int, analogue=None) -> list[dict[str, Any]]:
+def whole_run_rows(
+    results, ref, batch_size: int, ref_batch_size: int, analogue=None
+) -> list[dict[str, Any]]:
     """Per ``ARTICLE`` cell, for ``reference.article_table``: compiled vs eager over a whole run as long as the
     article's, reference and this run (``analogue`` stands in for the first where missing)."""
     from .experiment import cell_name, whole_run
@@ -60,18 +122,29 @@ def whole_run_rows(results, ref, batch_size: int, ref_batch_size: int, analogue=
             return None
         names = [cell_name(model, precision, m, bs) for m in ("eager", "default")]
         rows, c = [_row_of(src, n) for n in names], src.comparison(*names)
-        return whole_run(rows[0]["metrics"], rows[1]["metrics"], c, run_s) if all(rows) and c else None
+        return (
+            whole_run(rows[0]["metrics"], rows[1]["metrics"], c, run_s) if all(rows) and c else None
+        )
 
     out = []
     for k, ((model, precision), a) in enumerate(ARTICLE.items()):
         mine, used = entry(results, model, precision, batch_size, a["eager_s"]), None
         if mine is None and k == 0 and analogue is not None:
             mine, used = entry(results, *analogue, batch_size, a["eager_s"]), tuple(analogue)
-        out.append({"effect": f"{a['label']}, compiled vs eager: a whole run as long as the article's",
-                    "article": " -> ".join(f"{s // 60}:{s % 60:02d}" for s in (a["eager_s"], a["compiled_s"]))
-                               + f", {a['eager_s'] / a['compiled_s']:.2f}x",
-                    "article_ratio": round(a["eager_s"] / a["compiled_s"], 2), "model": model, "analogue": used,
-                    "reference": entry(ref, model, precision, ref_batch_size, a["eager_s"]), "this_run": mine})
+        out.append(
+            {
+                "effect": f"{a['label']}, compiled vs eager: a whole run as long as the article's",
+                "article": " -> ".join(
+                    f"{s // 60}:{s % 60:02d}" for s in (a["eager_s"], a["compiled_s"])
+                )
+                + f", {a['eager_s'] / a['compiled_s']:.2f}x",
+                "article_ratio": round(a["eager_s"] / a["compiled_s"], 2),
+                "model": model,
+                "analogue": used,
+                "reference": entry(ref, model, precision, ref_batch_size, a["eager_s"]),
+                "this_run": mine,
+            }
+        )
     return out
 
 
@@ -79,19 +152,39 @@ def chart_data(rows: Sequence[Mapping[str, Any]]):
     """``speedup_chart``'s bars: per row the article's ratio, the reference's and this run's with intervals."""
     bars = []
     for r in (r for r in rows if r.get("article_ratio") is not None):
-        bars.append({"model": r["model"], "source": "article", "ratio": r["article_ratio"], "low": None, "high": None})
+        bars.append(
+            {
+                "model": r["model"],
+                "source": "article",
+                "ratio": r["article_ratio"],
+                "low": None,
+                "high": None,
+            }
+        )
         for src, key in (("H100 reference", "reference"), ("this run", "this_run")):
             e = r.get(key)
             if isinstance(e, Mapping) and e.get("ratio") is not None:
-                label = r["model"] if key == "reference" or not r.get("analogue") else " ".join(r["analogue"])
-                bars.append({"model": label, "source": src, "ratio": e["ratio"], "low": e.get("low"),
-                             "high": e.get("high")})
+                label = (
+                    r["model"]
+                    if key == "reference" or not r.get("analogue")
+                    else " ".join(r["analogue"])
+                )
+                bars.append(
+                    {
+                        "model": label,
+                        "source": src,
+                        "ratio": e["ratio"],
+                        "low": e.get("low"),
+                        "high": e.get("high"),
+                    }
+                )
     return pd.DataFrame(bars, columns=["model", "source", "ratio", "low", "high"])
 
 
 def speedup_chart(rows: Sequence[Mapping[str, Any]]):
     """Horizontal bars of ``chart_data`` (article grey, reference green, this run blue), intervals as error bars."""
     import matplotlib.pyplot as plt
+
     d = chart_data(rows)
     x = d.ratio.astype(float).to_numpy()
     lo, hi = d.low.fillna(d.ratio).astype(float), d.high.fillna(d.ratio).astype(float)
@@ -113,15 +206,28 @@ def memory_entry(src, eager: str, compiled: str) -> dict[str, Any] | None:
     if not e or c is None:
         return None
     pct = round(100.0 * (c - e) / e, 1)
-    return {"ratio": round(c / e, 3), "pct": pct, "verdict": f"({pct:+.1f}% peak allocated, {e:.0f} -> {c:.0f} MB)"}
+    return {
+        "ratio": round(c / e, 3),
+        "pct": pct,
+        "verdict": f"({pct:+.1f}% peak allocated, {e:.0f} -> {c:.0f} MB)",
+    }
 
 
-def compute_share(model: str, batch_size: int, step_ms: float, device_name: str) -> dict[str, Any] | None:
+def compute_share(
+    model: str, batch_size: int, step_ms: float, device_name: str
+) -> dict[str, Any] | None:
     """The share of ``step_ms`` its arithmetic explains at the device's fp16 peak (``share`` and figures); or None."""
-    peak, gmacs = next((v for k, v in PEAK_TFLOPS.items() if k in (device_name or "")), None), GMACS.get(model)
+    peak, gmacs = (
+        next((v for k, v in PEAK_TFLOPS.items() if k in (device_name or "")), None),
+        GMACS.get(model),
+    )
     if peak is None or gmacs is None or not step_ms:
         return None
     tflop = 6 * gmacs * batch_size / 1000.0
     compute_ms = 1000.0 * tflop / peak
-    return {"step_tflop": round(tflop, 2), "peak_tflops": peak, "compute_ms": round(compute_ms, 2),
-            "share": round(compute_ms / step_ms, 3)}
+    return {
+        "step_tflop": round(tflop, 2),
+        "peak_tflops": peak,
+        "compute_ms": round(compute_ms, 2),
+        "share": round(compute_ms / step_ms, 3),
+    }
