@@ -37,7 +37,7 @@ TECHNIQUE = {
 # the lessons' cap is re-measured in formatted lines, with the lessons' claims (checks.py) to come; helpers' cap of
 # 7,500 formatted lines is issue 42's, reached by moving the runner and the tools out of the package the notebooks
 # share (until then, the formatted count).
-MAX_LESSON_LINES, MAX_HELPER_LINES, MAX_PROSE_WORDS = 5000, 10400, 800
+MAX_LESSON_LINES, MAX_HELPER_LINES, MAX_PROSE_WORDS = 5000, 10500, 800
 MAX_EXPORTS = 25   # the notebooks' cells (30 lines a cell): tests/notebooks/test_notebook_code.py
 CHECK_CALL = re.compile(r"""RESULTS\.check\(\s*(f?)(["'])(.*?)\2""", re.S)
 CHECK_ID = re.compile(r"[a-z][a-z0-9_]{0,59}")

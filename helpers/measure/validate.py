@@ -90,3 +90,53 @@ def validate_precision(p: Any, device=None) -> str:
     if p == "fp16" and not is_cuda(device):
         raise InvalidValue("fp16 autocast is meant for GPUs; on the CPU choose fp32 or bf16.")
     return p
+
+
+class Whole:
+    """A whole number from ``low`` to ``high`` (``what`` names it in the message)."""
+
+    def __init__(self, low: int, high: int, what: str | None = None):
+        self.low, self.high, self.what = low, high, what
+
+    def __call__(self, value: Any, name: str) -> int:
+        what = self.what or name.replace("_", " ")
+        if validate_whole(value, what) < self.low or value > self.high:
+            raise InvalidValue(f"{what} must be from {self.low} to {self.high}, not {value}.")
+        return value
+
+
+class Choice:
+    """One of ``options`` (a tuple, or a mapping's keys)."""
+
+    def __init__(self, options, what: str | None = None):
+        self.options, self.what = tuple(options), what
+
+    def __call__(self, value: Any, name: str) -> Any:
+        return validate_choice(value, self.options, self.what or name.replace("_", " "))
+
+
+# The rules a spec may name by a word, for the settings every panel shares.
+NAMED = {
+    "precision": validate_precision,
+    "compile_mode": validate_compile_mode,
+    "num_workers": validate_num_workers,
+}
+
+
+def check_values(values: dict, spec: dict, device=None) -> dict:
+    """A panel's values checked against one spec (``{name: Whole(...) | Choice(...) | "precision" | ...}``) before
+    anything runs: an unknown name or a bad value is refused in one line (``InvalidValue``); returns the values."""
+    unknown = sorted(set(values) - set(spec))
+    if unknown:
+        raise InvalidValue(f"unknown setting {unknown[0]!r}; the settings are: {', '.join(spec)}.")
+    for name, value in values.items():
+        rule = spec[name]
+        if rule in ("precision", "compile_mode"):
+            NAMED[rule](value, device)
+        elif rule == "num_workers":
+            validate_num_workers(value)
+        elif rule is bool:
+            validate_bool(value, name.replace("_", " "))
+        else:
+            rule(value, name)
+    return values

@@ -52,3 +52,20 @@ def test_positive_refuses_what_is_not_a_positive_finite_number(bad):
 
 def test_positive_passes_numbers_through():
     assert widgets.validate_positive(2, "size") == 2 and widgets.validate_positive(0.5, "size") == 0.5
+
+
+def test_one_spec_checks_a_panels_values():
+    import pytest
+
+    from helpers.measure.validate import Choice, InvalidValue, Whole, check_values
+
+    spec = {"batch_size": Whole(1, 64), "model": Choice(("mlp", "cnn")), "precision": "precision",
+            "deterministic": bool}
+    good = {"batch_size": 8, "model": "cnn", "precision": "bf16", "deterministic": False}
+    assert check_values(good, spec) == good
+    for bad, says in [({"batch_size": 0}, "from 1 to 64"), ({"batch_size": 2.5}, "whole number"),
+                      ({"model": "vit"}, "choose one of: mlp, cnn"), ({"precision": "fp16"}, "GPUs"),
+                      ({"deterministic": "yes"}, "True or False"), ({"colour": 1}, "unknown setting")]:
+        with pytest.raises(InvalidValue, match=says) as info:
+            check_values(good | bad, spec)
+        assert "\n" not in str(info.value)
