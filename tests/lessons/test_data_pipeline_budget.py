@@ -45,7 +45,7 @@ def test_a_tiny_budget_stops_the_running_row_skips_the_rest_and_the_results_stil
                                   "idle share crop_first"]
     views.plot_sweep(res, sweep, {0: "sweep nw=0", 1: "sweep nw=1"}, views.ms(res, "ceiling"), 2, 2)
     views.plot_stages(res, pd.DataFrame())
-    views.plot_variants(res, ["baseline", "crop_first"])
+    views.plot_variants(res, [("baseline", "crop_first")])
     fixes = views.fixes_table(res, ["baseline", "crop_first"], {}, 1, views.ms(res, "ceiling"), 2)
     assert fixes["variant"].tolist() == ["baseline"] and views.best(res, ["crop_first"]) is None
     assert list(views.summary(res)["experiment"]) == ["ceiling", "baseline"]

@@ -120,5 +120,6 @@ def test_checks_are_by_id_and_those_that_claim_a_gain_follow_their_verdicts(doc)
 
 
 def test_the_panel_turns_bad_values_into_failed_rows(rows):
-    panel_failed = [r for n, r in rows.items() if n.startswith("panel ") and r["status"] == "failed"]
+    # the appendix's bad values are expected failures, kept out of the reader's panel table
+    panel_failed = [r for n, r in rows.items() if n.startswith("expected failure: panel ") and r["status"] == "failed"]
     assert len(panel_failed) >= 3 and all(r["error"] and "\n" not in r["error"] for r in panel_failed)

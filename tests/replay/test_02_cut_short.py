@@ -40,7 +40,7 @@ def test_rows_that_never_ran_give_no_table_rows_and_no_chart(res, monkeypatch):
     monkeypatch.setattr(views, "_show", lambda fig, results, name: shown.append(name))
     fixes = views.fixes_table(res, PLANNED, TB_ROWS, 4, views.ms(res, "ceiling"), 256)
     assert fixes.empty, fixes            # the fixes never ran in the loop: no rows of NaN
-    views.plot_variants(res, PLANNED)
+    views.plot_variants(res, [("baseline", v) for v in PLANNED[1:]])
     assert "variants" not in shown       # no empty chart of comparisons that were never made
 
 
@@ -54,7 +54,7 @@ def test_the_cut_short_run_gives_no_nan_and_no_best_from_nan(res, monkeypatch):
         fixes = views.fixes_table(res, PLANNED, TB_ROWS, 4, ceiling, 256)
         summary = views.summary(res)
         best = views.best(res, PLANNED[1:])
-        views.plot_variants(res, PLANNED)
+        views.plot_variants(res, [("baseline", v) for v in PLANNED[1:]])
         rows = views.article_rows(res, h100(NB), ("sweep nw=4", "sweep nw=8"), ("sweep nw=4", "sweep nw=8"))
         table = reference.article_table(rows)
     assert best is None                        # the old code: min over NaNs picked "bool_dilation"
@@ -76,6 +76,6 @@ def test_what_was_skipped_is_listed_once_as_skipped_for_time(res):
 def test_the_article_table_reads_the_reference_figures_it_has(res):
     t = reference.article_table(views.article_rows(res, h100(NB), None, ("sweep nw=4", "sweep nw=8")))
     t = t.set_index("effect")
-    assert "7.7x" in t.iloc[0]["H100 reference"] and "680.5 -> 339.6" in t.loc["4 -> 8 workers", "H100 reference"]
+    assert "7.7×" in t.iloc[0]["H100 reference"] and "680.5 -> 339.6" in t.loc["4 -> 8 workers", "H100 reference"]
     assert "50x cheaper" in t.loc["boolean dilation", "H100 reference"]
     assert t.loc["4 -> 8 workers", "this run"] == reference.NOT_MEASURED

@@ -4,9 +4,11 @@ idle shares and the panel. The DataLoader loop is the notebook's own (its ``run`
 import contextlib
 import math
 import time
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import nn
 from torch.profiler import record_function
@@ -156,6 +158,7 @@ def measure(
     device=None,
     defaults: Mapping[str, Any] | None = None,
     config: Mapping[str, Any] | None = None,
+    quiet: bool = False,
 ) -> None:
     """``rows`` ({name: ``run`` kwargs over ``defaults``}) measured in ``rounds`` rotating rounds, pooled into a row
     each and logged to TensorBoard. A failed row is not rerun; once the budget is spent every row left fails."""
@@ -206,8 +209,8 @@ def measure(
             failing(failed[name])
             if name in failed
             else lambda name=name, cfg=cfg: _pool(results, name, cfg, runs[name]),
-            verbose=not isinstance(failed.get(name), OverBudget),
-        )  # skipped: said once (views.skipped)
+            verbose=not quiet and not isinstance(failed.get(name), OverBudget),
+        )  # skipped: said once (views.skipped); quiet: the caller shows the failures
 
 
 def _pool(results, name: str, cfg: dict, ms: list[dict]) -> dict[str, Any]:
@@ -370,31 +373,99 @@ def gpu_idle_share(trace_dir) -> float | None:
     return None if b is None else b["idle_pct"] / 100.0
 
 
+def panel_spec(cores: int) -> dict[str, Any]:
+    """The panel's one spec of bounds and choices (``validate.check_values``)."""
+
+    def num_workers(value: Any, name: str) -> int:
+        return vd.validate_num_workers(value, cores)
+
+    return {
+        "variant": vd.Choice(VARIANTS, "pipeline variant"),
+        "num_workers": num_workers,
+        "batch_size": vd.Whole(1, 1024, "batch size"),
+        "persistent_workers": bool,
+    }
+
+
 def validate_panel(v: dict[str, Any], cores: int, on_gpu: bool) -> dict[str, Any]:
-    """The panel's values, refused with a one-line message (``helpers.measure.validate``) before anything runs."""
-    v.update(
-        num_workers=vd.validate_num_workers(v["num_workers"], cores),
-        batch_size=vd.validate_batch_size(v["batch_size"], maximum=1024),
-        persistent_workers=vd.validate_bool(v["persistent_workers"], "persistent_workers"),
-        variant=vd.validate_choice(v["variant"], VARIANTS, "pipeline variant"),
-    )
+    """The panel's values, refused with a one-line message (``validate.check_values``) before anything runs."""
+    vd.check_values(v, panel_spec(cores))
     if v["variant"] == "gpu_decode" and not on_gpu:
         raise vd.InvalidValue("gpu_decode needs a CUDA device; this run is on the CPU.")
     return v
 
 
-def panel_row(results, measure_row: Callable[[str, dict], Any], cores: int, on_gpu: bool, **values):
-    """``measure_row(name, values)`` of the checked values (a refused one: a failed row); the panel's table."""
+def panel_row(
+    results,
+    measure_row: Callable[[str, dict], Any],
+    cores: int,
+    on_gpu: bool,
+    prefix: str = "panel",
+    **values,
+):
+    """``measure_row(name, values)`` of the checked values (a refused one: a failed row named ``prefix ...``); the
+    panel's table (the baseline and the rows named ``panel ...``)."""
     try:
         validate_panel(dict(values), cores, on_gpu)
-        name = "panel {variant} nw={num_workers} bs={batch_size}".format(**values) + (
-            " persistent" if values.get("persistent_workers") is True else ""
+        name = (
+            f"{prefix} "
+            + "{variant} nw={num_workers} bs={batch_size}".format(**values)
+            + (" persistent" if values.get("persistent_workers") is True else "")
         )
         measure_row(name, values)
     except ValueError as exc:
-        name = "panel " + " ".join(f"{k}={v!r}" for k, v in values.items())
-        results.record(name, {k: str(v) for k, v in values.items()} | {"model": True}, failing(exc))
+        name = f"{prefix} " + " ".join(f"{k}={v!r}" for k, v in values.items())
+        results.record(
+            name,
+            {k: str(v) for k, v in values.items()} | {"model": True},
+            failing(exc),
+            verbose=prefix == "panel",
+        )
     return panel_table(results)
+
+
+def bad_inputs(results, measure_rows, sample: Path, cores: int, on_gpu: bool, panel_values: dict):
+    """The appendix's expected failures, each a failed row with its message (never skipped for time): impossible
+    settings, a corrupt and a missing image (in a temporary folder, named so in the table), a dying worker, too
+    little /dev/shm, and the panel's function called with bad values. Returns their table."""
+    import tempfile
+
+    from .transforms import check_shm, shm_needed_mb
+
+    with tempfile.TemporaryDirectory(prefix="nb02_") as tmp:
+        Path(tmp, "corrupt.jpg").write_bytes(Path(sample).read_bytes()[:2000])  # a truncated JPEG
+        bad = {
+            "num_workers > cores": dict(num_workers=cores + 1),
+            "num_workers < 0": dict(num_workers=-1),
+            "batch size 0": dict(batch_size=0),
+            "corrupt image": dict(num_workers=1, paths=[Path(tmp, "corrupt.jpg")]),
+            "missing image": dict(num_workers=0, paths=[Path(tmp, "missing.jpg")]),
+            "a worker dies": dict(num_workers=1, die_at=1),
+        }
+        measure_rows(
+            {
+                f"expected failure: {k}": dict(variant="crop_first", steps=1, **kw)
+                for k, kw in bad.items()
+            }
+        )
+    results.record(
+        "expected failure: /dev/shm too small (64 MiB, the article's size)",
+        dict(variant="baseline", num_workers=4, batch_size=256, crop=256),
+        lambda: {"free_mb": check_shm(shm_needed_mb(4, 256, 256), free_mb=64)},
+        verbose=False,
+    )
+    for wrong in (dict(num_workers="2"), dict(batch_size=True), dict(persistent_workers="yes")):
+        panel_row(
+            results,
+            lambda name, values: None,
+            cores,
+            on_gpu,
+            prefix="expected failure: panel",
+            **(panel_values | wrong),
+        )
+    rows = [e for e in results.experiments if e["name"].startswith("expected failure")]
+    table = pd.DataFrame(rows)[["name", "status", "error"]]
+    return table.assign(error=table["error"].str.replace(tmp, "<a temporary folder>", regex=False))
 
 
 def panel(results, measure_row, *, num_workers: int, batch_size: int, cores: int, on_gpu: bool):
@@ -423,9 +494,11 @@ def panel(results, measure_row, *, num_workers: int, batch_size: int, cores: int
 
 
 def panel_table(results, last: int = 6):
-    """The baseline and the panel's rows (its last ``last``), readable; the index is the row's number."""
+    """The baseline (its latest row) and the panel's rows (the last ``last``), readable; the index is the row's
+    number."""
     t = results.table(["step_ms_mean", "samples_per_s", "step_ms_median"])
-    t = t[t["experiment"].eq("baseline") | t["experiment"].str.startswith("panel ")]
+    baseline = t.index[t["experiment"].eq("baseline")][-1:]  # its latest measurement
+    t = t[t.index.isin(baseline) | t["experiment"].str.startswith("panel ")]
     return (
         readable(
             t[

@@ -4,7 +4,8 @@ import math
 
 import pandas as pd
 
-from ...measure.compare import compare_times
+from ...measure.compare import compare_times, not_measured, takes
+from ...notebook import reference
 from .experiment import predicted_samples_per_s
 
 TRAIN_COLS = [
@@ -22,12 +23,80 @@ TRAIN_COLS = [
 def _show(fig, results, name: str) -> None:
     import matplotlib.pyplot as plt
 
-    results.savefig(fig, name), plt.show(), plt.close(fig)
+    results.savefig(fig, name)
+    plt.show()
+    plt.close(fig)
 
 
 def ms(results, name: str, key: str = "step_ms_mean") -> float:
     """A row's metric; NaN when the row failed or was skipped."""
     return results.metric(name, key, math.nan)
+
+
+def show(df, precision: int = 2) -> None:
+    """A table of what was measured, or nothing when none of it was (skipped for time)."""
+    from ...notebook.display import show as show_frame
+
+    if len(df):
+        show_frame(df, precision=precision)
+
+
+def took(c) -> str:
+    """A comparison in the lab's one convention: "b takes 0.81× a's time (95% interval 0.70–0.93; faster)"."""
+    t = takes(c)
+    return f"{c['b']} takes {t['time_ratio']:.2f}× {c['a']}'s time (95% interval {t['interval']}; {t['verdict']})"
+
+
+def said(c, what: str, saved_ms: float | None = None) -> str:
+    """``took(c)``, the ms per step saved where the interval resolves a difference; or why it was not measured."""
+    if not c:
+        return not_measured(what, "a row failed or was skipped for time")
+    resolved = c["verdict"] in ("faster", "slower")
+    extra = f"; {saved_ms:.1f} ms per step saved" if saved_ms and resolved and saved_ms > 0 else ""
+    return took(c) + extra
+
+
+def comparisons_table(results):
+    """Every comparison in the one convention: b takes ``time_ratio``× a's time, its interval and verdict."""
+    rows = [
+        {"b": c["b"], "a": c["a"], **takes(c), "noise_floor": c.get("floor")}
+        for c in results.comparisons
+    ]
+    return pd.DataFrame(
+        rows, columns=["b", "a", "time_ratio", "interval", "verdict", "noise_floor"]
+    )
+
+
+def idle_table(results, idle):
+    """Per variant: the share of the profiled steps spent waiting for data in the trace, in the timed rows, and
+    (on a GPU) Holistic Trace Analysis' idle share."""
+    return (
+        pd.DataFrame(
+            {
+                v: {
+                    "trace_wait_pct": 100 * d["trace_wait_share"],
+                    "timed_wait_pct": 100 * ms(results, v, "data_wait_share"),
+                    "gpu_idle_hta_pct": 100 * d.get("gpu_idle_share", math.nan),
+                }
+                for v, d in idle.items()
+            }
+        )
+        .T.dropna(axis=1, how="all")
+        .rename_axis("variant")
+        .reset_index()
+    )
+
+
+def show_results(results, pairs) -> None:
+    """The results section: the rows skipped for time (if any) in one box, every training-loop row, every
+    comparison in the one convention, and the chart of what each fix did (``pairs``: (a, b) compared)."""
+    from ...notebook.display import say, show as show_frame
+
+    if gone := skipped(results):
+        say(f"**Not measured: skipped for time** ({len(gone)} rows): " + ", ".join(gone))
+    show_frame(summary(results), precision=1)
+    show_frame(comparisons_table(results), precision=3)
+    plot_variants(results, pairs)
 
 
 def one_run(results, name: str) -> tuple[list[float], list[float]]:
@@ -242,39 +311,42 @@ def fixes_table(
     return measured(df)
 
 
-def summary(results):
-    """Every training-loop row that ran, with the columns that have a value on this machine."""
+def summary(results, names=None):
+    """Every training-loop row that ran (the latest of each name; ``names``: only those), with the columns that
+    have a value on this machine."""
     tab = results.table(TRAIN_COLS)
     tab = tab[tab["model"].eq(True) & tab["status"].eq("ok")] if "model" in tab else tab.iloc[:0]
+    # the latest row of each name, in the order the names first ran
+    first = {n: i for i, n in reversed(list(enumerate(tab["experiment"])))}
+    tab = tab.drop_duplicates("experiment", keep="last")
+    tab = tab.iloc[sorted(range(len(tab)), key=lambda i: first[tab["experiment"].iloc[i]])]
+    if names is not None:
+        tab = tab[tab["experiment"].isin(list(names))]
     return tab[["experiment", "num_workers", *[c for c in TRAIN_COLS if c in tab]]].dropna(
         axis=1, how="all"
     )
 
 
-def plot_variants(results, planned, against: str = "baseline") -> None:
-    """Each variant's speed-up over ``against``, its 95% interval as error bars and its verdict as the label."""
-    comps = [(v, c) for v in planned if v != against and (c := results.comparison(against, v))]
+def plot_variants(results, pairs) -> None:
+    """Each fix's time against what it was compared with (``pairs``: (a, b)), its 95% interval as error bars and
+    its verdict as the label: below 1, the fix is faster."""
+    comps = [c for a, b in pairs if (c := results.comparison(a, b))]
     if not comps:  # nothing compared (skipped for time): no empty chart
         return
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * max(len(comps), 1)))
-    for y, (v, c) in enumerate(comps):
+    fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * len(comps)))
+    for y, c in enumerate(comps):
+        t, lo, hi = 1 / c["ratio"], 1 / c["high"], 1 / c["low"]
         colour = {"faster": "#4c72b0", "slower": "#c44"}.get(c["verdict"].split(",")[0], "#999")
-        ax.barh(
-            v,
-            c["ratio"],
-            xerr=[[c["ratio"] - c["low"]], [c["high"] - c["ratio"]]],
-            color=colour,
-            capsize=3,
-        )
-        ax.text(c["high"], y, f"  {c['ratio']:.2f}× ({c['verdict']})", va="center", fontsize=8)
-    ax.set_xlim(0, max(c["high"] for _, c in comps) * 1.35)
+        ax.barh(f"{c['b']} / {c['a']}", t, xerr=[[t - lo], [hi - t]], color=colour, capsize=3)
+        ax.text(hi, y, f"  {t:.2f}× ({c['verdict']})", va="center", fontsize=8)
+    ax.set_xlim(0, max(1 / c["low"] for c in comps) * 1.35)
     ax.axvline(1.0, color="k", lw=0.8)
     ax.invert_yaxis()
     ax.set(
-        xlabel=f"samples/s ÷ {against}'s (interleaved rounds; bars: 95% interval)",
-        title=f"Each variant's speed-up over the {against}",
+        xlabel="time per step ÷ the compared pipeline's (interleaved rounds; bars: 95% interval)",
+        title="What each fix did to the step time (below 1: faster)",
     )
     _show(fig, results, "variants")
 
@@ -284,42 +356,42 @@ def plot_variants(results, planned, against: str = "baseline") -> None:
 ARTICLE = [
     (
         "baseline input-bound (ceiling / baseline step)",
-        "1.3 s/step with 4 workers, GPU 18% used",
+        "1.3 s/step with 4 workers, GPU 18% used (5.6× the ceiling's time)",
         0.18,
         ("ceiling (rounds)", "baseline"),
         "the device's busy share: set by its speed against the workers' (on a CPU, a stand-in's)",
     ),
     (
         "4 -> 8 workers",
-        "1.3 -> 1.17 s (0.90x the time)",
+        "1.3 -> 1.17 s (0.90× the time)",
         1.3 / 1.17,
         None,
         "8 vCPUs there left 8 workers no room; 16 cores on the H100 (not run on fewer than 8 cores)",
     ),
     (
         "boolean dilation",
-        "1.17 -> 0.78 s (-33%)",
+        "1.17 -> 0.78 s (0.67× the time)",
         1.17 / 0.78,
         ("baseline", "bool_dilation"),
         "the rest of the mask stage (masked_fill, rand: Fix 1) and the decode stay",
     ),
     (
         "crop first (after the dilation fix)",
-        "0.78 -> 0.72 s (-8%)",
+        "0.78 -> 0.72 s (0.92× the time)",
         0.78 / 0.72,
         ("bool_dilation", "crop_first"),
         "a small effect: short runs' noise hides it; a profile counts the pipeline only",
     ),
     (
         "batch transforms in collate",
-        "0.72 -> 0.75 s (slightly worse)",
+        "0.72 -> 0.75 s (1.04× the time, slightly worse)",
         0.72 / 0.75,
         ("crop_first", "batch_collate"),
         "a small effect either way: the same arithmetic, batched",
     ),
     (
         "all the article's fixes (baseline -> crop first)",
-        "1.3 -> 0.72 s (80% better, GPU ~30% used)",
+        "1.3 -> 0.72 s (0.55× the time; GPU ~30% used)",
         1.3 / 0.72,
         ("baseline", "crop_first"),
         "the fixes remove a different share of each machine's batch",
@@ -343,30 +415,42 @@ def _ref_figure(ref, pair, sweep_pair) -> tuple[str | None, float | None]:
         and (c := mean["ceiling"])
         and (b := mean["baseline nw=4"])
     ):
-        return f"{b:.1f} ms/step against a {c:.1f} ms ceiling ({b / c:.1f}x)", c / b
+        return f"{b:.1f} ms/step against a {c:.1f} ms ceiling ({b / c:.1f}× the time)", c / b
     if ref and pair is None and sweep_pair and all(mean[n] for n in sweep_pair):
         a, b = (mean[n] for n in sweep_pair)
-        return f"{a:.1f} -> {b:.1f} ms ({a / b:.2f}x, the sweep)", a / b
+        return f"{a:.1f} -> {b:.1f} ms ({b / a:.2f}× the time, the sweep)", a / b
     rows = [ref.row(f"profile {v} nw=0") for v in pair] if ref and pair else [None]
     if all(r and r["status"] == "ok" for r in rows):
         t = [sum(v for k, v in r["metrics"].items() if k.endswith("_ms_per_sample")) for r in rows]
         x = ref.metric("dilation per sample", "speedup_256") if pair[1] == "bool_dilation" else None
         return (
-            f"profile {t[0]:.2f} -> {t[1]:.2f} ms per sample ({t[1] / t[0] - 1:+.0%})"
+            f"profile {t[0]:.2f} -> {t[1]:.2f} ms per sample ({t[1] / t[0]:.2f}× the time)"
             + (f"; the dilation alone {x:.0f}x cheaper" if x else "")
             + "; loop not run"
         ), t[0] / t[1]
     return None, None
 
 
+def _time_side(c, article_ratio: float):
+    """A comparison as an article table's side in the one convention: ``(text, reproduces?)``; None without one."""
+    if not c:
+        return None
+    t = takes(c)
+    text = f"{t['time_ratio']:.2f}× the time [{t['interval']}] {t['verdict']}"
+    return text, reference.agreement(article_ratio, c)
+
+
 def article_rows(
-    results, ref, sweep_pair: tuple[str, str] | None, ref_sweep_pair: tuple[str, str] | None = None
+    results,
+    ref,
+    sweep_pair: tuple[str, str] | None,
+    ref_sweep_pair: tuple[str, str] | None = ("sweep nw=4", "sweep nw=8"),
 ):
     """Per ``ARTICLE`` effect: the reference's comparison of the pair (or its figure) and this run's."""
     rows = []
     for effect, figure, ratio, pair, why in ARTICLE:
         a_b, ref_ab = pair or sweep_pair, pair or ref_sweep_pair
-        theirs = ref.comparison(*ref_ab) if ref and ref_ab else None
+        theirs = _time_side(ref.comparison(*ref_ab) if ref and ref_ab else None, ratio)
         if theirs is None:  # the reference's own figure: a direction, no interval
             text, plain = _ref_figure(ref, pair, ref_sweep_pair)
             theirs = (
@@ -381,7 +465,7 @@ def article_rows(
                 article=figure,
                 article_ratio=ratio,
                 reference=theirs,
-                this_run=results.comparison(*a_b) if a_b else None,
+                this_run=_time_side(results.comparison(*a_b) if a_b else None, ratio),
                 why=why,
             )
         )
