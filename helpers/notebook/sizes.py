@@ -90,11 +90,13 @@ DATA_PIPELINE = {
     # (2456.5 ms mean; the pipeline alone 2251.6 ms a batch); per sample (single-process profiles, ms): baseline 9.3
     # (decode 3.2, mask 4.3), crop_first 6.1, batch_collate 7.0, uint8_device 4.8; the dilation alone 3.63 ms
     # (convolve2d) against 0.07. Sized from those for a 180 s guard (25 s kept for the results, TensorBoard and the
-    # trace views): batch 128 (a worker's batch ~0.6-1.4 s), most important first: the baseline and every fix in
-    # the loop, 2 rounds of a warm-up cycle + 2 timed cycles, with the ceiling and each T_batch (~45 s); the sweep
-    # at 4, 8, 16 workers (the cores; no 0-worker point: 2.4 s a step) ~30 s; the profiles, 2 batches each, ~13 s;
-    # the options ~20 s; the idle share ~10 s; set-up, dilation, decode, bad inputs ~12 s: ~130 s of the 155 s the
-    # guard leaves (an estimate from those measured costs, to be replaced by the next full run's).
+    # trace views): batch 128 (a worker's batch ~0.6-1.4 s), 2 rounds of a warm-up cycle + 2 timed cycles. Each fix
+    # is timed where the story introduces it, with the baseline and the step before it (issue 43): 13 model runs, 5
+    # of the pipeline alone and 2 of the ceiling ~80 s (the earlier all-at-once order: ~45 s); the sweep at 4, 8, 16
+    # workers (the cores; no 0-worker point: 2.4 s a step) ~30 s; the profiles, 2 batches each, ~13 s; the options
+    # ~20 s; the idle share ~10 s; set-up, dilation, decode, bad inputs ~12 s: ~165 s against the 155 s the guard
+    # leaves, so the guard may skip the last sections (an estimate from those measured costs, to be replaced by the
+    # next full run's; docs/lessons/02_data_pipeline.md).
     "smoke": dict(
         crop=256,
         batch_size=8,
