@@ -24,7 +24,7 @@ def test_a_tiny_budget_stops_the_running_row_skips_the_rest_and_the_results_stil
     measure(res, {"ceiling (rounds)": dict(variant="ceiling", num_workers=0), "crop_first": {}}, budget=budget)
     idle = ex.idle_shares(res, tiny_run, ["baseline", "crop_first"], num_workers=1, windows=2, cycles=1, device="cpu",
                           budget=budget)
-    decode = ex.guarded(budget, lambda: 1.0)
+    res.record("decode bound", {}, budget.wrap(lambda: {"bound_step_ms": 1.0}))
 
     status = {e["name"]: (e["status"], e["error"] or "") for e in res.experiments}
     assert status["ceiling"][0] == status["baseline"][0] == "ok"
@@ -32,7 +32,7 @@ def test_a_tiny_budget_stops_the_running_row_skips_the_rest_and_the_results_stil
     assert status["sweep nw=0"][1].startswith("OverBudget: skipped: the time budget ran out in round 1 of 2")
     for name in ("ceiling (rounds)", "crop_first", "idle share baseline", "idle share crop_first"):
         assert status[name][0] == "failed" and status[name][1].startswith("OverBudget: skipped: the notebook's"), name
-    assert idle == {} and math.isnan(decode)
+    assert idle == {} and math.isnan(views.ms(res, "decode bound", "bound_step_ms"))
     assert multiprocessing.active_children() == []     # the stopped row's worker is gone
 
     # the notebook's results, checks and figures on what is left: NaN and None, never a traceback
@@ -42,10 +42,11 @@ def test_a_tiny_budget_stops_the_running_row_skips_the_rest_and_the_results_stil
     sweep = views.sweep_table(res, {0: "sweep nw=0", 1: "sweep nw=1"}, "pipeline only", views.ms(res, "ceiling"), 2)
     assert sweep.empty   # points that did not run: no rows of NaN (listed once, in views.skipped)
     assert views.skipped(res) == ["sweep nw=0", "sweep nw=1", "ceiling (rounds)", "crop_first", "idle share baseline",
-                                  "idle share crop_first"]
+                                  "idle share crop_first", "decode bound"]
     views.plot_sweep(res, sweep, {0: "sweep nw=0", 1: "sweep nw=1"}, views.ms(res, "ceiling"), 2, 2)
     views.plot_stages(res, pd.DataFrame())
     views.plot_variants(res, [("baseline", "crop_first")])
+    views.show_results(res, [("baseline", "crop_first")])   # the skipped rows said once, in one box
     fixes = views.fixes_table(res, ["baseline", "crop_first"], {}, 1, views.ms(res, "ceiling"), 2)
     assert fixes["variant"].tolist() == ["baseline"] and views.best(res, ["crop_first"]) is None
     assert list(views.summary(res)["experiment"]) == ["ceiling", "baseline"]

@@ -741,6 +741,9 @@ def test_jupyterlab_notebook_widgets_and_tensorboard_in_a_real_browser(tmp_path)
                         new = [r for r in rows2 if r not in rows]
                         assert len(new) == 1, f"one click should add one row: {rows} -> {rows2}"
                         assert rows2[-1] == new[0], f"the new row should come last: {rows2}"
+                        # the reader's rows and the baseline, not rows the notebook refused (issue 43)
+                        shown = panel.locator(".widget-output table").last.inner_text()
+                        assert "failed" not in shown, f"the panel's table shows rows it did not run: {shown!r}"
                         if all(r.isdigit() for r in rows + rows2):
                             assert int(new[0]) == max(int(r) for r in rows) + 1, f"{rows} -> {rows2}"
                         print(f"panel: num_workers {first} -> {value} -> {value2}; table rows {rows} -> {rows2}")

@@ -122,14 +122,6 @@ def bound_ms(variant: str, ceiling_ms: float, decode_bound_ms: float) -> float:
     return ceiling_ms if variant == "gpu_decode" else max(ceiling_ms, decode_bound_ms)
 
 
-def guarded(budget, fn: Callable[[], Any], default: Any = math.nan) -> Any:
-    """``fn()`` under the time budget; ``default`` when the budget skips or stops it (said once, with the rest)."""
-    try:
-        return budget.wrap(fn)()
-    except OverBudget:
-        return default
-
-
 def failing(exc: BaseException) -> Callable[[], Any]:
     """A ``Results.record`` function that raises ``exc``: a failed row with its message."""
     return lambda: (_ for _ in ()).throw(exc)

@@ -162,10 +162,11 @@ def skipped(results) -> list[str]:
     )
 
 
-def best(results, variants) -> str | None:
-    """The variant with the shortest mean step among those measured; None when none was (never a pick from NaN)."""
-    got = [v for v in variants if not math.isnan(ms(results, v))]
-    return min(got, key=lambda v: ms(results, v)) if got else None
+def best(results, variants, against: str = "baseline") -> str | None:
+    """The variant that took the least of ``against``'s time in their own rounds (the largest ratio a/b of their
+    comparison); None when none was compared (never a pick from rows that did not run)."""
+    got = [(c["ratio"], v) for v in variants if (c := results.comparison(against, v))]
+    return max(got)[1] if got else None
 
 
 def mask_ops(trace, label: str = "RandomMask", top: int = 5):
