@@ -14,6 +14,7 @@ __all__ = [  # what the notebook calls
     "reference_run",
     "run_profiled_step",
     "takes_line",
+    "time_guard",
     "timer_rounds",
     "top_op",
     "validate_panel",

@@ -10,6 +10,7 @@ from ...measure import profiling, timing, training
 from ...measure.compare import takes
 from ...measure.validate import Whole, check_values
 from ...notebook import env, reference, tensorboard
+from ...notebook.budget import Budget
 
 NOTEBOOK = "01_profiler_basics"
 PANEL = {
@@ -19,10 +20,16 @@ PANEL = {
 }
 
 
+def time_guard(params: Mapping[str, Any]) -> Budget:
+    """The notebook's time guard from its sizes (``$PERF_TIME_BUDGET_S``, the runner's, wins)."""
+    return Budget.from_env(params["budget_s"], reserve_s=params["reserve_s"])
+
+
 def reference_run(notebook: str = NOTEBOOK):
     """The GPU reference of ``notebook`` (or None), with one line saying which machine it ran on."""
     ref, _ = reference.lookup(notebook)
-    print(f"Reference beside yours: {ref.source()}." if ref else "No reference GPU run here.")
+    where = ref and f"{ref.source()}; its numbers were measured there, not in this run"
+    print(f"Reference run beside yours: {where}." if ref else "No reference GPU run here.")
     return ref
 
 

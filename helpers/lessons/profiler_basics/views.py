@@ -270,9 +270,8 @@ def _top(row):
     m = row and row["metrics"]
     if not m:
         return None, None
-    return f"{short_name(m['top_op'])}: {m['top_op_share']:.1%} of self", "convolution_b" in m[
-        "top_op"
-    ]
+    text = f"{short_name(m['top_op'])}: {m['top_op_share']:.1%} of self"
+    return text, "yes" if "convolution_b" in m["top_op"] else "no"
 
 
 def _timers(gap):
