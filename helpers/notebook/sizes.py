@@ -5,21 +5,7 @@ articles' sizes on a GPU.
 """
 
 PROFILER_BASICS = {
-    # rounds x round_steps: the profiler's overhead, profiled and unprofiled blocks in alternation; timer_rounds: the
-    # asynchronous-timing demo's readings per timer (GPU only). cpu_threads: intra-op threads on a CPU (1: on a small
-    # machine shared with other work, two OpenMP threads waiting for each other made a 17 ms step take 100-230 ms);
-    # None leaves torch's default. Smoke batch 8: the profiler costs about a microsecond per op (~0.4 ms a step
-    # here), which on a ~5 ms step (~9%) stands clear of a shared 2-core machine's noise; on a 16 ms one (batch 32)
-    # it did not in every run. active=8 at smoke: with steps this short, a few profiled steps let one preemption by
-    # another process decide which row tops the self-time order.
-    # budget_s / reserve_s: the notebook's time guard (helpers.notebook.budget; $PERF_TIME_BUDGET_S wins) around the
-    # timer demo and the panel's rows (bad values are refused all the same). Smoke: none (a CI run is bounded
-    # outside). Full, measured on the H100 reference run (data/reference/h100/01_profiler_basics, these sizes):
-    # 52.3 s in all (run.json), of which the set-up ~7 s, the baseline's 41 steps of 100.2 ms and a 1.06 s cold step
-    # ~5 s, the timer demo 13 s (5 + 5 readings of 50 matmuls: naive 1.0 ms, synchronised 1060 ms), the rounds 5 s
-    # (40 steps of 100.6 ms), the panel's fp32 and bf16 rows 8.6 s (100.2 and 91.7 ms steps), the rest (profiles,
-    # traces, TensorBoard, views, results) ~13 s. The panel's rows ended 49.5 s after the start: with 70 s, 10 s of
-    # it kept for the results, the guard stops nothing there and leaves ~10 s for a slower GPU.
+    # docs/lessons/01_profiler_basics.md: why these sizes, and the time guard measured on the H100
     "smoke": dict(
         batch_size=8,
         image_size=32,
