@@ -12,7 +12,7 @@ from perf_doctor import intervals as iv
 from perf_doctor.events import LOOP_SYNC_METADATA
 from perf_doctor.kernels import short_name
 
-from ..notebook.env import quiet_profiler_warning, runs_dir
+from ..project import quiet_profiler_warning, runs_dir
 from .device import is_cuda
 
 NAME_WIDTH = 60  # a kernel's or operator's name in a printed table (``table``)

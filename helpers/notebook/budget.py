@@ -16,7 +16,7 @@ The alarm is ``SIGALRM`` (``signal.setitimer``), so it bounds code running in th
 notebook kernel's cells, a script): the exception is raised at the next Python bytecode, after the C call running
 then (one CUDA synchronize, one matmul) returns. ``OverBudget`` derives from ``BaseException`` so that an
 experiment's own ``except Exception`` does not swallow it. Outside the main thread, or without ``SIGALRM``, ``wrap``
-still skips but cannot stop a running experiment. The runner (``python -m helpers.runner --budget S``) also stops a
+still skips but cannot stop a running experiment. The runner (``python -m labtools.runner --budget S``) also stops a
 notebook that runs past its budget plus a grace period, from outside.
 
 Environment (set by the runner for each notebook's kernel): ``PERF_TIME_BUDGET_S`` (seconds for the whole notebook)

@@ -278,7 +278,7 @@ def test_reference_traces_and_the_sync_case(tmp_path):
     assert not dx.sync_found(cpu)   # a CPU-only trace cannot judge syncs
     m = dx.causes_metrics(dg.diagnose(refs[0]))
     assert m["host sync_ms"] > 0 and "trace_dir" not in m
-    # a packed reference run (helpers.notebook.pack) keeps its traces under traces/: found too, results.json is not
+    # a packed reference run (labtools.pack) keeps its traces under traces/: found too, results.json is not
     packed = tmp_path / "h200" / "05_diagnose" / "traces" / "05_diagnose_host sync" / "w.pt.trace.json.gz"
     packed.parent.mkdir(parents=True)
     packed.write_bytes(gzip.compress(json.dumps(_gpu_trace(True)).encode()))

@@ -1,12 +1,12 @@
-"""``python -m helpers.runner`` (``make run``): execute the notebooks headless, from the project folder, with no
+"""``python -m labtools.runner`` (``make run``): execute the notebooks headless, from the project folder, with no
 set-up beyond a Python that has the packages (``make setup``'s .venv, or the GPU kit on ``PYTHONPATH``).
 
-    python -m helpers.runner [NOTEBOOK ...] [--scale smoke|full] [--out DIR] [--pack DIR] [--budget S] [--grace S]
+    python -m labtools.runner [NOTEBOOK ...] [--scale smoke|full] [--out DIR] [--pack DIR] [--budget S] [--grace S]
 
 Default: every ``notebooks/[0-9]*.ipynb``, in kernels of this Python with the project on ``PYTHONPATH``. A bad
 ``--scale`` (else ``$PERF_SCALE``) is one line and exit 2. ``--out DIR``: ``DIR/<stem>/`` gets results.json, the
 executed copy and ``run.json``; earlier outputs move to ``DIR/<stem>.previous/``. ``--pack DIR``: a ``<stem>.tar.gz``
-each (``helpers.notebook.pack``) and ``run-summary.json``. ``--budget S``: each notebook's own time guard
+each (``labtools.pack``) and ``run-summary.json``. ``--budget S``: each notebook's own time guard
 (``helpers.notebook.budget``); ``--grace`` seconds past it the notebook is stopped from outside and marked interrupted.
 SIGTERM or Ctrl-C stops the run (results saved, marked interrupted, packed; exit 128 + the signal); else exit 1
 when a notebook failed, else 0."""
@@ -25,10 +25,10 @@ from typing import Callable
 
 from . import kernel as kn
 from . import pack as pk
-from .env import SCALE_ENV, get_scale, quiet_logs
-from .results import RESULTS_ENV, atomic_write_text
+from helpers.notebook.env import SCALE_ENV, get_scale, quiet_logs
+from helpers.notebook.results import RESULTS_ENV, atomic_write_text
 
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[1]
 SUMMARY = "run-summary.json"
 ABANDON_S = (
     20.0  # after a signal, the run ends within this (the kernel is killed 10 s after its SIGINT)
@@ -56,7 +56,7 @@ def _positive(text: str) -> float:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
-        prog="python -m helpers.runner", description=__doc__.splitlines()[0]
+        prog="python -m labtools.runner", description=__doc__.splitlines()[0]
     )
     ap.add_argument("notebooks", nargs="*", type=Path)
     ap.add_argument(

@@ -1,6 +1,6 @@
 """``make wheelhouse``: every wheel the project needs, for an offline machine (not used by the notebooks).
 
-    python -m helpers.tools.wheelhouse [--dest build/wheelhouse] [--python-version 3.12]
+    python -m labtools.wheelhouse [--dest build/wheelhouse] [--python-version 3.12]
                                  [--platform manylinux_2_28_x86_64] [--exclude torch torchvision]
 
 pip resolves ``./doctor[full]`` and ``.[test]`` with ``constraints.txt`` for the target (``--dry-run --report``),
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "pytorch-performance-lab"
 DOCTOR = "perf-doctor"  # doctor/: installed from the checkout beside the project, never downloaded
 # Leaving one of these out leaves out the wheels that only it needs.

@@ -5,7 +5,7 @@ once, ``--fresh`` again), the kit built, the project and kit carried to ``build/
 then offline (``unshare -n``) the kit installed and a smoke run; each notebook's status, time, checks and executed
 copy checked into ``build/gpu-sim/report.json``. Exit 0 only when every notebook ran ok with every check true.
 
-Usage: ``python -m helpers.tools.gpusim [--python python3.12] [--scale smoke] [--budget S] [--fresh]`` (root, or a
+Usage: ``python -m labtools.gpusim [--python python3.12] [--scale smoke] [--budget S] [--fresh]`` (root, or a
 user that may make network namespaces)."""
 
 import argparse
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import gpukit
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SIM = ROOT / "build" / "gpu-sim"
 CARRY_LIMIT_MIB = 64
 NETWORK_PROBE = (
@@ -90,12 +90,12 @@ def offline(
         raise SystemExit(
             "the simulation needs `unshare` and `ip` (util-linux, iproute2) to cut the network"
         )
-    run = f"{py} -m helpers.runner --scale {scale} --out build/gpu-run --pack build/gpu-pack"
+    run = f"{py} -m labtools.runner --scale {scale} --out build/gpu-run --pack build/gpu-pack"
     if budget:
         run += f" --budget {budget:g}"
     script = (
         f'set -e\nip link set lo up\ncd {project}\n{py} -c "$PROBE"\n'
-        f"{py} -m helpers.tools.gpukit install\nPYTHONPATH={project}/build/gpu-kit/site {run}\n"
+        f"{py} -m labtools.gpukit install\nPYTHONPATH={project}/build/gpu-kit/site {run}\n"
     )
     env = {
         k: v

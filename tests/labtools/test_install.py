@@ -1,9 +1,9 @@
-"""helpers.tools.install (``make setup``'s install): pip's settings carried over to uv, and pip's route when uv fails.
+"""labtools.install (``make setup``'s install): pip's settings carried over to uv, and pip's route when uv fails.
 No real install here (make test's own set-up is that test): a recording runner stands in for the subprocesses."""
 import subprocess
 from pathlib import Path
 
-from helpers.tools import install
+from labtools import install
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,4 +88,4 @@ def test_when_uv_cannot_be_had_or_fails_pip_installs_and_says_why(capsys):
 
 def test_make_setup_uses_it_online_and_pip_offline():
     mk = (ROOT / "Makefile").read_text()
-    assert "-m helpers.tools.install --python $(BIN)/python" in mk and "--no-index --find-links $(WHEELS)" in mk
+    assert "-m labtools.install --python $(BIN)/python" in mk and "--no-index --find-links $(WHEELS)" in mk

@@ -2,7 +2,7 @@
 
 ``browser``: find the Chromium the real-browser test drives, or fetch Playwright's (never system packages).
 ``lab-settings``: JupyterLab defaults for this project's lab (no news pop-up, no update check).
-Usage: ``python -m helpers.tools.devsetup [browser] [lab-settings]`` (both when none is named)."""
+Usage: ``python -m labtools.devsetup [browser] [lab-settings]`` (both when none is named)."""
 
 import json
 import os
