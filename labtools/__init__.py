@@ -12,6 +12,8 @@ here): they run the notebooks, set the lab up and carry it to a GPU machine.
 - ``labcopy``     ``make lab``'s working copies in lab/
 - ``wheelhouse``  an offline install's wheels (``make wheelhouse``)
 - ``gpukit``      the GPU kit (``make gpu-kit``) and ``gpusim`` the GPU machine simulated offline (docs/gpu.md)
+- ``hosted``      a hosted notebook simulated (``make hosted-sim``): README's ``%pip`` line on a given torch, kept
+- ``exits``       the exit statuses of these commands, in one place
 
 By hand, in ``benchmarks/``: ``signal_stress`` (the runner signalled at 40 moments) and ``doctor_bench``.
 """

@@ -17,6 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from . import exits
 from .wheelhouse import canonical, pip, report, target_args
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -338,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
             f"kit installed in {rel}; run: PYTHONPATH={rel} {Path(sys.executable).name} -m labtools.runner "
             "--scale full --out build/gpu-run"
         )
-    return 0
+    return exits.OK
 
 
 if __name__ == "__main__":

@@ -23,10 +23,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from . import kernel as kn
-from . import pack as pk
 from helpers.notebook.env import SCALE_ENV, get_scale, quiet_logs
 from helpers.notebook.results import RESULTS_ENV, atomic_write_text
+
+from . import exits
+from . import kernel as kn
+from . import pack as pk
 
 PROJECT = Path(__file__).resolve().parents[1]
 SUMMARY = "run-summary.json"
@@ -133,7 +135,7 @@ class Run:
                 file=sys.stderr,
                 flush=True,
             )
-            os._exit(128 + (self.signum or signal.SIGTERM))
+            os._exit(exits.signalled(self.signum))
 
     def install(self) -> None:
         """(Re)install the handlers: nbclient removes its own after each notebook, leaving the defaults."""
@@ -256,14 +258,14 @@ def main(argv: list[str] | None = None, early_signals: list[int] | None = None) 
         scale = get_scale(args.scale)
     except ValueError as exc:
         print(exc, file=sys.stderr)
-        return 2
+        return exits.BAD_INPUT
     if missing := kn.missing_packages():
         print(
             f"this Python ({sys.executable}) lacks {', '.join(missing)}: run `make setup`, or put the GPU kit on "
             "PYTHONPATH (docs/gpu.md, 'the GPU kit')",
             file=sys.stderr,
         )
-        return 2
+        return exits.BAD_INPUT
     paths = args.notebooks or sorted((PROJECT / "notebooks").glob("[0-9]*.ipynb"))
     absent = [str(p) for p in paths if not p.is_file()]
     if not paths or absent:
@@ -271,7 +273,7 @@ def main(argv: list[str] | None = None, early_signals: list[int] | None = None) 
             f"no such notebook: {', '.join(absent)}" if absent else "no notebooks found",
             file=sys.stderr,
         )
-        return 2
+        return exits.BAD_INPUT
     out = (args.out or Path(os.environ.get(RESULTS_ENV) or PROJECT / "results")).resolve()
     runs = Path(
         os.environ.get("PERF_RUNS_DIR") or (out / "runs" if args.out else PROJECT / "runs")
@@ -326,8 +328,8 @@ def main(argv: list[str] | None = None, early_signals: list[int] | None = None) 
     )
     if run.signum is not None:
         print(f"stopped by {summary['signal']}", file=sys.stderr)
-        return 128 + run.signum
-    return 1 if failed else 0
+        return exits.signalled(run.signum)
+    return exits.FAILED if failed else exits.OK
 
 
 if __name__ == "__main__":

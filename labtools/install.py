@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
+from . import exits
+
 UV_VERSION = "0.13.9"
 # the trace doctor (doctor/, a package of its own) beside the lab, which depends on it by name: installed from here
 SPEC = ("-e", "./doctor[full]", "-e", ".[test]")
@@ -134,7 +136,7 @@ def main(argv: Sequence[str] | None = None, run: Runner = subprocess.run) -> int
     if not a.pip_only:
         why = install_with_uv(a.python, a.constraints, SPEC, run=run)
         if why is None:
-            return 0
+            return exits.OK
         print(f"install: {why}; installing with pip instead", file=sys.stderr, flush=True)
     return install_with_pip(a.python, a.constraints, SPEC, run=run)
 

@@ -11,6 +11,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from . import exits
+
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ".copies.json"
 
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"JupyterLab opens your working copies in {args.dest}/ (git-ignored; notebooks/ stays as committed)"
     )
-    return 0
+    return exits.OK
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ from typing import Any
 
 from helpers.notebook.results import atomic_write_text, current_umask
 
+from . import exits
+
 MIB = 2**20
 PACK_LIMIT = 15 * MIB  # each archive stays under what one carried file may be (16 MiB)
 TRACE_GZ_LIMIT = (
@@ -161,6 +163,7 @@ def unpack(
 def main(argv: list[str] | None = None) -> int:
     """``python -m labtools.pack unpack --gpu h100 ARCHIVE ...``: a GPU run's packs become its reference."""
     import argparse
+
     from helpers.notebook.reference import reference_root
 
     ap = argparse.ArgumentParser(
@@ -189,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         except (OSError, ValueError, tarfile.TarError) as exc:
             print(f"{archive}: {exc}")
-            return 2
-    return 0
+            return exits.BAD_INPUT
+    return exits.OK
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import exits
+
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "pytorch-performance-lab"
 DOCTOR = "perf-doctor"  # doctor/: installed from the checkout beside the project, never downloaded
@@ -212,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{info['wheels']} wheels, {info['size_mb']} MB in {info['dest']} ({info['seconds']} s)")
     if info["left_out"]:
         print(f"left out (the target has them): {', '.join(info['left_out'])}")
-    return 0
+    return exits.OK
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@ A notebook makes one ``Budget`` in its parameters cell and passes each experimen
     BUDGET = budget.Budget.from_env(P["budget_s"], reserve_s=30)   # $PERF_TIME_BUDGET_S (the runner's) wins
     ...
     for name, cfg in CELLS:
-        RESULTS.record(name, cfg, BUDGET.wrap(lambda: run_cell(cfg)))   # or BUDGET.record(RESULTS, name, cfg, fn)
+        RESULTS.record(name, cfg, lambda: run_cell(cfg), budget=BUDGET)   # BUDGET.wrap(fn) by hand
 
-Once the budget is spent, ``wrap(fn)`` raises ``OverBudget("skipped: ...")`` without calling ``fn``; else ``fn`` runs
+Once the budget is spent, ``wrap(fn)`` (what ``record`` runs) raises ``OverBudget("skipped: ...")`` without calling ``fn``; else ``fn`` runs
 under an alarm for what is left (``limit``) that raises ``OverBudget("stopped: ...")`` in it. ``Results.record`` makes
 either a failed row and the notebook goes on to its results, checks and figures, for which ``reserve_s`` is kept.
 
@@ -142,25 +142,14 @@ class Budget:
             yield
 
     def wrap(self, fn: Callable[[], Any], limit_s: float | None = None) -> Callable[[], Any]:
-        """``fn`` run under ``limit(limit_s)``: for ``Results.record(name, config, BUDGET.wrap(fn))``."""
+        """``fn`` run under ``limit(limit_s)``: what ``Results.record(..., budget=BUDGET)`` runs (by hand: a guarded
+        call that is no row)."""
 
         def bounded():
             with self.limit(limit_s):
                 return fn()
 
         return bounded
-
-    def record(
-        self,
-        results,
-        name: str,
-        config: Mapping[str, Any],
-        fn: Callable[[], Mapping[str, Any]],
-        limit_s: float | None = None,
-        **kw,
-    ) -> dict[str, Any]:
-        """``results.record(name, config, self.wrap(fn, limit_s), **kw)``: skipped or stopped, a failed row."""
-        return results.record(name, config, self.wrap(fn, limit_s), **kw)
 
 
 def can_alarm() -> bool:

@@ -224,7 +224,7 @@ def test_advice_depends_on_the_trace():
 
 def test_advice_in_the_doctor_on_cpu_and_gpu_traces(tmp_path):
     """The doctor (and the lesson's check) on a CPU-only trace of a planted launch/overhead step, and on a GPU trace."""
-    from helpers.measure.diagnose import diagnose_step
+    from helpers.measure.profiling import diagnose_step
 
     d = diagnose_step(make_step("launch/overhead", 300), trace_root=tmp_path, **SCHEDULE)
     see = next(c["see"] for c in d.causes if c["cause"] == "launch/overhead")
@@ -311,7 +311,7 @@ def test_gpu_idle_vs_hta_on_a_real_a100_trace():
 
 
 def _baseline_trace_dir(tmp_path, monkeypatch):
-    from helpers.measure.diagnose import diagnose_step
+    from helpers.measure.profiling import diagnose_step
 
     monkeypatch.setenv("PERF_RUNS_DIR", str(tmp_path / "runs"))
     return diagnose_step(make_step("none", 1), name="05_diagnose/none", **SCHEDULE).trace_dir
