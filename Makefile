@@ -61,7 +61,7 @@ WHEEL_EXCLUDE  ?=
 BUILD_PYTHON   := $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
 PIP_FROM       := $(if $(WHEELS),--no-index --find-links $(WHEELS),-c constraints.txt)
 
-.PHONY: help setup lab test run wheelhouse gpu-kit gpu-sim clean distclean
+.PHONY: help setup lab test run wheelhouse gpu-kit gpu-sim hosted-sim clean distclean
 
 # `make` alone lists the targets (it used to start the multi-GB install): each target's `##` line below.
 help:
@@ -77,7 +77,7 @@ setup: $(STAMP) ## install .venv from the pinned set (online), or offline from W
 SETUP_STEPS ?= lab-settings browser
 $(STAMP): pyproject.toml doctor/pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV_ARGS) $(VENV)
-	$(if $(WHEELS),$(BIN)/python -m pip install -q $(PIP_FROM) -e "./doctor[full]" -e ".[test]",$(BIN)/python -m labtools.install --python $(BIN)/python)
+	$(if $(WHEELS),$(BIN)/python -m pip install -q $(PIP_FROM) -e "./doctor[full]" -e ".[lab,test]",$(BIN)/python -m labtools.install --python $(BIN)/python)
 	$(BIN)/python -m labtools.devsetup $(SETUP_STEPS)
 	@touch $@
 
@@ -133,6 +133,13 @@ SIM_PYTHON ?= python3.12
 SIM_ARGS   ?=
 gpu-sim: ## that GPU machine simulated here, offline (Python 3.12, torch 2.11)
 	$(BUILD_PYTHON) -m labtools.gpusim --python "$(SIM_PYTHON)" $(SIM_ARGS)
+
+# A hosted notebook (Colab, Kaggle) simulated here (labtools/hosted.py): a venv with a given torch (HOSTED_ARGS=
+# "--torch 2.13.0+cpu --torchvision 0.28.0", the default) and README's `pip install ./doctor .` on top in a copy of the
+# project, which must leave that torch as it was. e.g. make hosted-sim HOSTED_ARGS="--torch 2.14.1 --torchvision 0.29.1"
+HOSTED_ARGS ?=
+hosted-sim: ## a hosted notebook simulated: the lab installed on a given torch, which it keeps
+	$(BUILD_PYTHON) -m labtools.hosted $(HOSTED_ARGS)
 
 # build/wheelhouse is kept: on an offline machine it cannot be fetched again
 clean: ## remove test outputs, results/ and runs/

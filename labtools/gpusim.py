@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import gpukit
+from . import exits, gpukit
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM = ROOT / "build" / "gpu-sim"
@@ -58,8 +58,9 @@ def machine(python: str, timm: str, fresh: bool) -> Path:
     return py
 
 
-def carry(kit: Path, dest: Path = SIM / "carry") -> tuple[Path, float]:
-    """Copy what a GPU machine is given (the project's files and the kit) to ``dest``; its size in MiB."""
+def carry(kit: Path | None, dest: Path = SIM / "carry") -> tuple[Path, float]:
+    """Copy what a GPU machine is given (the project's files and the kit, unless None: a clone) to ``dest``; its
+    size in MiB."""
     if dest.exists():
         shutil.rmtree(dest)
     files = sh(
@@ -74,6 +75,8 @@ def carry(kit: Path, dest: Path = SIM / "carry") -> tuple[Path, float]:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
             total += src.stat().st_size
+    if kit is None:
+        return dest, total / 2**20
     kit_dest = dest / kit.relative_to(ROOT)
     kit_dest.mkdir(parents=True)
     for whl in sorted(kit.glob("*.whl")):
@@ -231,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'ok' if report['ok'] else 'NOT OK'}: runner exit {proc.returncode}, {report['wall_s']} s in all; "
         f"carried {report['carried_mib']} MiB of {CARRY_LIMIT_MIB}; report in {SIM / 'report.json'}"
     )
-    return 0 if report["ok"] and carry_mib <= CARRY_LIMIT_MIB else 1
+    return exits.OK if report["ok"] and carry_mib <= CARRY_LIMIT_MIB else exits.FAILED
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from . import exits
 
 UV_VERSION = "0.13.9"
 # the trace doctor (doctor/, a package of its own) beside the lab, which depends on it by name: installed from here
-SPEC = ("-e", "./doctor[full]", "-e", ".[test]")
+SPEC = ("-e", "./doctor[full]", "-e", ".[lab,test]")
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CACHE = ROOT / "build" / "uv-cache"
 # pip options that carry over to ``uv pip install`` (pip's name -> uv's flag); every other pip setting is pip's own

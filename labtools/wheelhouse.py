@@ -3,7 +3,7 @@
     python -m labtools.wheelhouse [--dest build/wheelhouse] [--python-version 3.12]
                                  [--platform manylinux_2_28_x86_64] [--exclude torch torchvision]
 
-pip resolves ``./doctor[full]`` and ``.[test]`` with ``constraints.txt`` for the target (``--dry-run --report``),
+pip resolves ``./doctor[full]`` and ``.[lab,test]`` with ``constraints.txt`` for the target (``--dry-run --report``),
 leaves out what the target has (``--exclude``; torch takes its CUDA wheels with it), downloads the rest and
 setuptools as wheels and lists them in ``requirements.txt``; the doctor and the lab install from the checkout. Build
 on the target's OS and architecture (docs/gpu.md, "Offline install")."""
@@ -118,11 +118,11 @@ def report(python: str, tgt: list[str], args: list[str], failed: str) -> list[di
 
 
 def resolve(python: str, tgt: list[str], root: Path = ROOT) -> list[tuple[str, str]]:
-    """(name, version) of every package ``./doctor[full]`` and ``.[test]`` need on the target, from pip's resolver."""
+    """(name, version) of every package ``./doctor[full]`` and ``.[lab,test]`` need on the target, from pip's resolver."""
     items = report(
         python,
         tgt,
-        ["-c", str(root / "constraints.txt"), f"{root / 'doctor'}[full]", f"{root}[test]"],
+        ["-c", str(root / "constraints.txt"), f"{root / 'doctor'}[full]", f"{root}[lab,test]"],
         "pip could not resolve the project's packages for this target",
     )
     pins = [(item["metadata"]["name"], item["metadata"]["version"]) for item in items]
@@ -162,7 +162,7 @@ def build(
     )
     (dest / "requirements.txt").write_text(
         "# made by `make wheelhouse` (helpers/wheelhouse.py); install with\n"
-        f"#   pip install --no-index --find-links {dest.name} -e './doctor[full]' -e '.[test]'\n"
+        f"#   pip install --no-index --find-links {dest.name} -e './doctor[full]' -e '.[lab,test]'\n"
         f"# target: python {python_version or 'as built'}, platform {' '.join(platforms or []) or 'as built'}\n"
         + (f"# left out (the target has them): {' '.join(left_out)}\n" if left_out else "")
         + "\n".join(reqs)
