@@ -195,8 +195,8 @@ def test_budgets_guard_inside_and_stop_from_outside(tmp_path):
     guard = ("import time\nfrom helpers.notebook import budget\n"
              "B = budget.Budget.from_env(None, reserve_s=0.5)\n"
              "print(B.seconds, f'{B.elapsed():.1f} s used before the guard')\n"
-             "B.record(R, 'slow', {}, lambda: time.sleep(120))\n"
-             "B.record(R, 'next', {}, lambda: {'x': 3})\n"
+             "R.record('slow', {}, lambda: time.sleep(120), budget=B)\n"
+             "R.record('next', {}, lambda: {'x': 3}, budget=B)\n"
              "R.check('went_on', True)\n")
     g = notebook(tmp_path / "g.ipynb", RESULTS.format(stem="g"), guard)
     h = notebook(tmp_path / "h.ipynb", RESULTS.format(stem="h"), "import time\ntime.sleep(120)\n")
