@@ -34,10 +34,12 @@ TECHNIQUE = {
 # benchmarks/; helpers/tools/idle.py replaced by chrt/nice): 7,157 then.
 # Issue 43: the code is formatted by ruff at 100 columns (tests/test_format.py), which turned the same code's 3,000
 # lines of helpers/lessons into 4,445 and helpers' 7,177 into 10,234 (joined statements and 120-column lines split):
-# the lessons' cap is re-measured in formatted lines, with the lessons' claims (checks.py) to come; helpers' cap of
-# 7,500 formatted lines is issue 42's, reached by moving the runner and the tools out of the package the notebooks
-# share (until then, the formatted count).
-MAX_LESSON_LINES, MAX_HELPER_LINES, MAX_PROSE_WORDS = 5000, 10500, 800
+# the lessons' cap is re-measured in formatted lines, with the lessons' claims (checks.py) to come.
+# Issue 42: helpers' cap is 7,500 formatted lines again. The runner and the set-up tools moved out of the package the
+# notebooks share into labtools/ (2,200 lines), signal_stress into benchmarks/, helpers.measure.diagnose into
+# profiling and training: 10,428 -> 8,164 (lessons 4,448, the rest 3,716); the rest is the lessons' own reshaping
+# (issue 43's notebook issues: 06 on torchrun, ...), which this cap waits for.
+MAX_LESSON_LINES, MAX_HELPER_LINES, MAX_PROSE_WORDS = 5000, 7500, 800
 MAX_EXPORTS = 25   # the notebooks' cells (30 lines a cell): tests/notebooks/test_notebook_code.py
 CHECK_CALL = re.compile(r"""RESULTS\.check\(\s*(f?)(["'])(.*?)\2""", re.S)
 CHECK_ID = re.compile(r"[a-z][a-z0-9_]{0,59}")
@@ -105,7 +107,8 @@ def test_checks_are_keyed_by_id(nb):
 
 def test_lesson_helpers_are_thin_and_return_numbers():
     assert lines(LESSONS) <= MAX_LESSON_LINES
-    assert lines(ROOT / "helpers") <= MAX_HELPER_LINES
+    n, lessons = lines(ROOT / "helpers"), lines(LESSONS)
+    assert n <= MAX_HELPER_LINES, f"helpers: {n} formatted lines ({lessons} of them lessons), over {MAX_HELPER_LINES}"
     assert prose_words(LESSONS) <= MAX_PROSE_WORDS
 
 

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.tools import devsetup
+from labtools import devsetup
 from helpers.notebook import tensorboard as tb
 from test_executed_notebooks import PROMISE   # tests/notebooks is on sys.path (pytest's rootdir-less import)
 

@@ -11,7 +11,7 @@ import perf_doctor as tr
 
 from ...measure import device as dv
 from ...measure import profiling, timing, training
-from ...measure.compare import compare
+from ...measure.compare import equal_outputs
 from ...measure.validate import InvalidValue, validate_batch_size, validate_bool, validate_choice
 from ...notebook import budget as budget_mod, env
 from ...notebook import tensorboard as tb
@@ -285,7 +285,10 @@ class Lab:
                 {n: p.grad.detach().clone() for n, p in model.named_parameters()},
             )
         (la, ga), (lb, gb) = outs["gather"], outs["indexing"]
-        loss, grads = compare(la, lb, rtol=1e-6, atol=1e-7), compare(ga, gb, rtol=1e-5, atol=1e-6)
+        loss, grads = (
+            equal_outputs(la, lb, rtol=1e-6, atol=1e-7),
+            equal_outputs(ga, gb, rtol=1e-5, atol=1e-6),
+        )
         return {
             "loss_equal": loss["exact"],
             "loss_close": loss["close"],
