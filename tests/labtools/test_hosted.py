@@ -1,6 +1,7 @@
 """The hosted notebook's install (labtools.hosted, ``make hosted-sim`` runs it for real: a venv with a given torch, the
 lab on top, the torch kept): README's line is the one simulated, and the notebooks' first cell says what to run."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -26,3 +27,10 @@ def test_the_first_cell_says_what_to_run_without_the_lab():
 def test_the_first_cell_is_silent_with_the_lab():
     proc = subprocess.run([sys.executable, "-c", hosted.FIRST_CELL], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0 and not proc.stdout and not proc.stderr
+
+
+def test_every_notebooks_first_cell_says_what_to_run_without_the_lab():
+    for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        cells = json.loads(nb.read_text())["cells"]
+        first = "".join(next(c for c in cells if c["cell_type"] == "code")["source"])
+        assert first.startswith(hosted.FIRST_CELL), f"{nb.name}'s first code cell lacks the hosted-notebook lines"

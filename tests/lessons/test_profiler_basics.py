@@ -357,7 +357,7 @@ def test_validate_panel_refuses_an_unknown_setting():
 
 def test_a_comparison_reads_in_the_one_convention(tmp_path):
     res = Results(pb.NOTEBOOK, "smoke", root=tmp_path)
-    c = res.compare("fp32", "bf16", [10.0, 10.2, 9.9, 10.1] * 3, [5.0, 5.1, 4.9, 5.0] * 3)
+    c = res.compare_times("fp32", "bf16", [10.0, 10.2, 9.9, 10.1] * 3, [5.0, 5.1, 4.9, 5.0] * 3)
     assert pb.takes_line(c).startswith("bf16 takes 0.50× fp32's time (95% interval ")
     assert pb.takes_line(c).endswith(": faster")
     view = pb.comparisons_view(res)
