@@ -40,7 +40,7 @@ def alike(facts: Facts) -> bool:
     means = facts.note("det_gather_step_ms").values()
     if len(means) < 2:
         raise NotMeasured("fewer than two timings of the deterministic gather step")
-    return max(means) / min(means) <= 1.4
+    return max(means) / min(means) <= 1.5
 
 
 def bad_rows(facts: Facts) -> bool:
@@ -141,7 +141,7 @@ CLAIMS = [
     ),
     Claim(
         "cpu_same_step_reads_alike",
-        "on process CPU time the deterministic gather step reads within 40% in the three sections that time it",
+        "on process CPU time the deterministic gather step reads within 50% in the three sections that time it",
         alike,
         applies=on_cpu,
     ),
