@@ -17,7 +17,8 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 TECHNIQUE = {
     "01": [["profile("], ["record_function("], ["schedule("], ["key_averages("], ["synchronize(", "Event("]],
     "02": [["DataLoader("], ["num_workers="], ["pin_memory="]],
-    "03": [["register_full_backward_pre_hook("], ["register_full_backward_hook("], ["use_deterministic_algorithms("]],
+    "03": [["register_full_backward_pre_hook(", "register_multi_grad_hook("], ["register_full_backward_hook("],
+           ["use_deterministic_algorithms("]],
     "04": [["torch.compile("], ["mode="], ["autocast("]],
     "05": [["diagnose(", "perf_doctor"]],
     "06": [["DistributedDataParallel(", "DDP("], ["no_sync("], ["init_process_group("], ["bucket_cap_mb"]],
