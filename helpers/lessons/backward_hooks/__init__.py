@@ -1,4 +1,4 @@
-"""The helpers of notebook ``03_backward_hooks``: ``experiment`` (runs), ``views`` (tables, chart) and ``patch_dropout``
+"""The helpers of notebook ``03_backward_hooks``: ``experiment`` (runs), ``views`` (tables, chart), ``checks`` (its claims) and ``patch_dropout``
 (the fix). The hooks and deterministic switch are in the notebook's cells."""
 
 from .experiment import (
