@@ -61,7 +61,7 @@ WHEEL_EXCLUDE  ?=
 BUILD_PYTHON   := $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
 PIP_FROM       := $(if $(WHEELS),--no-index --find-links $(WHEELS),-c constraints.txt)
 
-.PHONY: help setup lab test run wheelhouse gpu-kit gpu-sim clean distclean
+.PHONY: help setup lab test run wheelhouse gpu-kit gpu-sim hosted-sim clean distclean
 
 # `make` alone lists the targets (it used to start the multi-GB install): each target's `##` line below.
 help:
@@ -70,21 +70,21 @@ help:
 
 setup: $(STAMP) ## install .venv from the pinned set (online), or offline from WHEELS=<folder>
 
-# Online, helpers/tools/install.py installs the pinned set with uv (parallel, bytecode compiled on every core; pip's
+# Online, labtools/install.py installs the pinned set with uv (parallel, bytecode compiled on every core; pip's
 # own settings carried over), falling back to pip; offline (WHEELS=) it is pip from the wheel folder alone. Both
 # install the trace doctor (doctor/, perf-doctor) editable beside the lab, which depends on it by that name.
 # SETUP_STEPS: the devsetup steps after the install (.ci/run leaves out the browser while it installs Chromium).
 SETUP_STEPS ?= lab-settings browser
 $(STAMP): pyproject.toml doctor/pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV_ARGS) $(VENV)
-	$(if $(WHEELS),$(BIN)/python -m pip install -q $(PIP_FROM) -e "./doctor[full]" -e ".[test]",$(BIN)/python -m helpers.tools.install --python $(BIN)/python)
-	$(BIN)/python -m helpers.tools.devsetup $(SETUP_STEPS)
+	$(if $(WHEELS),$(BIN)/python -m pip install -q $(PIP_FROM) -e "./doctor[full]" -e ".[lab,test]",$(BIN)/python -m labtools.install --python $(BIN)/python)
+	$(BIN)/python -m labtools.devsetup $(SETUP_STEPS)
 	@touch $@
 
-# The lab opens working copies (lab/, git-ignored: helpers/tools/labcopy.py), so that saving a run notebook never
+# The lab opens working copies (lab/, git-ignored: labtools/labcopy.py), so that saving a run notebook never
 # writes outputs into the tracked notebooks/.
 lab: setup ## JupyterLab on 127.0.0.1:8888 (PORT=...) with your working copies of the notebooks (lab/)
-	$(BIN)/python -m helpers.tools.labcopy
+	$(BIN)/python -m labtools.labcopy
 	cd lab && KINETO_LOG_LEVEL=$${KINETO_LOG_LEVEL:-$$(../$(BIN)/python -c 'from helpers.notebook import env; print(env.kineto_log_level())')} \
 	  ../$(BIN)/jupyter lab --ip $(HOST) --port $(PORT) --no-browser $(ROOT_FLAG) \
 	  --MappingKernelManager.transport_encryption=auto
@@ -112,27 +112,34 @@ test: setup ## every notebook at smoke scale, then the unit tests (8-10 min on 2
 SETUP      ?= setup
 RUN_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
 RUN_ARGS   ?=
-run: $(SETUP) ## execute the notebooks headless: RUN_ARGS="--scale full --budget 300 ..." (helpers.runner)
-	$(RUN_PYTHON) -m helpers.runner $(RUN_ARGS)
+run: $(SETUP) ## execute the notebooks headless: RUN_ARGS="--scale full --budget 300 ..." (labtools.runner)
+	$(RUN_PYTHON) -m labtools.runner $(RUN_ARGS)
 
 # e.g. make wheelhouse WHEEL_PYTHON=3.12 WHEEL_PLATFORM=manylinux_2_28_x86_64 WHEEL_EXCLUDE="torch torchvision"
 wheelhouse: ## build a folder of wheels for an offline `make setup WHEELS=...`
-	$(BUILD_PYTHON) -m helpers.tools.wheelhouse --dest $(WHEELHOUSE) \
+	$(BUILD_PYTHON) -m labtools.wheelhouse --dest $(WHEELHOUSE) \
 	  $(if $(WHEEL_PYTHON),--python-version $(WHEEL_PYTHON)) $(if $(WHEEL_PLATFORM),--platform $(WHEEL_PLATFORM)) \
 	  $(if $(WHEEL_EXCLUDE),--exclude $(WHEEL_EXCLUDE))
 
-# The GPU kit (gpu-kit.txt, helpers/tools/gpukit.py): the wheels a borrowed GPU machine (torch 2.11 set preinstalled,
+# The GPU kit (gpu-kit.txt, labtools/gpukit.py): the wheels a borrowed GPU machine (torch 2.11 set preinstalled,
 # no index) needs to execute every notebook headless, into build/gpu-kit. Online.
 gpu-kit: ## the wheels a borrowed GPU machine needs, into build/gpu-kit
-	$(BUILD_PYTHON) -m helpers.tools.gpukit build
+	$(BUILD_PYTHON) -m labtools.gpukit build
 
-# That machine simulated here (helpers/tools/gpusim.py): a Python 3.12 venv with torch 2.11.0 and the preinstalled
+# That machine simulated here (labtools/gpusim.py): a Python 3.12 venv with torch 2.11.0 and the preinstalled
 # set, the kit installed with --no-index and the notebooks run through the runner with the network cut (unshare -n).
 # e.g. PYENV_VERSION=3.12.1 make gpu-sim, or make gpu-sim SIM_PYTHON=/usr/bin/python3.12
 SIM_PYTHON ?= python3.12
 SIM_ARGS   ?=
 gpu-sim: ## that GPU machine simulated here, offline (Python 3.12, torch 2.11)
-	$(BUILD_PYTHON) -m helpers.tools.gpusim --python "$(SIM_PYTHON)" $(SIM_ARGS)
+	$(BUILD_PYTHON) -m labtools.gpusim --python "$(SIM_PYTHON)" $(SIM_ARGS)
+
+# A hosted notebook (Colab, Kaggle) simulated here (labtools/hosted.py): a venv with a given torch (HOSTED_ARGS=
+# "--torch 2.13.0+cpu --torchvision 0.28.0", the default) and README's `pip install ./doctor .` on top in a copy of the
+# project, which must leave that torch as it was. e.g. make hosted-sim HOSTED_ARGS="--torch 2.14.1 --torchvision 0.29.1"
+HOSTED_ARGS ?=
+hosted-sim: ## a hosted notebook simulated: the lab installed on a given torch, which it keeps
+	$(BUILD_PYTHON) -m labtools.hosted $(HOSTED_ARGS)
 
 # build/wheelhouse is kept: on an offline machine it cannot be fetched again
 clean: ## remove test outputs, results/ and runs/

@@ -21,12 +21,12 @@ def pytest_configure(config):
 # The long tests start first (the runner's signal and stale-results runs, the doctor on real traces): with
 # pytest-xdist the workers then share out the many short ones instead of one worker finishing a long test alone at the
 # end. Only the order changes; every test runs as before. (The browser sessions are WAITERS, below.)
-LONG_FIRST = ("tests/notebook/test_runner.py", "tests/traces/test_doctor.py")
+LONG_FIRST = ("tests/labtools/test_runner.py", "tests/traces/test_doctor.py")
 # The tests that mostly wait (a runner sleeping out its budget, JupyterLab and Chromium starting), longest first. Each
 # starts a different worker's share, so that they wait side by side while the others compute: in one worker's share
 # (the order above alone) they ran one after another, and the last one (~100 s) ended ~25 s after every other test,
 # the machine idle meanwhile.
-WAITERS = ("tests/notebook/test_runner.py::test_budgets_guard_inside_and_stop_from_outside",
+WAITERS = ("tests/labtools/test_runner.py::test_budgets_guard_inside_and_stop_from_outside",
            "tests/notebooks/test_browser_e2e.py::test_jupyterlab_notebook_widgets",
            "tests/notebooks/test_browser_e2e.py::test_saved_outputs_fit_the_view")
 

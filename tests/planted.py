@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from helpers.measure.diagnose import training_step
+from helpers.measure.training import training_step
 from helpers.measure.timing import torch_threads
 
 

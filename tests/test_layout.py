@@ -1,5 +1,5 @@
-"""The packages' layout, checked: ``helpers`` (the lab) and ``perf_doctor`` (the trace doctor, ``doctor/``): no import
-cycle, no module over 600 formatted lines, no module reaching into another's private names, every module named in its
+"""The packages' layout, checked: ``helpers`` (what the notebooks share), ``labtools`` (the lab's commands) and
+``perf_doctor`` (the trace doctor, ``doctor/``): no import cycle between modules or between packages, no module over 600 formatted lines, no module reaching into another's private names, every module named in its
 package's index (``__init__.py``) and in CONTRIBUTING.md's layout section; the doctor imports nothing from the lab."""
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "helpers"
+TOOLS = ROOT / "labtools"
 DOCTOR = ROOT / "doctor" / "perf_doctor"
-PACKAGES = (PKG, DOCTOR)
+PACKAGES = (PKG, TOOLS, DOCTOR)
+OURS = ("helpers", "labtools", "perf_doctor")
 MAX_LINES = 600  # formatted lines (ruff, 100 columns: tests/test_format.py); 450 before the formatter
 
 
@@ -49,7 +51,7 @@ def imports(mods: dict[str, Path]) -> dict[str, set[str]]:
             for t in targets:
                 while t and t not in mods:  # helpers.x.y.name -> the module helpers.x.y
                     t = t.rpartition(".")[0]
-                if t and t != mod and t.startswith(("helpers", "perf_doctor")):
+                if t and t != mod and t.split(".")[0] in OURS:
                     graph[mod].add(t)
     return graph
 
@@ -83,6 +85,42 @@ def test_no_import_cycle_inside_helpers_or_the_doctor():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+def packages_of(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph seen a package at a time: ``helpers.measure``, ``helpers.notebook``, each
+    ``helpers.lessons.X``, and ``labtools`` and ``perf_doctor`` whole (a module directly in ``helpers`` is its own)."""
+
+    def package(mod: str) -> str:
+        parts = mod.split(".")
+        if parts[0] != "helpers":
+            return parts[0]
+        return ".".join(parts[:3] if parts[1:2] == ["lessons"] else parts[:2])
+
+    out: dict[str, set[str]] = {}
+    for mod, targets in graph.items():
+        out.setdefault(package(mod), set()).update(package(t) for t in targets)
+    for pkg, targets in out.items():
+        targets.discard(pkg)
+    for pkg in {t for targets in out.values() for t in targets}:
+        out.setdefault(pkg, set())
+    return out
+
+
+def test_no_import_cycle_between_packages():
+    """helpers -> perf_doctor, labtools -> helpers and perf_doctor, lessons -> notebook -> measure: one way each
+    (``helpers.measure`` <-> ``helpers.notebook`` was the last cycle; a package's ``__init__`` counts as it)."""
+    cycle = find_cycle(packages_of(imports(modules())))
+    assert cycle is None, "import cycle between packages: " + " -> ".join(cycle)
+
+
+def test_the_package_graph_sees_a_cycle_between_packages():
+    graph = {"helpers.measure.a": {"helpers.notebook.b"}, "helpers.notebook.b": set(),
+             "helpers.notebook.c": {"helpers.measure.d"}, "helpers.measure.d": set(),
+             "labtools.x": {"helpers.notebook.b"}, "perf_doctor.y": {"labtools.x"}}
+    pk = packages_of(graph)
+    assert find_cycle(pk) == ["helpers.measure", "helpers.notebook", "helpers.measure"]
+    assert pk["perf_doctor"] == {"labtools"} and pk["labtools"] == {"helpers.notebook"}
+
+
 def test_the_cycle_finder_finds_a_cycle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
@@ -106,7 +144,7 @@ def test_no_module_uses_another_modules_private_names():
                 for a in node.names:
                     if f"{base}.{a.name}" in mods:
                         aliases[a.asname or a.name] = f"{base}.{a.name}"
-                    elif a.name.startswith("_") and base.startswith(("helpers", "perf_doctor")) and base != mod:
+                    elif a.name.startswith("_") and base.split(".")[0] in OURS and base != mod:
                         bad.append(f"{mod}: from {base} import {a.name}")
         for node in ast.walk(tree):
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
@@ -135,8 +173,10 @@ def test_the_index_and_the_layout_name_every_module():
         index = mods[".".join(parts[:-1])].read_text()
         if f"``{parts[-1]}``" not in index and f"``{mod}``" not in index:
             missing_index.append(mod)
-        if len(parts) == 2 and parts[0] == "helpers":
-            named = any(n in readme for n in (f"{parts[1]}/", f"{parts[1]}.py", f"helpers.{parts[1]}"))
+        if len(parts) == 2 and parts[0] in ("helpers", "labtools"):
+            named = any(
+                n in readme for n in (f"{parts[1]}/", f"{parts[1]}.py", f"{parts[0]}.{parts[1]}")
+            )
         else:   # the doctor's modules, named in its entry's prose
             named = len(parts) > 2 or re.search(rf"\b{parts[1]}\b", readme) is not None
         if not named:

@@ -17,7 +17,8 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 TECHNIQUE = {
     "01": [["profile("], ["record_function("], ["schedule("], ["key_averages("], ["synchronize(", "Event("]],
     "02": [["DataLoader("], ["num_workers="], ["pin_memory="]],
-    "03": [["register_full_backward_pre_hook("], ["register_full_backward_hook("], ["use_deterministic_algorithms("]],
+    "03": [["register_full_backward_pre_hook(", "register_multi_grad_hook("], ["register_full_backward_hook("],
+           ["use_deterministic_algorithms("]],
     "04": [["torch.compile("], ["mode="], ["autocast("]],
     "05": [["diagnose(", "perf_doctor"]],
     "06": [["DistributedDataParallel(", "DDP("], ["no_sync("], ["init_process_group("], ["bucket_cap_mb"]],
@@ -34,10 +35,12 @@ TECHNIQUE = {
 # benchmarks/; helpers/tools/idle.py replaced by chrt/nice): 7,157 then.
 # Issue 43: the code is formatted by ruff at 100 columns (tests/test_format.py), which turned the same code's 3,000
 # lines of helpers/lessons into 4,445 and helpers' 7,177 into 10,234 (joined statements and 120-column lines split):
-# the lessons' cap is re-measured in formatted lines, with the lessons' claims (checks.py) to come; helpers' cap of
-# 7,500 formatted lines is issue 42's, reached by moving the runner and the tools out of the package the notebooks
-# share (until then, the formatted count).
-MAX_LESSON_LINES, MAX_HELPER_LINES, MAX_PROSE_WORDS = 5000, 10500, 800
+# the lessons' cap is re-measured in formatted lines, with the lessons' claims (checks.py) to come.
+# Issue 42: helpers' cap is 7,500 formatted lines again. The runner and the set-up tools moved out of the package the
+# notebooks share into labtools/ (2,200 lines), signal_stress into benchmarks/, helpers.measure.diagnose into
+# profiling and training: 10,428 -> 8,164 (lessons 4,448, the rest 3,716); the rest is the lessons' own reshaping
+# (issue 43's notebook issues: 06 on torchrun, ...), which this cap waits for.
+MAX_LESSON_LINES, MAX_HELPER_LINES, MAX_PROSE_WORDS = 5000, 7500, 800
 MAX_EXPORTS = 25   # the notebooks' cells (30 lines a cell): tests/notebooks/test_notebook_code.py
 CHECK_CALL = re.compile(r"""RESULTS\.check\(\s*(f?)(["'])(.*?)\2""", re.S)
 CHECK_ID = re.compile(r"[a-z][a-z0-9_]{0,59}")
@@ -50,15 +53,22 @@ def code_cells(nb: Path) -> list[str]:
             and not c.get("metadata", {}).get("jupyter", {}).get("source_hidden")]
 
 
+def code_files(root: Path) -> list[Path]:
+    """The package's modules, less the lessons' claims (``helpers/lessons/*/checks.py``): those are data beside
+    each lesson, moved out of the notebooks' cells by design (issue 43), not code the notebooks share; their
+    sentences were ``RESULTS.check`` arguments, which the prose counter skipped too."""
+    return [p for p in sorted(root.rglob("*.py")) if not (p.name == "checks.py" and p.parent.parent.name == "lessons")]
+
+
 def lines(root: Path) -> int:
-    return sum(len(p.read_text().splitlines()) for p in root.rglob("*.py"))
+    return sum(len(p.read_text().splitlines()) for p in code_files(root))
 
 
 def prose_words(root: Path) -> int:
     """Words in string literals of 4+ words: docstrings, exception messages, warnings, logging, argparse help and
     check(...) arguments excluded."""
     total = 0
-    for p in sorted(root.rglob("*.py")):
+    for p in code_files(root):
         tree = ast.parse(p.read_text())
         skip = set()
         for n in ast.walk(tree):
@@ -98,7 +108,8 @@ def test_checks_are_keyed_by_id(nb):
 
 def test_lesson_helpers_are_thin_and_return_numbers():
     assert lines(LESSONS) <= MAX_LESSON_LINES
-    assert lines(ROOT / "helpers") <= MAX_HELPER_LINES
+    n, lessons = lines(ROOT / "helpers"), lines(LESSONS)
+    assert n <= MAX_HELPER_LINES, f"helpers: {n} formatted lines ({lessons} of them lessons), over {MAX_HELPER_LINES}"
     assert prose_words(LESSONS) <= MAX_PROSE_WORDS
 
 

@@ -1,6 +1,6 @@
-"""Comparing two implementations: first are they the same (``compare``), then is one faster (``compare_times``).
+"""Comparing two implementations: first are they the same (``equal_outputs``), then is one faster (``compare_times``).
 
-``compare``: equivalence before timing, for tensors, arrays, number sequences and dicts of them. ``compare_times``:
+``equal_outputs``: equivalence before timing, for tensors, arrays, number sequences and dicts of them. ``compare_times``:
 timings from interleaved rounds as a ratio with a 95% bootstrap interval and a verdict; a derived figure is printed
 only when the comparison is ``resolved``. The timing statistics are ``perf_doctor.stats``' (the doctor's ``compare``
 judges two traces with them), imported here under their names."""
@@ -31,7 +31,7 @@ def _array(x: Any) -> np.ndarray:
     return np.asarray(x)
 
 
-def compare(a: Any, b: Any, *, rtol: float = 0.0, atol: float = 0.0) -> dict[str, Any]:
+def equal_outputs(a: Any, b: Any, *, rtol: float = 0.0, atol: float = 0.0) -> dict[str, Any]:
     """``b`` against the reference ``a`` (tensors, arrays, number sequences, or dicts of them over all entries):
     ``{exact, close, max_abs_diff, max_rel_diff, mean_abs_diff, p99_abs_diff, n, why}``. ``close``: every ``|a - b| <=
     atol + rtol * |a|``, ``b`` finite; relative to ``|a|`` (1 where 0). Other keys or shapes: neither, ``why`` says."""

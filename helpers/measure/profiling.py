@@ -1,4 +1,5 @@
-"""torch.profiler with a schedule, a fresh trace directory per run, tables and exports (taught in 01)."""
+"""torch.profiler with a schedule, a fresh trace directory per run, tables and exports (taught in 01); a step profiled
+and diagnosed in one call, ``diagnose_step`` (taught in 05: the diagnosis itself is ``perf_doctor.diagnose``)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from typing import Any, Callable, Iterable
 
 from perf_doctor import events as ev
 from perf_doctor import intervals as iv
+from perf_doctor.diagnosis import Diagnosis, DiagnosisError, diagnose
 from perf_doctor.events import LOOP_SYNC_METADATA
 from perf_doctor.kernels import short_name
 
-from ..notebook.env import quiet_profiler_warning, runs_dir
+from ..project import quiet_profiler_warning, runs_dir
 from .device import is_cuda
 
 NAME_WIDTH = 60  # a kernel's or operator's name in a printed table (``table``)
@@ -326,3 +328,52 @@ def step_times(prof):
             }
         )
     return pd.DataFrame(rows, columns=["step", "cpu_ms", "gpu_ms", "gpu_busy_ms"])
+
+
+def diagnose_step(
+    step_fn: Callable[[], Any],
+    *,
+    wait: int = 1,
+    warmup: int = 1,
+    active: int = 3,
+    device=None,
+    name: str = "diagnose_step",
+    trace_root: Path | str | None = None,
+    profile_memory: bool = False,
+) -> Diagnosis:
+    """Profile ``step_fn`` with ``schedule(wait, warmup, active)`` into ``fresh_trace_dir(name)`` and diagnose it (on a
+    GPU the loop's syncs are left out of the diagnosis)."""
+    import torch
+
+    trace_dir = fresh_trace_dir(name, root=trace_root)
+    cuda = is_cuda(device)
+    if cuda:
+        retries0 = torch.cuda.memory_stats(device).get("num_alloc_retries", 0)
+    # on a GPU the loop synchronises after each step, so that a step's range covers its GPU work (a host that
+    # runs ahead of a short profile would otherwise show steps as long as their launches); the diagnosis then
+    # leaves those loop syncs out (loop_syncs)
+    profile_steps(
+        step_fn,
+        wait=wait,
+        warmup=warmup,
+        active=active,
+        device=device,
+        trace_dir=trace_dir,
+        profile_memory=profile_memory,
+        sync=cuda,
+    )
+    files = trace_files(trace_dir)
+    if not files:
+        raise DiagnosisError(
+            f"{trace_dir}: the profiler wrote no trace; is step_fn running (active={active})?"
+        )
+    kw: dict[str, Any] = {"loop_syncs": cuda}
+    if cuda:
+        torch.cuda.synchronize(device)
+        kw |= {
+            "capacity_bytes": torch.cuda.get_device_properties(device).total_memory,
+            "alloc_retries": torch.cuda.memory_stats(device).get("num_alloc_retries", 0) - retries0,
+        }
+    result = diagnose(files[-1], **kw)
+    result.trace_dir = trace_dir
+    return result

@@ -1,9 +1,10 @@
-"""One training step, with its phases labelled for the profiler (taught in ``01_profiler_basics``, reused later)."""
+"""One training step, with its phases labelled for the profiler (taught in ``01_profiler_basics``, reused later), and
+``training_step``: such a step from your own model, optimizer and data loader (05, for ``profiling.diagnose_step``)."""
 
 from __future__ import annotations
 
 import contextlib
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 from torch.profiler import record_function
@@ -65,3 +66,24 @@ def make_train_step(
     """The labelled step of :func:`labelled_step` bound to one fixed batch (``step()``)."""
     step = labelled_step(model, optimizer, loss_fn, precision=precision, label=label)
     return lambda: step(inputs, targets)
+
+
+def training_step(model, optimizer, loader, loss_fn=None, *, device=None) -> Callable[[], Any]:
+    """A step for ``diagnose_step`` from your parts: the next ``(inputs, targets)`` of ``loader`` (cycling), moved to
+    ``device``, forward, backward, optimizer step (``loss_fn``: cross-entropy)."""
+    loss_fn = loss_fn or torch.nn.functional.cross_entropy
+    step = labelled_step(model, optimizer, loss_fn)
+    batches = iter(loader)
+
+    def run():
+        nonlocal batches
+        batch = next(batches, None)
+        if batch is None:  # the loader is exhausted: start its next epoch
+            batches = iter(loader)
+            batch = next(batches)
+        x, y = batch
+        if device is not None:
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        return step(x, y)
+
+    return run

@@ -39,11 +39,7 @@ def validate_num_workers(n: Any, max_workers: int | None = None) -> int:
 
 
 def validate_batch_size(b: Any, maximum: int = 4096) -> int:
-    if validate_whole(b, "batch size") < 1:
-        raise InvalidValue(f"batch size must be at least 1 (got {b}).")
-    if b > maximum:
-        raise InvalidValue(f"batch size {b} is above this panel's limit of {maximum}.")
-    return b
+    return Whole(1, maximum, "batch size")(b)
 
 
 def validate_bool(value: Any, what: str) -> bool:
@@ -69,11 +65,7 @@ def validate_positive(value: Any, what: str) -> float:
 
 
 def validate_choice(value: Any, choices, what: str) -> Any:
-    if value not in choices:
-        raise InvalidValue(
-            f"unknown {what} {value!r}; choose one of: {', '.join(map(str, choices))}."
-        )
-    return value
+    return Choice(choices, what)(value)
 
 
 def validate_compile_mode(mode: Any, device=None) -> str:
@@ -93,15 +85,17 @@ def validate_precision(p: Any, device=None) -> str:
 
 
 class Whole:
-    """A whole number from ``low`` to ``high`` (``what`` names it in the message)."""
+    """A whole number from ``low`` to ``high`` (no upper bound when None; ``what`` names it in the message)."""
 
-    def __init__(self, low: int, high: int, what: str | None = None):
+    def __init__(self, low: int, high: int | None = None, what: str | None = None):
         self.low, self.high, self.what = low, high, what
 
-    def __call__(self, value: Any, name: str) -> int:
+    def __call__(self, value: Any, name: str = "value", device=None) -> int:
         what = self.what or name.replace("_", " ")
-        if validate_whole(value, what) < self.low or value > self.high:
-            raise InvalidValue(f"{what} must be from {self.low} to {self.high}, not {value}.")
+        if validate_whole(value, what) < self.low:
+            raise InvalidValue(f"{what} must be at least {self.low} (got {value}).")
+        if self.high is not None and value > self.high:
+            raise InvalidValue(f"{what} {value} is above this panel's limit of {self.high}.")
         return value
 
 
@@ -111,32 +105,33 @@ class Choice:
     def __init__(self, options, what: str | None = None):
         self.options, self.what = tuple(options), what
 
-    def __call__(self, value: Any, name: str) -> Any:
-        return validate_choice(value, self.options, self.what or name.replace("_", " "))
+    def __call__(self, value: Any, name: str = "value", device=None) -> Any:
+        if value not in self.options:
+            what = self.what or name.replace("_", " ")
+            choices = ", ".join(map(str, self.options))
+            raise InvalidValue(f"unknown {what} {value!r}; choose one of: {choices}.")
+        return value
 
 
-# The rules a spec may name by a word, for the settings every panel shares.
+# The rules a spec may name by a word or a type, for the settings every panel shares: each is called as
+# ``rule(value, name, device)``, as ``Whole`` and ``Choice`` are; the ``validate_*`` functions above are these pieces.
 NAMED = {
-    "precision": validate_precision,
-    "compile_mode": validate_compile_mode,
-    "num_workers": validate_num_workers,
+    "precision": lambda value, name, device: validate_precision(value, device),
+    "compile_mode": lambda value, name, device: validate_compile_mode(value, device),
+    "num_workers": lambda value, name, device: validate_num_workers(value),
+    bool: lambda value, name, device: validate_bool(value, name.replace("_", " ")),
+    float: lambda value, name, device: validate_positive(value, name.replace("_", " ")),
 }
 
 
 def check_values(values: dict, spec: dict, device=None) -> dict:
-    """A panel's values checked against one spec (``{name: Whole(...) | Choice(...) | "precision" | ...}``) before
-    anything runs: an unknown name or a bad value is refused in one line (``InvalidValue``); returns the values."""
+    """A panel's values checked against one spec (``{name: Whole(...) | Choice(...) | "precision" | bool | ...}``,
+    ``float`` for a positive number) before anything runs: an unknown name or a bad value is refused in one line
+    (``InvalidValue``); returns the values."""
     unknown = sorted(set(values) - set(spec))
     if unknown:
         raise InvalidValue(f"unknown setting {unknown[0]!r}; the settings are: {', '.join(spec)}.")
     for name, value in values.items():
         rule = spec[name]
-        if rule in ("precision", "compile_mode"):
-            NAMED[rule](value, device)
-        elif rule == "num_workers":
-            validate_num_workers(value)
-        elif rule is bool:
-            validate_bool(value, name.replace("_", " "))
-        else:
-            rule(value, name)
+        NAMED.get(rule, rule)(value, name, device)
     return values

@@ -1,4 +1,5 @@
-"""What a notebook run needs around its lesson.
+"""What a notebook run needs around its lesson (the runner that executes the notebooks headless is
+``labtools``, beside this package).
 
 - ``env``          device, scale (``PERF_SCALE``), seeding, deterministic mode, versions, quiet library logs
 - ``sizes``        every notebook's sizes at each scale
@@ -9,8 +10,4 @@
 - ``tensorboard``  TensorBoard logging and the inline view, checked (its set-up behind ``prepare()``)
 - ``reference``    a reference GPU's run beside the reader's: a results column, its figures and trace, labelled
 - ``budget``       a notebook's time budget: skipped rows once it is spent, the running experiment stopped
-- ``runner``       ``make run`` / ``python -m helpers.runner``: every notebook headless, no set-up, results beside
-                   the executed copy, a time budget per notebook, stopped cleanly by SIGTERM or Ctrl-C
-- ``kernel``       one notebook in a kernel of this Python, which the runner can stop
-- ``pack``         a notebook's outputs: earlier ones set aside, interrupted ones marked, one archive to carry back
 """

@@ -6,9 +6,9 @@ A notebook makes one ``Budget`` in its parameters cell and passes each experimen
     BUDGET = budget.Budget.from_env(P["budget_s"], reserve_s=30)   # $PERF_TIME_BUDGET_S (the runner's) wins
     ...
     for name, cfg in CELLS:
-        RESULTS.record(name, cfg, BUDGET.wrap(lambda: run_cell(cfg)))   # or BUDGET.record(RESULTS, name, cfg, fn)
+        RESULTS.record(name, cfg, lambda: run_cell(cfg), budget=BUDGET)   # BUDGET.wrap(fn) by hand
 
-Once the budget is spent, ``wrap(fn)`` raises ``OverBudget("skipped: ...")`` without calling ``fn``; else ``fn`` runs
+Once the budget is spent, ``wrap(fn)`` (what ``record`` runs) raises ``OverBudget("skipped: ...")`` without calling ``fn``; else ``fn`` runs
 under an alarm for what is left (``limit``) that raises ``OverBudget("stopped: ...")`` in it. ``Results.record`` makes
 either a failed row and the notebook goes on to its results, checks and figures, for which ``reserve_s`` is kept.
 
@@ -16,7 +16,7 @@ The alarm is ``SIGALRM`` (``signal.setitimer``), so it bounds code running in th
 notebook kernel's cells, a script): the exception is raised at the next Python bytecode, after the C call running
 then (one CUDA synchronize, one matmul) returns. ``OverBudget`` derives from ``BaseException`` so that an
 experiment's own ``except Exception`` does not swallow it. Outside the main thread, or without ``SIGALRM``, ``wrap``
-still skips but cannot stop a running experiment. The runner (``python -m helpers.runner --budget S``) also stops a
+still skips but cannot stop a running experiment. The runner (``python -m labtools.runner --budget S``) also stops a
 notebook that runs past its budget plus a grace period, from outside.
 
 Environment (set by the runner for each notebook's kernel): ``PERF_TIME_BUDGET_S`` (seconds for the whole notebook)
@@ -142,25 +142,14 @@ class Budget:
             yield
 
     def wrap(self, fn: Callable[[], Any], limit_s: float | None = None) -> Callable[[], Any]:
-        """``fn`` run under ``limit(limit_s)``: for ``Results.record(name, config, BUDGET.wrap(fn))``."""
+        """``fn`` run under ``limit(limit_s)``: what ``Results.record(..., budget=BUDGET)`` runs (by hand: a guarded
+        call that is no row)."""
 
         def bounded():
             with self.limit(limit_s):
                 return fn()
 
         return bounded
-
-    def record(
-        self,
-        results,
-        name: str,
-        config: Mapping[str, Any],
-        fn: Callable[[], Mapping[str, Any]],
-        limit_s: float | None = None,
-        **kw,
-    ) -> dict[str, Any]:
-        """``results.record(name, config, self.wrap(fn, limit_s), **kw)``: skipped or stopped, a failed row."""
-        return results.record(name, config, self.wrap(fn, limit_s), **kw)
 
 
 def can_alarm() -> bool:

@@ -100,6 +100,16 @@ class Reference:
         )
 
 
+def shown(path: Path) -> str:
+    """A reference's folder as a reader sees it: relative to the project (no checkout's or temporary path)."""
+    from .env import project_root
+
+    try:
+        return str(Path(path).resolve().relative_to(project_root().resolve()))
+    except (OSError, ValueError):
+        return Path(path).name
+
+
 def lookup(
     notebook: str, gpu: str | None = None, root: Path | str | None = None
 ) -> tuple[Reference | None, str]:
@@ -131,15 +141,17 @@ def lookup(
         about = {}
         with contextlib.suppress(OSError, ValueError):
             about = json.loads((folder / "about.json").read_text())
-        made = about.get("made") if isinstance(about, dict) else None
+        commit = about.get("commit") if isinstance(about, dict) else None
+        # the commit names the code that ran; how it was made (about.json's "made") stays in data and docs
         return ref, (
-            f"Reference run beside yours: {ref.source()}, from {path.parent}. Its numbers were measured on "
-            "that machine, not in this run." + (f" {made}" if made else "")
+            f"Reference run beside yours: {ref.source()}, from {shown(path.parent)}"
+            + (f" (commit {commit})" if commit else "")
+            + ". Its numbers were measured on that machine, not in this run."
         )
     where = base / (gpu or "<gpu>") / notebook / "results.json"
     return None, (
-        f"No reference run for {notebook}: {where} does not exist (a GPU run's pack unpacked under "
-        f"{base}/<gpu>/ adds one; see docs/gpu.md)."
+        f"No reference run for {notebook}: {shown(where)} does not exist (a GPU run's pack unpacked under "
+        f"{shown(base)}/<gpu>/ adds one; see docs/gpu.md)."
     )
 
 

@@ -137,8 +137,15 @@ class Results:
         config: Mapping[str, Any],
         fn: Callable[[], Mapping[str, Any]],
         verbose: bool = True,
+        *,
+        budget=None,
+        limit_s: float | None = None,
     ) -> dict[str, Any]:
-        """Run one experiment; a failure becomes a ``failed`` row, never a crash."""
+        """Run one experiment, the one way a row is run; a failure becomes a ``failed`` row, never a crash. With a
+        ``budget`` (``notebook.budget.Budget``) it runs under its guard, ``budget.wrap(fn, limit_s)``: skipped once the
+        budget is spent, stopped when it runs past it (or past ``limit_s``)."""
+        if budget is not None:
+            fn = budget.wrap(fn, limit_s)
         try:
             metrics = fn()
         except KeyboardInterrupt:
@@ -188,7 +195,7 @@ class Results:
             self.save()
         return bool(value)
 
-    def compare(
+    def compare_times(
         self, a: str, b: str, a_ms, b_ms, *, metric: str = "step_ms_mean", **kw
     ) -> dict[str, Any]:
         """Compare two variants' timings (``measure.compare.compare_times``; ``role="timer"`` for a second reading of

@@ -5,21 +5,7 @@ articles' sizes on a GPU.
 """
 
 PROFILER_BASICS = {
-    # rounds x round_steps: the profiler's overhead, profiled and unprofiled blocks in alternation; timer_rounds: the
-    # asynchronous-timing demo's readings per timer (GPU only). cpu_threads: intra-op threads on a CPU (1: on a small
-    # machine shared with other work, two OpenMP threads waiting for each other made a 17 ms step take 100-230 ms);
-    # None leaves torch's default. Smoke batch 8: the profiler costs about a microsecond per op (~0.4 ms a step
-    # here), which on a ~5 ms step (~9%) stands clear of a shared 2-core machine's noise; on a 16 ms one (batch 32)
-    # it did not in every run. active=8 at smoke: with steps this short, a few profiled steps let one preemption by
-    # another process decide which row tops the self-time order.
-    # budget_s / reserve_s: the notebook's time guard (helpers.notebook.budget; $PERF_TIME_BUDGET_S wins) around the
-    # timer demo and the panel's rows (bad values are refused all the same). Smoke: none (a CI run is bounded
-    # outside). Full, measured on the H100 reference run (data/reference/h100/01_profiler_basics, these sizes):
-    # 52.3 s in all (run.json), of which the set-up ~7 s, the baseline's 41 steps of 100.2 ms and a 1.06 s cold step
-    # ~5 s, the timer demo 13 s (5 + 5 readings of 50 matmuls: naive 1.0 ms, synchronised 1060 ms), the rounds 5 s
-    # (40 steps of 100.6 ms), the panel's fp32 and bf16 rows 8.6 s (100.2 and 91.7 ms steps), the rest (profiles,
-    # traces, TensorBoard, views, results) ~13 s. The panel's rows ended 49.5 s after the start: with 70 s, 10 s of
-    # it kept for the results, the guard stops nothing there and leaves ~10 s for a slower GPU.
+    # docs/lessons/01_profiler_basics.md: why these sizes, and the time guard measured on the H100
     "smoke": dict(
         batch_size=8,
         image_size=32,
@@ -414,22 +400,7 @@ DISTRIBUTED = {
 }
 
 MEMORY = {
-    # 07_memory. Smoke: a residual MLP (width 64, hidden 1024, 4 blocks, 8x8 inputs, batch 128) whose peak is in
-    # its activations rather than its parameters. Width 128, hidden 2048, 16x16, batch 256 first: peak 54.6 MB
-    # (activations 17.8, Adam's state 16.8, parameters 8.4), predicted to 0.0% of the profiler's reading, but the
-    # lever rounds took 187 s on this machine under a load of 17 (bf16 autocast steps ~13x the fp32 step on this
-    # CPU), so it was cut. rounds: interleaved rounds of the levers (one step of each per round). Swin-B (torchvision
-    # swin_b, fp16 -> bf16 autocast on fake CPU tensors, RAdam, batch 64, two steps) is predicted at every scale: under
-    # MemTracker it took 64 s on this machine, quiet (150 s a step under load), of which ~53 s MemTracker's per-module
-    # peaks (336 modules updated at every operator); lessons.memory.PeakOnlyTracker keeps the total only: 11.0 s, the
-    # same 9,271.1 MB (against the H100's 10,519.4 MB max_memory_allocated: -11.9%). Full: one H100, budget_s 90,
-    # an estimate (no GPU run yet; to be replaced by its measurements): set-up ~7 s, the breakdown, prediction and
-    # profiled step ~8 s, Swin-B's prediction ~6 s (11 s on this 2-core machine), the levers (9 models of ~80M
-    # parameters, 10 rounds of 512-sample steps) ~12 s, the snapshot ~3 s, the out-of-memory demo and the batch
-    # search (~7 steps of up to ~190k samples) ~12 s, expandable segments ~8 s, the rest ~5 s: ~60 s.
-    # search_high: the largest-batch search's upper bound, above what fits: full, ~0.4 MB a sample (the input 48 KB,
-    # each block's saved activations ~40 KB) and ~1.3 GB of weights, gradients and Adam's state put an 80 GB H100's
-    # limit near 190k samples, a 141 GB H200's near 330k; 65,536 would fit and the search would find its own bound.
+    # 07_memory: what each size is for, and its timings, in docs/lessons/07_memory.md.
     "smoke": dict(
         width=64,
         hidden=1024,
@@ -437,7 +408,7 @@ MEMORY = {
         image_size=8,
         batch_size=128,
         micro_batches=2,
-        rounds=10,
+        rounds=30,
         cpu_threads=1,
         swin_batch=64,
         search_high=4096,

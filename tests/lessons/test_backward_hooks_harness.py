@@ -64,14 +64,18 @@ def test_run_config_times_a_configuration_with_one_thread_on_a_cpu(lab, monkeypa
     from helpers.measure import timing
 
     seen = []
-    real = timing.time_steps
-    monkeypatch.setattr(timing, "time_steps", lambda *a, **kw: (seen.append(torch.get_num_threads()),
-                                                                real(*a, **kw))[1])
+    real = timing.interleaved_times
+
+    def spy(*a, **kw):  # on a CPU: one thread and process CPU time (as 01 times its CPU rounds)
+        seen.append((torch.get_num_threads(), kw.get("cpu_time")))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(timing, "interleaved_times", spy)
     before = torch.get_num_threads()
     row = lab.run_config(True, "indexing", name="one")
     assert row["status"] == "ok" and row["metrics"]["steps_timed"] == TINY["steps"]
     assert row["metrics"]["step_ms_mean"] > 0 and row["metrics"]["index_backward_calls"] > 0
-    assert seen == [1] and lab.threads == 1 and torch.get_num_threads() == before
+    assert seen == [(1, True)] and lab.threads == 1 and torch.get_num_threads() == before
     assert hooks.Lab("x", TINY, "cpu", None, cpu_threads=None).threads is None
 
 
@@ -243,12 +247,12 @@ def test_time_matrix_times_the_four_configurations_on_one_model(lab, monkeypatch
     monkeypatch.setattr(lab, "build", lambda *a, **kw: (builds.append(a), real(*a, **kw))[1])
     real_times = experiment.timing.interleaved_times
 
-    def spy(steps, rounds, device=None, warmup=0):
+    def spy(steps, rounds, device=None, warmup=0, cpu_time=False):
         for key, run in steps.items():
             with profile(activities=[ProfilerActivity.CPU]) as prof:
                 run()
             nodes[key] = {n for n in hooks.SELECT_NODE.values() if n in {e.name for e in prof.events()}}
-        return real_times(steps, rounds, device, warmup)
+        return real_times(steps, rounds, device, warmup, cpu_time)
 
     monkeypatch.setattr(experiment.timing, "interleaved_times", spy)
     times = lab.time_matrix(rounds=1)

@@ -300,7 +300,7 @@ def test_the_stages_and_variants_charts(tmp_path):
     views.plot_stages(res, pd.DataFrame({"baseline": {"mask": 2.0, "decode JPEG": 1.0},
                                          "crop_first": {"mask": 0.5, "decode JPEG": 1.0}}).T)
     views.plot_stages(res, pd.DataFrame())   # nothing profiled (skipped): no chart, no error
-    res.compare("baseline", "crop_first", [40.0, 41.0, 39.0, 40.5], [20.0, 21.0, 19.0, 20.5])
+    res.compare_times("baseline", "crop_first", [40.0, 41.0, 39.0, 40.5], [20.0, 21.0, 19.0, 20.5])
     views.plot_variants(res, [("baseline", "crop_first"), ("baseline", "bool_dilation")])
     assert (res.dir / "stages_per_variant.png").exists() and (res.dir / "variants.png").exists()
 
@@ -312,8 +312,8 @@ def test_the_article_rows_compare_the_articles_pairs(tmp_path):
     rows = views.article_rows(res, None, ("sweep nw=1", "sweep nw=2"))
     assert [r["effect"] for r in rows] == [a[0] for a in views.ARTICLE]
     assert all(r["this_run"] is None for r in rows)   # no comparison made yet
-    res.compare("baseline", "crop_first", [40.0, 41.0, 39.0], [20.0, 21.0, 19.0])
-    res.compare("sweep nw=1", "sweep nw=2", [50.0, 51.0, 49.0], [25.0, 26.0, 24.0])
+    res.compare_times("baseline", "crop_first", [40.0, 41.0, 39.0], [20.0, 21.0, 19.0])
+    res.compare_times("sweep nw=1", "sweep nw=2", [50.0, 51.0, 49.0], [25.0, 26.0, 24.0])
     t = reference.article_table(views.article_rows(res, None, ("sweep nw=1", "sweep nw=2"))).set_index("effect")
     assert t.loc["all the article's fixes (baseline -> crop first)", "this run reproduces?"].startswith("yes")
     assert t.loc["4 -> 8 workers", "this run"].startswith("0.50× the time") and "nan" not in t.to_string().lower()

@@ -224,7 +224,7 @@ def test_advice_depends_on_the_trace():
 
 def test_advice_in_the_doctor_on_cpu_and_gpu_traces(tmp_path):
     """The doctor (and the lesson's check) on a CPU-only trace of a planted launch/overhead step, and on a GPU trace."""
-    from helpers.measure.diagnose import diagnose_step
+    from helpers.measure.profiling import diagnose_step
 
     d = diagnose_step(make_step("launch/overhead", 300), trace_root=tmp_path, **SCHEDULE)
     see = next(c["see"] for c in d.causes if c["cause"] == "launch/overhead")
@@ -278,7 +278,7 @@ def test_reference_traces_and_the_sync_case(tmp_path):
     assert not dx.sync_found(cpu)   # a CPU-only trace cannot judge syncs
     m = dx.causes_metrics(dg.diagnose(refs[0]))
     assert m["host sync_ms"] > 0 and "trace_dir" not in m
-    # a packed reference run (helpers.notebook.pack) keeps its traces under traces/: found too, results.json is not
+    # a packed reference run (labtools.pack) keeps its traces under traces/: found too, results.json is not
     packed = tmp_path / "h200" / "05_diagnose" / "traces" / "05_diagnose_host sync" / "w.pt.trace.json.gz"
     packed.parent.mkdir(parents=True)
     packed.write_bytes(gzip.compress(json.dumps(_gpu_trace(True)).encode()))
@@ -311,7 +311,7 @@ def test_gpu_idle_vs_hta_on_a_real_a100_trace():
 
 
 def _baseline_trace_dir(tmp_path, monkeypatch):
-    from helpers.measure.diagnose import diagnose_step
+    from helpers.measure.profiling import diagnose_step
 
     monkeypatch.setenv("PERF_RUNS_DIR", str(tmp_path / "runs"))
     return diagnose_step(make_step("none", 1), name="05_diagnose/none", **SCHEDULE).trace_dir

@@ -110,13 +110,51 @@ def test_snapshot_summary_counts_reserved_and_allocated(tmp_path):
     assert out == {"segments": 1, "reserved_mb": 4.0, "allocated_mb": 1.0, "unused_mb": 3.0}
 
 
-def test_check_fits_refuses_before_allocating():
-    mem.check_fits(10.0, 100.0, "batch 8")
-    with pytest.raises(mem.MemoryInputError, match="batch 9000 needs about 1,000 MB"):
-        mem.check_fits(1000.0, 100.0, "batch 9000")
-    assert mem.capacity_mb(torch.device("cpu")) > 0
+def test_check_fits_refuses_before_allocating_and_advises_only_the_levers_left():
+    mem.check_fits(10.0, 100.0, {"batch_size": 8})
+    with pytest.raises(mem.MemoryInputError, match="batch 9000 needs about 1,000 MB") as exc:
+        mem.check_fits(1000.0, 100.0, {"batch_size": 9000})
+    assert "checkpointing" in str(exc.value) and "bf16" in str(exc.value)
+    both = {"batch_size": 9000, "checkpointing": "blocks", "precision": "bf16", "in_backward": True}
+    with pytest.raises(mem.MemoryInputError) as exc:
+        mem.check_fits(1000.0, 100.0, both)
+    assert str(exc.value).endswith("choose a smaller batch")  # not the levers it already has
+    assert "whole-block" in " ".join(mem.levers_left({"checkpointing": "selective"}))
     with pytest.raises(mem.MemoryInputError):
         mem.error_pct(1.0, 0.0)
+
+
+def test_a_cpus_capacity_counts_the_page_cache_the_kernel_can_drop(monkeypatch):
+    """The panel once refused settings that fit: MemFree (9,086 MB) on a machine with 21.7 GB available."""
+    import os
+    from types import SimpleNamespace
+
+    import psutil
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: SimpleNamespace(available=21_700 * mem.MB))
+    monkeypatch.setattr(os, "sysconf", lambda name: 9_086 if name == "SC_AVPHYS_PAGES" else mem.MB)
+    assert mem.capacity_mb(torch.device("cpu")) == pytest.approx(21_700)
+
+
+def test_the_optimizer_step_in_backward_frees_each_gradient_mid_backward():
+    """The tutorial's recipe (a hook per parameter, register_post_accumulate_grad_hook): after backward no gradient
+    is left, the parameters moved, and live memory is parameters and Adam's state only."""
+    step = _step()
+    opts = {p: torch.optim.Adam([p], lr=1e-3, foreach=False) for p in step.net.parameters()}
+
+    def optimizer_hook(param):
+        opts[param].step()
+        opts[param].zero_grad(set_to_none=True)
+
+    for p in step.net.parameters():
+        p.register_post_accumulate_grad_hook(optimizer_hook)
+    before = [p.detach().clone() for p in step.net.parameters()]
+    x, y = torch.randn(64, 64), torch.randint(0, 4, (64,))
+    nn.functional.cross_entropy(step.net(x), y).backward()
+    assert all(p.grad is None for p in step.net.parameters())
+    assert all(not torch.equal(a, p) for a, p in zip(before, step.net.parameters()))
+    params = sum(p.numel() * 4 for p in step.net.parameters()) / mem.MB
+    assert mem.live_mb(step.net, *opts.values()) == pytest.approx(3 * params, rel=0.01)
 
 
 def test_the_peak_only_tracker_keeps_memtrackers_total_peak():

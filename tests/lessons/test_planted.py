@@ -1,11 +1,12 @@
-"""Notebook 05's harness on planted steps (helpers.lessons.diagnose: ``run_case``) and helpers.measure.diagnose
-(``diagnose_step``, ``training_step``): each planted CPU case is the doctor's top cause. The notebook writes its plants
-in its cells; ``tests/planted.py``'s ``make_step`` stands in for them."""
+"""Notebook 05's harness on planted steps (helpers.lessons.diagnose: ``run_case``), ``diagnose_step``
+(helpers.measure.profiling) and ``training_step`` (helpers.measure.training): each planted CPU case is the doctor's top
+cause. The notebook writes its plants in its cells; ``tests/planted.py``'s ``make_step`` stands in for them."""
 import pytest
 import torch
 
 from helpers.lessons import diagnose as dx
-from helpers.measure.diagnose import diagnose_step, training_step
+from helpers.measure.profiling import diagnose_step
+from helpers.measure.training import training_step
 from helpers.notebook.results import Results
 from tests.planted import make_step
 

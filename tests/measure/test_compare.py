@@ -3,27 +3,28 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.measure.compare import compare, compare_times, describe, direction, noise_floor, not_measured, resolved
+from helpers.measure.compare import (compare_times, describe, direction, equal_outputs, noise_floor, not_measured,
+                                     resolved)
 
 
 def test_compare_exact_close_and_different():
     m = np.array([[True, False], [False, True]])
-    assert compare(m, m.copy())["exact"]
-    c = compare(torch.tensor([1.0, 2.0], dtype=torch.float64), torch.tensor([1.0, 2.0 + 2e-7], dtype=torch.float64), rtol=1e-6)
+    assert equal_outputs(m, m.copy())["exact"]
+    c = equal_outputs(torch.tensor([1.0, 2.0], dtype=torch.float64), torch.tensor([1.0, 2.0 + 2e-7], dtype=torch.float64), rtol=1e-6)
     assert not c["exact"] and c["close"] and c["max_abs_diff"] == pytest.approx(2e-7, rel=1e-3)
-    c = compare({"w": torch.ones(3), "b": torch.zeros(2)}, {"w": torch.ones(3), "b": torch.tensor([0.0, 0.5])},
+    c = equal_outputs({"w": torch.ones(3), "b": torch.zeros(2)}, {"w": torch.ones(3), "b": torch.tensor([0.0, 0.5])},
                 atol=0.1)
     assert not c["close"] and c["max_abs_diff"] == 0.5 and c["n"] == 5
-    assert compare([1.0], [1.0, 2.0])["why"].startswith("shapes differ")
-    assert compare({"a": 1}, {"b": 1})["why"] and not compare({"a": 1}, {"b": 1})["close"]
-    assert not compare([1.0, 2.0], [1.0, float("nan")], atol=1.0)["close"]   # a non-finite result is never close
+    assert equal_outputs([1.0], [1.0, 2.0])["why"].startswith("shapes differ")
+    assert equal_outputs({"a": 1}, {"b": 1})["why"] and not equal_outputs({"a": 1}, {"b": 1})["close"]
+    assert not equal_outputs([1.0, 2.0], [1.0, float("nan")], atol=1.0)["close"]   # a non-finite result is never close
 
 
 def test_compare_percentiles_like_a_decoder_check():
     ref = torch.zeros(1000, dtype=torch.uint8)
     other = ref.clone()
     other[:5] = 30                       # 0.5% of the pixels off by 30 levels
-    c = compare(ref, other)
+    c = equal_outputs(ref, other)
     assert c["mean_abs_diff"] == pytest.approx(0.15) and c["p99_abs_diff"] == 0 and c["max_abs_diff"] == 30
 
 

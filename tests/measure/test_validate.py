@@ -60,12 +60,12 @@ def test_one_spec_checks_a_panels_values():
     from helpers.measure.validate import Choice, InvalidValue, Whole, check_values
 
     spec = {"batch_size": Whole(1, 64), "model": Choice(("mlp", "cnn")), "precision": "precision",
-            "deterministic": bool}
-    good = {"batch_size": 8, "model": "cnn", "precision": "bf16", "deterministic": False}
+            "deterministic": bool, "scale": float}
+    good = {"batch_size": 8, "model": "cnn", "precision": "bf16", "deterministic": False, "scale": 0.5}
     assert check_values(good, spec) == good
-    for bad, says in [({"batch_size": 0}, "from 1 to 64"), ({"batch_size": 2.5}, "whole number"),
+    for bad, says in [({"batch_size": 0}, "at least 1"), ({"batch_size": 65}, "limit of 64"), ({"batch_size": 2.5}, "whole number"),
                       ({"model": "vit"}, "choose one of: mlp, cnn"), ({"precision": "fp16"}, "GPUs"),
-                      ({"deterministic": "yes"}, "True or False"), ({"colour": 1}, "unknown setting")]:
+                      ({"deterministic": "yes"}, "True or False"), ({"scale": 0}, "positive, finite"), ({"colour": 1}, "unknown setting")]:
         with pytest.raises(InvalidValue, match=says) as info:
             check_values(good | bad, spec)
         assert "\n" not in str(info.value)

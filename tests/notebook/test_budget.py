@@ -58,9 +58,9 @@ def test_a_tiny_budget_stops_the_running_experiment_and_skips_the_rest(tmp_path,
         while True:  # a training loop that would run past the deadline
             time.sleep(0.01)
 
-    stopped = b.record(r, "first", {"cell": 1}, slow)
+    stopped = r.record("first", {"cell": 1}, slow, budget=b)
     assert time.perf_counter() - t0 < 5
-    skipped = [b.record(r, f"cell {i}", {"cell": i}, lambda: {"x": 1}) for i in (2, 3)]
+    skipped = [r.record(f"cell {i}", {"cell": i}, lambda: {"x": 1}, budget=b) for i in (2, 3)]
     r.check("went_on_after_budget", True)
     assert stopped["status"] == "failed" and stopped["error"].startswith("OverBudget: stopped: over the time budget")
     assert all(s["status"] == "failed" and s["error"].startswith("OverBudget: skipped:") for s in skipped)
@@ -75,7 +75,7 @@ def test_within_the_budget_an_experiment_runs_and_the_alarm_is_gone(tmp_path):
     r = Results("nb", "smoke", ENV, root=tmp_path)
     b = bg.Budget(60)
     handler, (left, _) = signal.getsignal(signal.SIGALRM), signal.getitimer(signal.ITIMER_REAL)  # pytest-timeout's
-    row = b.record(r, "quick", {}, lambda: {"step_ms_median": 1.0})
+    row = r.record("quick", {}, lambda: {"step_ms_median": 1.0}, budget=b)
     assert row["status"] == "ok"
     assert signal.getsignal(signal.SIGALRM) is handler
     assert (signal.getitimer(signal.ITIMER_REAL)[0] > 0) == (left > 0)  # ours is gone, an outer one is kept
@@ -121,7 +121,7 @@ def test_torch_training_loop_and_dataloader_workers_are_stopped(tmp_path):
 
     r = Results("nb", "smoke", ENV, root=tmp_path)
     t0 = time.perf_counter()
-    row = bg.Budget(1.5).record(r, "train", {"num_workers": 1}, train)
+    row = r.record("train", {"num_workers": 1}, train, budget=bg.Budget(1.5))
     assert row["status"] == "failed" and "stopped" in row["error"]
     assert time.perf_counter() - t0 < 30
 

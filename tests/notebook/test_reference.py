@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from helpers.notebook import pack, reference
+from helpers.notebook import reference
+from labtools import pack
 from helpers.notebook.results import Results
 from tests.once import built_once
 
@@ -60,7 +61,7 @@ def _smoke_reference(tmp: Path) -> None:
           "nbformat": 4, "nbformat_minor": 5}
     (tmp / f"{NB}.ipynb").write_text(json.dumps(nb))
     e = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PERF_RESULTS_DIR", "PERF_RUNS_DIR")}
-    p = subprocess.run([sys.executable, "-m", "helpers.runner", "--scale", "smoke", "--out", str(tmp / "out"),
+    p = subprocess.run([sys.executable, "-m", "labtools.runner", "--scale", "smoke", "--out", str(tmp / "out"),
                         str(tmp / f"{NB}.ipynb")], cwd=ROOT, env=e, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
     pack.unpack(tmp / "out" / f"{NB}.tar.gz", tmp / "data" / "reference" / "smoke-cpu")

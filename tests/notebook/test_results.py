@@ -86,9 +86,9 @@ def test_readable_table_integers_units_and_failed_rows_last():
 def test_comparisons_are_kept_in_results_json(tmp_path):
     r = results.Results("nb", "smoke", {"python": "3", "torch": "2", "device": "cpu", "cpu_count": 2}, root=tmp_path)
     r.add("x", {}, {"step_ms_median": 1.0})
-    c = r.compare("eager", "compiled", [10, 11, 10, 11, 10], [8, 8.5, 8, 8.5, 8])
+    c = r.compare_times("eager", "compiled", [10, 11, 10, 11, 10], [8, 8.5, 8, 8.5, 8])
     assert c["verdict"] == "faster" and r.comparison("eager", "compiled") == c
-    r.compare("eager", "compiled", [10, 11, 10, 11, 10], [8, 8.5, 8, 8.5, 8.1])   # measured again: replaces
+    r.compare_times("eager", "compiled", [10, 11, 10, 11, 10], [8, 8.5, 8, 8.5, 8.1])   # measured again: replaces
     import json
 
     doc = json.loads((tmp_path / "results.json").read_text())

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.tools import devsetup
+from labtools import devsetup
 from helpers.notebook import tensorboard as tb
 from test_executed_notebooks import PROMISE   # tests/notebooks is on sys.path (pytest's rootdir-less import)
 
@@ -795,3 +795,43 @@ def test_jupyterlab_notebook_widgets_and_tensorboard_in_a_real_browser(tmp_path)
         f"new files in notebooks/: {set(os.listdir(NOTEBOOKS)) - before_files}"
     assert not [p for p in leftovers if "tensorboard" in p], \
         f"TensorBoard outlived its kernel (helpers.notebook.tensorboard.stop_started should stop it): {leftovers}"
+
+
+def test_07s_panel_accepts_a_setting_that_fits(tmp_path):
+    """07's panel once refused the baseline's own setting (its fit check read free pages, not the memory available,
+    and advised levers the setting already had): after Run All, Run with the panel's defaults adds a row."""
+    chromium = _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    nb = NOTEBOOKS / "07_memory.ipynb"
+    n_code = sum(c["cell_type"] == "code" for c in json.loads(nb.read_text())["cells"])
+    lab = Lab(tmp_path)
+    try:
+        lab.wait_ready()
+        with sync_playwright() as pw:
+            ctx = pw.chromium.launch_persistent_context(
+                str(tmp_path / "chromium-profile"), executable_path=str(chromium.path) if chromium.path else None,
+                headless=True, args=CHROMIUM_ARGS, viewport={"width": 1400, "height": 1000})
+            ctx.set_default_timeout(180_000)
+            page = ctx.pages[0] if ctx.pages else ctx.new_page()
+            try:
+                with _shot_on_failure(page, "07_memory/panel_failure.png"):
+                    page.goto(f"{lab.url}/lab/tree/{nb.name}?token={lab.token}")
+                    page.locator(".jp-Notebook .jp-CodeCell").first.wait_for()
+
+                    def states() -> list[str]:
+                        return [s["kernel"]["execution_state"] for s in lab.api("/api/sessions")]
+
+                    _wait(lambda: "idle" in states(), states, 180, "07's kernel did not start")
+                    _run_all_and_wait(page, n_code)
+                    run = page.locator("button.jupyter-button", has_text=re.compile(r"^\s*Run\s*$"))
+                    panel = (page.locator(".jupyter-widgets.widget-vbox")
+                             .filter(has=page.get_by_text("checkpointing", exact=False)).filter(has=run).last)
+                    panel.scroll_into_view_if_needed()
+                    rows = _click_run_and_wait_for_row(panel, _row_labels(panel))  # fails on "Refused"
+                    assert rows, "07's panel showed no results table after Run"
+                    _shot(panel, "07_memory/panel_after_a_run.png")
+            finally:
+                ctx.close()
+    finally:
+        lab.stop()

@@ -38,9 +38,9 @@ def test_each_timed_lever_step_ends_with_a_synchronize(monkeypatch):
           "make_step": lambda **s: lambda: calls.append("step"), "measure": lambda s: 1.0}
     exec(cell("for r in range(ROUNDS)"), ns)
     at = [i for i, c in enumerate(calls) if c == "step"]
-    assert len(at) == 2 * len(ns["LEVERS"]) == 2 * len(ns["TIMES"]), calls
+    assert len(at) == 2 * len(ns["LEVERS"]) == 2 * len(ns["TIMED"]), calls  # a GPU times bf16 too
     assert all(calls[i - 1] == "clock" and calls[i + 1:i + 3] == ["sync", "clock"] for i in at), calls
-    assert all(len(v) == 2 and v[0] > 0 for v in ns["TIMES"].values())
+    assert all(len(ns["TIMES"][n]) == 2 and ns["TIMES"][n][0] > 0 for n in ns["TIMED"])
 
 
 def test_on_a_cpu_the_lever_rounds_time_the_process_cpu_clock(monkeypatch):
@@ -54,7 +54,8 @@ def test_on_a_cpu_the_lever_rounds_time_the_process_cpu_clock(monkeypatch):
           "make_step": lambda **s: lambda: calls.append("step"), "measure": lambda s: 1.0}
     exec(cell("for r in range(ROUNDS)"), ns)
     assert "sync" not in calls and "wall" not in calls and calls.count("clock") == 2 * calls.count("step") > 0
-    assert all(len(v) == 2 and v[0] > 0 for v in ns["TIMES"].values())
+    assert all(len(ns["TIMES"][n]) == 2 and ns["TIMES"][n][0] > 0 for n in ns["TIMED"])
+    assert ns["BF16_UNITS"] or "bf16 autocast" not in ns["TIMED"]  # not timed without bf16 units
 
 
 def test_the_batch_search_frees_the_levers_catches_oom_and_stops_within_1_32(monkeypatch, capsys):

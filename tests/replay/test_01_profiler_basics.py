@@ -143,3 +143,15 @@ def test_the_doctor_says_the_chrome_traces_kernels_are_untimed(capsys):
     assert "GPU idle" not in out and max(map(len, out.splitlines()[1:])) <= 120
     rep = doctor.report(path, views=False)
     assert [q["check"] for q in rep["quality"]][:2] == ["untimed_device_work", "ops_without_kernels"]
+
+
+def test_the_article_table_reads_the_reference_and_a_cpu_run():
+    """The source article's three points beside the H100 (its old check key for the chain, its fp32 row's top
+    op, its timer comparison) and a CPU run that recorded none of them: nothing raises, a missing side says so."""
+    from helpers.notebook.reference import NOT_MEASURED, lookup
+
+    ref = lookup(NB)[0]
+    arts = pb.article_table(Results(NB, "smoke", {"device": "cpu"}, autosave=False), ref)
+    assert list(arts["H100 reproduces?"]) == ["yes", "no", "yes"]
+    assert "cudnn_batch_norm_backward" in arts["H100 reference"][1]
+    assert list(arts["this run"])[:2] == [NOT_MEASURED] * 2 and arts["this run"][2] == "no queue on a CPU"

@@ -21,9 +21,10 @@ def _pyproject(folder: Path = ROOT):
 
 
 def _all_requirements() -> list[str]:
-    """The lab's and its test extra's requirements, and the doctor's with its full extra (the doctor itself aside)."""
+    """The lab's and its extras' requirements, and the doctor's with its full extra (the doctor itself aside)."""
     proj, doc = _pyproject(), _pyproject(ROOT / "doctor")
-    reqs = proj["dependencies"] + proj["optional-dependencies"]["test"] + doc["dependencies"]
+    extras = proj["optional-dependencies"]
+    reqs = proj["dependencies"] + extras["lab"] + extras["test"] + doc["dependencies"]
     return [r for r in reqs + doc["optional-dependencies"]["full"] if _name(r) != DOCTOR]
 
 
@@ -37,10 +38,25 @@ def test_environment_yml_matches_pyproject():
 
 def test_required_packages_declared():
     names = {_name(r) for r in _pyproject()["dependencies"]}
-    for pkg in ("torch", "timm", "torchvision", "jupyterlab", "ipywidgets", "tensorboard", "torch-tb-profiler",
-                "scipy", "pillow", DOCTOR):
+    for pkg in ("torch", "timm", "torchvision", "ipywidgets", "tensorboard", "torch-tb-profiler", "scipy", "pillow",
+                DOCTOR):
         assert pkg in names
-    assert f"{DOCTOR}[full]" in _pyproject()["dependencies"]   # the lab's notebooks show the library views
+    lab = _pyproject()["optional-dependencies"]["lab"]
+    assert "jupyterlab" in {_name(r) for r in lab}
+    assert f"{DOCTOR}[full]" in lab   # make lab's notebooks show the library views (HTA declares JupyterLab)
+
+
+def test_a_hosted_notebook_keeps_its_torch():
+    """``%pip install ./doctor .`` on Colab or Kaggle: the base install bounds torch from below only and brings no
+    JupyterLab, test tool or HTA (which declares JupyterLab); ``make hosted-sim`` installs it on a given torch."""
+    base = _pyproject()["dependencies"]
+    for req in base:
+        if _name(req) in ("torch", "torchvision"):
+            assert re.fullmatch(r"[a-z]+>=[0-9.]+", req.replace(" ", "")), f"{req}: a lower bound only"
+    names = {_name(r) for r in base}
+    test = {_name(r) for r in _pyproject()["optional-dependencies"]["test"]}
+    assert not names & ({"jupyterlab", "traceinsight", "notebook"} | test)
+    assert DOCTOR in base   # the doctor's base install: numpy, pandas, scipy, tqdm
 
 
 def test_the_doctor_is_its_own_package_and_needs_no_torch():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.measure.diagnose import diagnose_step
+from helpers.measure.profiling import diagnose_step
 from perf_doctor import diagnosis as dg
 from tests.shared_data import gpu_trace
 from tests.planted import make_step

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.measure.diagnose import diagnose_step
+from helpers.measure.profiling import diagnose_step
 from perf_doctor import stats as cmp_
 from perf_doctor import compare as comparison
 from perf_doctor import events as ev

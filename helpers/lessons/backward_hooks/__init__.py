@@ -1,4 +1,4 @@
-"""The helpers of notebook ``03_backward_hooks``: ``experiment`` (runs), ``views`` (tables, chart) and ``patch_dropout``
+"""The helpers of notebook ``03_backward_hooks``: ``experiment`` (runs), ``views`` (tables, chart), ``checks`` (its claims) and ``patch_dropout``
 (the fix). The hooks and deterministic switch are in the notebook's cells."""
 
 from .experiment import (
@@ -13,9 +13,12 @@ from .experiment import (
 from .patch_dropout import METHODS, IndexingPatchDropout, select_by_index, set_patch_dropout
 from .views import (
     PREFIX,
+    article_rows,
+    matrix_counts,
     matrix_table,
     module_table,
     ops_tree,
+    ops_under,
     reread,
     results_chart,
     runs_table,
@@ -37,9 +40,12 @@ __all__ = [
     "select_by_index",
     "set_patch_dropout",
     "PREFIX",
+    "article_rows",
+    "matrix_counts",
     "matrix_table",
     "module_table",
     "ops_tree",
+    "ops_under",
     "reread",
     "results_chart",
     "runs_table",

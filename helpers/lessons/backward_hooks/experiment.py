@@ -1,6 +1,7 @@
 """Notebook 03's runs: the ViT step built, timed and profiled per configuration (``Lab``), its trace read by
 ``trace_metrics``, the matrix timed in interleaved rounds. Bad values and failures become failed rows; a time guard
-(``notebook.budget.Budget``) skips or stops runs. On a CPU every step runs with one intra-op thread."""
+(``notebook.budget.Budget``) skips or stops runs. On a CPU every step runs with one intra-op thread and is timed on
+the process's CPU time (``time.process_time``), as 01 times its CPU rounds."""
 
 from typing import Any, Callable, Mapping
 
@@ -11,7 +12,7 @@ import perf_doctor as tr
 
 from ...measure import device as dv
 from ...measure import profiling, timing, training
-from ...measure.compare import compare
+from ...measure.compare import equal_outputs
 from ...measure.validate import InvalidValue, validate_batch_size, validate_bool, validate_choice
 from ...notebook import budget as budget_mod, env
 from ...notebook import tensorboard as tb
@@ -179,12 +180,7 @@ class Lab:
         def measure(det):
             step = self.build(method, batch_size)[2]
             dv.reset_peak_memory(self.device)
-            t = None
-            if timed:
-                with env.deterministic(det), timing.torch_threads(self.threads):
-                    t = timing.time_steps(
-                        step, steps=self.p["steps"], warmup=self.p["warmup"], device=self.device
-                    )
+            t = self.time(step, det) if timed else None
             prof, tdir = self.profile(step, name.replace(" ", "_"), det)
             doc = tr.load_trace(profiling.trace_files(tdir)[0])
             self.profs[name], self.docs[name] = prof, doc
@@ -209,6 +205,14 @@ class Lab:
 
         return self.results.record(name, cfg, experiment)
 
+    def time(
+        self, step: Callable[[], Any], deterministic: bool = True, steps: int | None = None
+    ) -> timing.StepTimes:
+        """``step`` alone: ``warmup`` calls, then ``steps`` timed ones (default: the ``steps`` parameter; on a CPU on
+        process CPU time)."""
+        fns = {"step": (deterministic, step)}
+        return self.interleaved(fns, rounds=steps or self.p["steps"], guarded=False)["step"]
+
     def run_matrix(self) -> dict[tuple[bool, str], dict[str, Any]]:
         """Profile the ``MATRIX`` configurations, untimed: ``{(deterministic, method): row}``."""
         return {
@@ -216,9 +220,13 @@ class Lab:
         }
 
     def interleaved(
-        self, steps: Mapping[Any, tuple[bool, Callable[[], Any]]], rounds: int | None = None
+        self,
+        steps: Mapping[Any, tuple[bool, Callable[[], Any]]],
+        rounds: int | None = None,
+        guarded: bool = True,
     ):
-        """Time ``steps`` ({key: (deterministic, step_fn)}) in turns under the time guard: ``{key: StepTimes}``."""
+        """Time ``steps`` ({key: (deterministic, step_fn)}) in turns (on a CPU on process CPU time) under the time
+        guard (``guarded``): ``{key: StepTimes}``."""
 
         def run():  # a contextmanager decorates: each call of a step enters its deterministic mode anew
             with timing.torch_threads(self.threads), timing.gc_paused():
@@ -227,6 +235,7 @@ class Lab:
                     self.rounds if rounds is None else rounds,
                     self.device,
                     warmup=self.p["warmup"],
+                    cpu_time=True,
                 )
 
         return self.guard(run)()
@@ -285,7 +294,10 @@ class Lab:
                 {n: p.grad.detach().clone() for n, p in model.named_parameters()},
             )
         (la, ga), (lb, gb) = outs["gather"], outs["indexing"]
-        loss, grads = compare(la, lb, rtol=1e-6, atol=1e-7), compare(ga, gb, rtol=1e-5, atol=1e-6)
+        loss, grads = (
+            equal_outputs(la, lb, rtol=1e-6, atol=1e-7),
+            equal_outputs(ga, gb, rtol=1e-5, atol=1e-6),
+        )
         return {
             "loss_equal": loss["exact"],
             "loss_close": loss["close"],

@@ -256,3 +256,104 @@ def reread(entry: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "floor": 0.0,
         "floor_from": "re-read from the recorded interval",
     }
+
+
+def matrix_counts(rows: Mapping[tuple[bool, str], Mapping[str, Any]], on_gpu: bool):
+    """Per ``MATRIX`` profile: syncs per backward by kind (and, on a GPU, the GPU idle after them), the selecting
+    node's host time and how often ``GatherBackward0`` and ``IndexBackward0`` ran."""
+    cols = [
+        "syncs_per_step",
+        *[f"{k}_per_step" for k in tr.KINDS],
+        *(["sync_gpu_idle_per_step_ms"] if on_gpu else []),
+        "select_backward_host_ms",
+        "gather_backward_calls",
+        "index_backward_calls",
+    ]
+    recs = {
+        matrix_name(*k): {c: r["metrics"].get(c) for c in cols} | {"error": r["error"]}
+        for k, r in rows.items()
+    }
+    df = pd.DataFrame(recs).T
+    return df.drop(columns="error") if not df["error"].any() else df
+
+
+def ops_under(profs: Mapping[str, Any], node: str = "GatherBackward0") -> dict[str, list[str]]:
+    """Each mode's ops under the gather model's ``node`` (``nondet gather``, ``det gather`` profiles), in call order,
+    the memory fills (``aten::fill_``) set aside."""
+    out = {}
+    for mode, name in (("default", "nondet gather"), ("deterministic", "det gather")):
+        tree = ops_tree(profs[name], node) if name in profs else []
+        out[mode] = list(dict.fromkeys(n for _, n in tree if n != "aten::fill_"))
+    return out
+
+
+def _rank_text(n: Mapping[str, Any]) -> str:
+    """A ``GatherBackward0`` two-clocks record (a reference's note or this run's row) in a few words."""
+    text = f"{n['syncs']:g} syncs; #{int(n['rank_by_host'])} by host time ({n['host_share']:.1%})"
+    if n["device_ms"]:
+        text += f", #{int(n['rank_by_device'])} by device time ({n['device_ms']:.2f} ms)"
+    return text
+
+
+def article_rows(ref, results, ops, comparisons: list, on_gpu: bool) -> list[dict[str, Any]]:
+    """The article's effects beside the reference's and this run's figures, for ``reference.article_table``."""
+    from ...measure.compare import direction
+
+    mine = {(c["a"], c["b"]): c for c in comparisons}
+
+    def ref_cmp(a, b):
+        return reread(ref.comparison(a, b)) if ref else None
+
+    ref_g = ref.doc.get("notes", {}).get("gather_backward_two_clocks") if ref else None
+    my_g = (
+        ops.set_index("op").loc["GatherBackward0"] if "GatherBackward0" in set(ops["op"]) else None
+    )
+
+    def device_ms(get):
+        v = [get(n) for n in ("det gather", "nondet gather")]
+        return None if None in v else " vs ".join(f"{x:.2f}" for x in v) + " ms"
+
+    def my_device_ms(n):
+        return (results.get(n) or {}).get("metrics", {}).get("select_backward_device_ms")
+
+    beats = ref_cmp("nondet gather", "det indexing")
+    no_sync = (ref_g or {}).get("syncs", 0) == 0 and (my_g is None or my_g["syncs"] == 0)
+    cpu = "" if on_gpu else "a CPU has no deterministic CUDA path to avoid"
+    reversed_ = beats and direction(beats) == "slower"
+    return [
+        dict(
+            effect="deterministic GatherBackward syncs and dominates the trace",
+            article="dominant, with a sync",
+            reference=_rank_text(ref_g) if ref_g else None,
+            this_run=_rank_text(my_g) if my_g is not None else None,
+            agrees="no: 0 syncs" if no_sync else "-",
+            why="no sync on these releases: the deterministic path is slow, not synchronising",
+        ),
+        dict(
+            effect="GatherBackward0 device time, det vs nondet gather",
+            reference=ref and device_ms(lambda n: ref.metric(n, "select_backward_device_ms")),
+            this_run=device_ms(my_device_ms) if on_gpu else None,
+            why="the article gives no figure; a CPU has no device clock",
+        ),
+        dict(
+            effect="indexing fix in deterministic mode",
+            article="~2% faster",
+            article_ratio=1.02,
+            reference=ref_cmp("det gather", "det indexing"),
+            this_run=mine.get(("det gather", "det indexing")),
+            why=cpu,
+        ),
+        dict(
+            effect="det indexing beats nondet gather (direction only)",
+            article="faster (no figure)",
+            article_ratio=1.01,
+            reference=beats,
+            this_run=mine.get(("nondet gather", "det indexing")),
+            why=(
+                "reversed: deterministic mode's memory fills cost more than the fix saves; "
+                if reversed_
+                else ""
+            )
+            + ("" if on_gpu else "not timed on a CPU"),
+        ),
+    ]

@@ -244,7 +244,7 @@ def compare(results, a: str, b: str) -> dict[str, Any] | None:
     """Rows ``a`` and ``b`` of the same rounds compared by their worker cycles' means; None when a row failed."""
     ta, tb_ = (results.metric(n, "cycle_ms") or results.metric(n, "times_ms") for n in (a, b))
     return (
-        results.compare(a, b, ta, tb_, metric="step_ms_mean") if ta and tb_ else None
+        results.compare_times(a, b, ta, tb_, metric="step_ms_mean") if ta and tb_ else None
     )  # the mean, not median
 
 

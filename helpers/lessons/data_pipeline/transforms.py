@@ -14,7 +14,7 @@ import torch
 from torch.profiler import record_function
 from torch.utils.data import Dataset, default_collate
 
-from ...measure.compare import compare
+from ...measure.compare import equal_outputs
 from ...measure.validate import validate_batch_size, validate_num_workers
 from ...notebook.env import project_root
 
@@ -328,7 +328,7 @@ def check_decode(
 
     decode = decode or (lambda datas, dev: decode_jpeg(datas, device=dev, mode=ImageReadMode.RGB))
     outs = decode([read_file(str(p)) for p in paths], device)
-    c = compare(
+    c = equal_outputs(
         {str(p): pil_to_tensor(load_image(p)) for p in paths},
         {str(p): o for p, o in zip(paths, outs)},
     )

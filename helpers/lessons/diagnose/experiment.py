@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ...measure.compare import resolved
-from ...measure.diagnose import diagnose_step
+from ...measure.profiling import diagnose_step
 from ...measure.profiling import trace_files
 from ...measure.timing import interleaved_times
 from ...measure.validate import InvalidValue, validate_choice, validate_positive
@@ -170,7 +170,7 @@ def measure_fixes(
     timed = time_steps(results, steps, rounds=rounds, untimed=untimed, device=device, budget=budget)
     return (
         {
-            kind: results.compare(a, b, timed[a].times_ms, timed[b].times_ms)
+            kind: results.compare_times(a, b, timed[a].times_ms, timed[b].times_ms)
             for kind, (a, b) in pairs.items()
         }
         if timed

@@ -1,5 +1,5 @@
-"""The helpers of notebook ``07_memory``: ``experiment`` (numbers only). MemTracker, FakeTensorMode, checkpointing,
-autocast, the optimizers and the CUDA snapshot are in the notebook's cells."""
+"""The helpers of notebook ``07_memory``: ``experiment`` (numbers only), ``checks`` (its claims). MemTracker,
+FakeTensorMode, checkpointing, autocast, the optimizers and the CUDA snapshot are in the notebook's cells."""
 
 from .experiment import (
     CATEGORIES,
@@ -11,6 +11,7 @@ from .experiment import (
     check_fits,
     error_pct,
     largest_batch,
+    levers_left,
     live_mb,
     module_peaks,
     profiler_peak_mb,
@@ -28,6 +29,7 @@ __all__ = [
     "check_fits",
     "error_pct",
     "largest_batch",
+    "levers_left",
     "live_mb",
     "module_peaks",
     "profiler_peak_mb",

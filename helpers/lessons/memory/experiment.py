@@ -2,7 +2,6 @@
 
 import copy
 import itertools
-import os
 import pickle
 from pathlib import Path
 from typing import Any, Callable
@@ -19,9 +18,8 @@ class MemoryInputError(ValueError):
 
 
 class PeakOnlyTracker(_mt.MemTracker):
-    """MemTracker keeping its total peak only: MemTracker updates every tracked module's peak at every operator,
-    which on Swin-B's step took ~53 of 64 s for two traced steps here (11 s without, the same 9,271 MB). Where this
-    torch's MemTracker is laid out otherwise, it falls back to MemTracker's own update."""
+    """MemTracker keeping its total peak only, not every module's at every operator (docs/lessons/07_memory.md);
+    where this torch's MemTracker is laid out otherwise, MemTracker's own update."""
 
     def _update_peak_stats(self, peak_state) -> None:
         try:
@@ -74,9 +72,8 @@ def profiler_peak_mb(step: Callable[[], Any]) -> float:
         for e in prof.profiler.kineto_results.events()
         if e.name() == "[memory]"
     )
-    return round(
-        max([0, *itertools.accumulate(n for _, n in events)]) / MB, 2
-    )  # allocations > 0, frees < 0
+    running = itertools.accumulate(n for _, n in events)  # allocations > 0, frees < 0
+    return round(max([0, *running]) / MB, 2)
 
 
 def error_pct(predicted: float, measured: float) -> float:
@@ -87,14 +84,11 @@ def error_pct(predicted: float, measured: float) -> float:
 
 
 def largest_batch(fits: Callable[[int], bool], low: int, high: int, within: float = 0.0) -> int:
-    """The largest batch in [low, high] for which ``fits(batch)`` is True, by bisection (``fits`` runs a step and
-    returns False on ``torch.OutOfMemoryError``), to ``within`` x the answer (0: exact; 1/32 takes 7-8 probes on
-    [512, 524288] instead of 20, each a step of up to ~190k samples on an H100); 0 when even ``low`` does not fit.
-    Assumes fitting is monotone."""
+    """The largest batch in [low, high] for which ``fits(batch)`` is True (monotone), by bisection to ``within`` x
+    the answer (0: exact; 1/32: 7-8 probes on [512, 524288], not 20); 0 when even ``low`` does not fit."""
     if low < 1 or high < low or not 0 <= within < 1:
         raise MemoryInputError(
-            f"batch bounds must satisfy 1 <= low <= high and 0 <= within < 1, not {low}, {high}, "
-            f"{within}"
+            f"need 1 <= low <= high and 0 <= within < 1, not {low}, {high}, {within}"
         )
     if not fits(low):
         return 0
@@ -125,15 +119,8 @@ def read_snapshot(path: str | Path) -> dict[str, Any]:
 def snapshot_summary(snap: dict[str, Any]) -> dict[str, float]:
     """Reserved and allocated MB in a snapshot's segments, and their difference (what the allocator holds unused)."""
     reserved = sum(s.get("total_size", 0) for s in snap["segments"]) / MB
-    allocated = (
-        sum(
-            b.get("size", 0)
-            for s in snap["segments"]
-            for b in s.get("blocks", [])
-            if b.get("state") == "active_allocated"
-        )
-        / MB
-    )
+    blocks = [b for s in snap["segments"] for b in s.get("blocks", [])]
+    allocated = sum(b.get("size", 0) for b in blocks if b.get("state") == "active_allocated") / MB
     return {
         "segments": len(snap["segments"]),
         "reserved_mb": round(reserved, 1),
@@ -142,32 +129,45 @@ def snapshot_summary(snap: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def check_fits(predicted_mb: float, capacity_mb: float, what: str) -> None:
-    """Refuse, before any allocation, a setting whose predicted peak exceeds the memory there is."""
+def levers_left(setting: dict) -> list[str]:
+    """The levers a refusal can advise: those this lesson teaches that ``setting`` does not use yet."""
+    left = ["a smaller batch"]
+    if setting.get("checkpointing", "none") != "blocks":
+        left.append("whole-block checkpointing")
+    if setting.get("precision", "fp32") == "fp32":
+        left.append("bf16")
+    if not setting.get("in_backward", False):
+        left.append("the optimizer step in backward")
+    return left
+
+
+def check_fits(predicted_mb: float, capacity_mb: float, setting: dict) -> None:
+    """Refuse, before any allocation, a setting whose predicted peak exceeds the memory there is, advising only
+    the levers it lacks."""
     if predicted_mb > capacity_mb:
+        *most, last = levers_left(setting)
+        advice = f"{', '.join(most)} or {last}" if most else last
         raise MemoryInputError(
-            f"{what} needs about {predicted_mb:,.0f} MB by the prediction; this device has "
-            f"{capacity_mb:,.0f} MB: choose a smaller batch, checkpointing or bf16"
+            f"batch {setting.get('batch_size')} needs about {predicted_mb:,.0f} MB by the prediction; "
+            f"this device has {capacity_mb:,.0f} MB available: choose {advice}"
         )
 
 
-def live_mb(model: torch.nn.Module, opt: torch.optim.Optimizer | None = None) -> float:
-    """MB held between steps: parameters, buffers, gradients and the optimizer's state (each storage once)."""
-    tensors = [
-        *model.parameters(),
-        *model.buffers(),
-        *(p.grad for p in model.parameters() if p.grad is not None),
-    ]
-    if opt is not None:
-        tensors += [
-            v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)
-        ]
+def live_mb(model: torch.nn.Module, *opts: torch.optim.Optimizer) -> float:
+    """MB held between steps: parameters, buffers, gradients and the optimizers' state (each storage once)."""
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    states = [v for o in opts for s in o.state.values() for v in s.values()]
+    tensors = [*model.parameters(), *model.buffers(), *grads]
+    tensors += [v for v in states if isinstance(v, torch.Tensor)]
     seen = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
     return round(sum(seen.values()) / MB, 2)
 
 
 def capacity_mb(device: torch.device) -> float:
-    """Memory a step may use: free GPU memory (``torch.cuda.mem_get_info``), or the machine's available memory."""
+    """Memory a step may use: free GPU memory (``torch.cuda.mem_get_info``), or on a CPU the memory available to
+    new allocations (``psutil``'s MemAvailable: free memory and the page cache the kernel can drop)."""
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0] / MB
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / MB
+    import psutil
+
+    return psutil.virtual_memory().available / MB

@@ -7,10 +7,36 @@ from typing import Any, Callable, Mapping
 
 from ...measure import device as dev
 from ...measure import profiling, timing, training
-from ...measure.validate import validate_batch_size, validate_bool, validate_precision
-from ...notebook import env, tensorboard
+from ...measure.compare import takes
+from ...measure.validate import Whole, check_values
+from ...notebook import env, reference, tensorboard
+from ...notebook.budget import Budget
 
 NOTEBOOK = "01_profiler_basics"
+PANEL = {
+    "batch_size": Whole(1, 4096, "batch size"),
+    "precision": "precision",
+    "deterministic": bool,
+}
+
+
+def time_guard(params: Mapping[str, Any]) -> Budget:
+    """The notebook's time guard from its sizes (``$PERF_TIME_BUDGET_S``, the runner's, wins)."""
+    return Budget.from_env(params["budget_s"], reserve_s=params["reserve_s"])
+
+
+def reference_run(notebook: str = NOTEBOOK):
+    """The GPU reference of ``notebook`` (or None), with one line saying which machine it ran on."""
+    ref, _ = reference.lookup(notebook)
+    where = ref and f"{ref.source()}; its numbers were measured there, not in this run"
+    print(f"Reference run beside yours: {where}." if ref else "No reference GPU run here.")
+    return ref
+
+
+def takes_line(c: Mapping[str, Any]) -> str:
+    """A comparison in the one convention: ``b takes 1.17× a's time (95% interval ...): verdict``."""
+    t = takes(c)
+    return f"{c['b']} takes {t['time_ratio']:.2f}× {c['a']}'s time (95% interval {t['interval']}): {t['verdict']}"
 
 
 def overhead_rounds(
@@ -94,11 +120,7 @@ def kernels_intact(counts: Mapping[str, int]) -> bool:
 
 def validate_panel(values: Mapping[str, Any], device) -> dict[str, Any]:
     """The panel's values: batch size 1..4096, a precision this device runs, a bool (``InvalidValue``)."""
-    return {
-        "batch_size": validate_batch_size(values["batch_size"]),
-        "precision": validate_precision(values["precision"], device),
-        "deterministic": validate_bool(values["deterministic"], "deterministic"),
-    }
+    return check_values(dict(values), PANEL, device)
 
 
 def run_profiled_step(

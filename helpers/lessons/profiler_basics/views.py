@@ -1,7 +1,8 @@
-"""Notebook 01's tables and charts: non-wrapping ``key_averages()`` tables, the three orders, the phase and timers'
-charts, the results table."""
+"""Notebook 01's tables and charts: non-wrapping ``key_averages()`` tables, the three orders, the phase chart, the
+results, comparisons and article tables."""
 
 import math
+import re
 from typing import Any, Mapping
 
 import numpy as np
@@ -10,31 +11,17 @@ import pandas as pd
 from perf_doctor import events as trace_events
 from perf_doctor.kernels import short_name
 
-from ...measure import profiling, timing, training
+from ...measure import compare, profiling, training
 from ...notebook import reference
 from ...notebook.display import show
 
 WIDTH = 120  # characters of one line in a JupyterLab output area at 1400 px with the file browser open (~124)
-NAME_WIDTH = (
-    36  # ``max_name_column_width`` that keeps a CPU table (name + 6 columns of 14) within WIDTH
-)
-VIEW = [
-    "experiment",
-    "profiled",
-    "batch_size",
-    "precision",
-    "deterministic",
-    "step_ms_mean",
-    "step_ms_median",
-    "first_step_ms",
-    "samples_per_s",
-    "peak_mem_mb",
-    "top_op",
-    "top_op_share",
-    "status",
-    "error",
-]
+NAME_WIDTH = 36  # ``max_name_column_width``: a CPU table (name + 6 columns of 14) within WIDTH
+# the results table's columns, in order
+VIEW = """experiment profiled batch_size precision deterministic step_ms_mean step_ms_median first_step_ms
+samples_per_s peak_mem_mb top_op top_op_share status error""".split()
 DEFAULTS = {"profiled": False, "precision": "fp32", "deterministic": False}
+FP32 = re.compile(r"step bs=\d+ fp32")  # the panel's default row, at each run's own batch size
 OWN_SECTION = ("async_timing", "step (rounds, unprofiled)", "step (rounds, profiled)")
 
 
@@ -205,27 +192,11 @@ def phase_chart(
     return fig
 
 
-def timer_chart(timers: Mapping[str, list[float]], title: str):
-    """The timers' readings: median bars, interquartile whiskers, log scale (a naive reading can be 1000x short)."""
-    import matplotlib.pyplot as plt
-
-    q = {n: [timing.percentile(t, p) for p in (25, 50, 75)] for n, t in timers.items()}
-    fig, ax = plt.subplots(figsize=(6, 2.2))
-    ax.barh(
-        list(q),
-        [m for _, m, _ in q.values()],
-        xerr=[[m - a for a, m, _ in q.values()], [b - m for _, m, b in q.values()]],
-        capsize=3,
-        color=["#dd8452", "#4c72b0"],
-    )
-    ax.set(xscale="log", xlabel="ms per call (median, interquartile whiskers)", title=title)
-    return fig
-
-
 def results_view(results, ref=None):
     """The step rows' informative columns, what every row shares as a caption: ``(table, caption)``."""
     df = results.table()
-    df = df[~df["experiment"].isin(OWN_SECTION)].reset_index(drop=True)
+    df = df[~df["experiment"].isin(OWN_SECTION)]
+    df = pd.concat([df[df["status"] == "ok"], df[df["status"] != "ok"]], ignore_index=True)
     for col, default in DEFAULTS.items():
         df[col] = (
             [default if v is None or v != v else v for v in df[col]]
@@ -256,3 +227,89 @@ def results_view(results, ref=None):
     }
     caption = "Every row: " + ", ".join(words[c](v) for c, v in same.items()) + "." if same else ""
     return reference.add_column(df, ref, "step_ms_mean"), caption
+
+
+def comparisons_view(results):
+    """The comparisons in the one convention: b takes ``time_ratio``× a's time, its 95% interval, the verdict."""
+    rows = [
+        {
+            "b": c["b"],
+            "a": c["a"],
+            "metric": c["metric"],
+            **compare.takes(c),
+            "floor": c.get("floor"),
+        }
+        for c in results.comparisons
+    ]
+    return pd.DataFrame(
+        rows, columns=["b", "a", "metric", "time_ratio", "interval", "verdict", "floor"]
+    )
+
+
+def step_figures(results):
+    """Every step time shown before the profiler's rounds: whether profiled, the clock, mean and median."""
+    shown = ["train_step", "step (rounds, unprofiled)", "step (rounds, profiled)", "profiled_step"]
+    df = results.table(["steps_timed", "step_ms_mean", "step_ms_median"]).set_index("experiment")
+    cols = ["profiled", "clock", "steps_timed", "step_ms_mean", "step_ms_median"]
+    return df.loc[[n for n in shown if n in df.index], cols].reset_index()
+
+
+def reference_timers(ref) -> None:
+    """The reference GPU's reading of the two timers, labelled as not this run's."""
+    gap = ref and ref.comparison("synchronised", "naive")
+    if gap:
+        line = compare.describe(gap | {"role": "timer"})
+        print(f"Reference, not this run ({ref.source()}): {line}")
+
+
+def _fp32_row(rows):
+    return next((r for r in rows if r.get("status") == "ok" and FP32.fullmatch(r["name"])), None)
+
+
+def _top(row):
+    m = row and row["metrics"]
+    if not m:
+        return None, None
+    text = f"{short_name(m['top_op'])}: {m['top_op_share']:.1%} of self"
+    return text, "yes" if "convolution_b" in m["top_op"] else "no"
+
+
+def _timers(gap):
+    text = gap and compare.describe(gap | {"role": "timer"})
+    return text, "yes" if gap and gap["ratio"] > 2 else "no"
+
+
+def _nests(value):
+    return {True: "nests", False: "does not nest"}.get(value), value and "yes" or "no"
+
+
+def article_table(results, ref):
+    """The source article's three points beside the reference's figures and this run's."""
+    on_gpu = str(results.env.get("device", "")).startswith("cuda")
+    ref_nests = ref and next((v for k, v in ref.doc["checks"].items() if "chain nests" in k), None)
+    gap = results.comparison("synchronised", "naive")
+    return reference.article_table(
+        [
+            {
+                "effect": "backward wait chain nests",
+                "article": "the same CUDA total in 3 rows; Self CUDA 0 / 0 / 54%",
+                "reference": _nests(ref_nests),
+                "this_run": _nests(results.metric("profiled_step", "chain_nests")),
+                "why": "" if on_gpu else "CPU times here, not CUDA ones",
+            },
+            {
+                "effect": "top op by self time",
+                "article": "convolution backward, 54% of Self CUDA",
+                "reference": _top(ref and _fp32_row(ref.doc["experiments"])),
+                "this_run": _top(_fp32_row(results.to_dict()["experiments"])),
+                "why": "another model: on the H100 its batch-norm backward outweighs its convolutions'",
+            },
+            {
+                "effect": "time.time() around GPU work",
+                "article": "inaccurate (no figure)",
+                "reference": _timers(ref and ref.comparison("synchronised", "naive")),
+                "this_run": _timers(gap) if gap or on_gpu else ("no queue on a CPU", "no"),
+                "why": "on a CPU each op returns when its work is done",
+            },
+        ]
+    )

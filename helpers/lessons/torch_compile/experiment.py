@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from ...measure import device as dv
-from ...measure.compare import compare, resolved
+from ...measure.compare import equal_outputs, resolved
 from ...measure.timing import interleaved_times, time_steps
 from .dynamo import compile_seconds, dynamo_times, graph_counters, tf32_settings
 
@@ -101,7 +101,7 @@ def break_even_whole_run(
 
 def derive(eager: Mapping[str, Any], m: dict[str, Any], c: Mapping[str, Any], rtol: float) -> None:
     """Into a compiled row's ``m``: ``speedup`` (interval, verdict), loss parity within ``rtol``, the break-even."""
-    p = compare(eager["losses"], m["losses"], rtol=rtol)
+    p = equal_outputs(eager["losses"], m["losses"], rtol=rtol)
     m.update(
         speedup=c["ratio"],
         speedup_low=c["low"],
@@ -145,7 +145,7 @@ def interleave(
             interleaved_ms_mean=round(t.mean, 3), interleaved_ms_median=round(t.median, 3)
         )
     return recompiled, [
-        results.compare(a, b, times[a].times_ms, times[b].times_ms, **kw)
+        results.compare_times(a, b, times[a].times_ms, times[b].times_ms, **kw)
         for a, b in pairs
         if a in times and b in times
     ]
@@ -239,7 +239,7 @@ def run_matrix(
             recompiled, found = (
                 0,
                 [
-                    results.compare(
+                    results.compare_times(
                         a,
                         b,
                         results.get(a)["metrics"]["step_times_ms"],

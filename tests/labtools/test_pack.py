@@ -1,4 +1,4 @@
-"""helpers.notebook.pack: earlier outputs set aside, interrupted results marked, one archive per notebook."""
+"""labtools.pack: earlier outputs set aside, interrupted results marked, one archive per notebook."""
 import gzip
 import io
 import json
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from helpers.notebook import pack
+from labtools import pack
 
 
 def test_set_aside_keeps_one_previous(tmp_path):

@@ -2,7 +2,7 @@
 
 ``browser``: find the Chromium the real-browser test drives, or fetch Playwright's (never system packages).
 ``lab-settings``: JupyterLab defaults for this project's lab (no news pop-up, no update check).
-Usage: ``python -m helpers.tools.devsetup [browser] [lab-settings]`` (both when none is named)."""
+Usage: ``python -m labtools.devsetup [browser] [lab-settings]`` (both when none is named)."""
 
 import json
 import os
@@ -11,6 +11,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
+
+from . import exits
 
 CHROMIUM_ENV = "PERF_CHROMIUM"
 REQUIRE_ENV = "PERF_REQUIRE_BROWSER"
@@ -175,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     steps = list(argv if argv is not None else sys.argv[1:]) or ["browser", "lab-settings"]
     if unknown := [s for s in steps if s not in ("browser", "lab-settings")]:
         print(f"unknown step(s) {unknown}; use browser and/or lab-settings", file=sys.stderr)
-        return 2
+        return exits.BAD_INPUT
     if "lab-settings" in steps:
         print(f"JupyterLab defaults (no news pop-up, no update check): {install_lab_settings()}")
     if "browser" in steps:
@@ -185,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             if d.action != "fail"
             else d.reason.replace("browser test:", "browser test will FAIL:")
         )
-    return 0
+    return exits.OK
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 import subprocess
 from pathlib import Path
 
-from helpers.tools import labcopy
+from labtools import labcopy
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,6 +28,6 @@ def test_copies_follow_their_notebook_until_the_learner_changes_them(tmp_path):
 
 def test_make_lab_serves_the_copies_and_git_ignores_them():
     dry = subprocess.run(["make", "-n", "lab"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
-    assert "helpers.tools.labcopy" in dry and "cd lab &&" in dry and "cd notebooks" not in dry
+    assert "labtools.labcopy" in dry and "cd lab &&" in dry and "cd notebooks" not in dry
     ignored = subprocess.run(["git", "check-ignore", "lab/01_profiler_basics.ipynb"], cwd=ROOT, capture_output=True)
     assert ignored.returncode == 0

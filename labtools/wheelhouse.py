@@ -1,9 +1,9 @@
 """``make wheelhouse``: every wheel the project needs, for an offline machine (not used by the notebooks).
 
-    python -m helpers.tools.wheelhouse [--dest build/wheelhouse] [--python-version 3.12]
+    python -m labtools.wheelhouse [--dest build/wheelhouse] [--python-version 3.12]
                                  [--platform manylinux_2_28_x86_64] [--exclude torch torchvision]
 
-pip resolves ``./doctor[full]`` and ``.[test]`` with ``constraints.txt`` for the target (``--dry-run --report``),
+pip resolves ``./doctor[full]`` and ``.[lab,test]`` with ``constraints.txt`` for the target (``--dry-run --report``),
 leaves out what the target has (``--exclude``; torch takes its CUDA wheels with it), downloads the rest and
 setuptools as wheels and lists them in ``requirements.txt``; the doctor and the lab install from the checkout. Build
 on the target's OS and architecture (docs/gpu.md, "Offline install")."""
@@ -19,7 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from . import exits
+
+ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "pytorch-performance-lab"
 DOCTOR = "perf-doctor"  # doctor/: installed from the checkout beside the project, never downloaded
 # Leaving one of these out leaves out the wheels that only it needs.
@@ -116,11 +118,11 @@ def report(python: str, tgt: list[str], args: list[str], failed: str) -> list[di
 
 
 def resolve(python: str, tgt: list[str], root: Path = ROOT) -> list[tuple[str, str]]:
-    """(name, version) of every package ``./doctor[full]`` and ``.[test]`` need on the target, from pip's resolver."""
+    """(name, version) of every package ``./doctor[full]`` and ``.[lab,test]`` need on the target, from pip's resolver."""
     items = report(
         python,
         tgt,
-        ["-c", str(root / "constraints.txt"), f"{root / 'doctor'}[full]", f"{root}[test]"],
+        ["-c", str(root / "constraints.txt"), f"{root / 'doctor'}[full]", f"{root}[lab,test]"],
         "pip could not resolve the project's packages for this target",
     )
     pins = [(item["metadata"]["name"], item["metadata"]["version"]) for item in items]
@@ -160,7 +162,7 @@ def build(
     )
     (dest / "requirements.txt").write_text(
         "# made by `make wheelhouse` (helpers/wheelhouse.py); install with\n"
-        f"#   pip install --no-index --find-links {dest.name} -e './doctor[full]' -e '.[test]'\n"
+        f"#   pip install --no-index --find-links {dest.name} -e './doctor[full]' -e '.[lab,test]'\n"
         f"# target: python {python_version or 'as built'}, platform {' '.join(platforms or []) or 'as built'}\n"
         + (f"# left out (the target has them): {' '.join(left_out)}\n" if left_out else "")
         + "\n".join(reqs)
@@ -212,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{info['wheels']} wheels, {info['size_mb']} MB in {info['dest']} ({info['seconds']} s)")
     if info["left_out"]:
         print(f"left out (the target has them): {', '.join(info['left_out'])}")
-    return 0
+    return exits.OK
 
 
 if __name__ == "__main__":

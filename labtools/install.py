@@ -1,6 +1,6 @@
 """``make setup``'s install: the pinned environment into ``.venv``, with uv where it can be had, else with pip.
 
-``python -m helpers.tools.install --python .venv/bin/python`` (stdlib only). uv installs the same pinned set
+``python -m labtools.install --python .venv/bin/python`` (stdlib only). uv installs the same pinned set
 (``constraints.txt``) in parallel with bytecode compiled, pip's configuration (``pip config list``: indexes,
 find-links, constraint, cert) carried over, its cache in ``$UV_CACHE_DIR`` or ``build/uv-cache``. Any failure on the
 uv route falls back to pip (the line before says why). Offline installs (``WHEELS=...``) are pip's alone."""
@@ -12,10 +12,12 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
+from . import exits
+
 UV_VERSION = "0.13.9"
 # the trace doctor (doctor/, a package of its own) beside the lab, which depends on it by name: installed from here
-SPEC = ("-e", "./doctor[full]", "-e", ".[test]")
-ROOT = Path(__file__).resolve().parents[2]
+SPEC = ("-e", "./doctor[full]", "-e", ".[lab,test]")
+ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CACHE = ROOT / "build" / "uv-cache"
 # pip options that carry over to ``uv pip install`` (pip's name -> uv's flag); every other pip setting is pip's own
 CARRIED = {
@@ -123,7 +125,7 @@ def install_with_pip(
 
 def main(argv: Sequence[str] | None = None, run: Runner = subprocess.run) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m helpers.tools.install", description=__doc__.split("\n")[0]
+        prog="python -m labtools.install", description=__doc__.split("\n")[0]
     )
     ap.add_argument(
         "--python", default=sys.executable, help="the environment's Python (default: this one)"
@@ -134,7 +136,7 @@ def main(argv: Sequence[str] | None = None, run: Runner = subprocess.run) -> int
     if not a.pip_only:
         why = install_with_uv(a.python, a.constraints, SPEC, run=run)
         if why is None:
-            return 0
+            return exits.OK
         print(f"install: {why}; installing with pip instead", file=sys.stderr, flush=True)
     return install_with_pip(a.python, a.constraints, SPEC, run=run)
 

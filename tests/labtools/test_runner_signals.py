@@ -1,6 +1,6 @@
 """The runner never hangs on a signal (issue 33): a SIGTERM before, during and right after a kernel's start, and
 during packing, ends the run with its status, run.json and run-summary.json, and no traceback. The stress command
-(``python -m helpers.tools.signal_stress``) tries 40 moments by hand; these are the targeted cases."""
+(``python -m benchmarks.signal_stress``) tries 40 moments by hand; these are the targeted cases."""
 import json
 import os
 import signal
@@ -9,21 +9,21 @@ import sys
 import time
 from pathlib import Path
 
-from helpers.notebook import runner as rn
-from helpers.tools import signal_stress
+from labtools import headless as rn
+from benchmarks import signal_stress
 
-from tests.notebook.test_runner import RESULTS, ROOT, notebook, run_env
+from tests.labtools.test_runner import RESULTS, ROOT, notebook, run_env
 
 SLOW_PACK = """
 import sys, time
-from helpers.notebook import pack, runner
+from labtools import headless as runner, pack
 real = pack.pack
 def slow(*a, **kw):
     print("<pack starts>", flush=True)
     time.sleep(4)
     return real(*a, **kw)
 pack.pack = slow
-sys.argv = ["helpers.runner", *sys.argv[1:]]
+sys.argv = ["labtools.runner", *sys.argv[1:]]
 sys.exit(runner.main())
 """
 
@@ -32,7 +32,7 @@ def _start(tmp_path, *args, script=None):
     """The runner with its kernels' temporary files (the connection file among them) and Jupyter's runtime folder in
     ``tmp_path/tmp``, where ``signal_stress.leftovers`` looks."""
     cmd = [sys.executable, "-c", script, *map(str, args)] if script else \
-        [sys.executable, "-m", "helpers.runner", *map(str, args)]
+        [sys.executable, "-m", "labtools.runner", *map(str, args)]
     tag = f"runner-signals-{os.getpid()}-{time.time_ns()}"
     (tmp_path / "tmp").mkdir()
     env = run_env(tmp_path, **{signal_stress.TAG_ENV: tag, "TMPDIR": str(tmp_path / "tmp"),
@@ -108,7 +108,7 @@ def test_sigterm_while_packing_ends_after_the_pack(tmp_path):
 ABANDON = """
 import sys, threading, time
 from pathlib import Path
-from helpers.notebook import runner
+from labtools import headless as runner
 run = runner.Run(abandon_s=1.0)
 class Stuck:  # a notebook whose wait never returns, whatever is signalled
     client = None

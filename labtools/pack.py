@@ -1,4 +1,4 @@
-"""A notebook's outputs kept honest and carried back in one file (``helpers.runner``).
+"""A notebook's outputs kept honest and carried back in one file (``labtools.runner``).
 
 ``set_aside`` moves a notebook's previous outputs to ``<out>/<stem>.previous/``; ``mark_interrupted`` marks a
 stopped notebook's results.json; ``pack`` writes ``<stem>.tar.gz`` (outputs, and this run's traces smallest first
@@ -16,7 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .results import atomic_write_text, current_umask
+from helpers.notebook.results import atomic_write_text, current_umask
+
+from . import exits
 
 MIB = 2**20
 PACK_LIMIT = 15 * MIB  # each archive stays under what one carried file may be (16 MiB)
@@ -159,12 +161,13 @@ def unpack(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m helpers.notebook.pack unpack --gpu h100 ARCHIVE ...``: a GPU run's packs become its reference."""
+    """``python -m labtools.pack unpack --gpu h100 ARCHIVE ...``: a GPU run's packs become its reference."""
     import argparse
-    from .reference import reference_root
+
+    from helpers.notebook.reference import reference_root
 
     ap = argparse.ArgumentParser(
-        prog="python -m helpers.notebook.pack",
+        prog="python -m labtools.pack",
         description="Unpack a GPU run's per-notebook packs as reference runs.",
     )
     ap.add_argument("command", choices=("unpack",))
@@ -189,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         except (OSError, ValueError, tarfile.TarError) as exc:
             print(f"{archive}: {exc}")
-            return 2
-    return 0
+            return exits.BAD_INPUT
+    return exits.OK
 
 
 if __name__ == "__main__":

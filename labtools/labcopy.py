@@ -1,7 +1,7 @@
 """Working copies of the notebooks for ``make lab``: ``lab/NN_*.ipynb`` (git-ignored), so that a learner who runs
 and saves a notebook writes its outputs there, never into the tracked ``notebooks/``.
 
-``python -m helpers.tools.labcopy [--src notebooks] [--dest lab]``: a missing copy is made; an unchanged copy follows
+``python -m labtools.labcopy [--src notebooks] [--dest lab]``: a missing copy is made; an unchanged copy follows
 its notebook; a changed one is kept, with one line saying how to update it (``<dest>/.copies.json`` records them)."""
 
 import argparse
@@ -11,7 +11,9 @@ import shutil
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from . import exits
+
+ROOT = Path(__file__).resolve().parents[1]
 RECORD = ".copies.json"
 
 
@@ -52,7 +54,7 @@ def sync(src: Path, dest: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m helpers.tools.labcopy", description=__doc__.splitlines()[0]
+        prog="python -m labtools.labcopy", description=__doc__.splitlines()[0]
     )
     ap.add_argument("--src", type=Path, default=ROOT / "notebooks")
     ap.add_argument("--dest", type=Path, default=ROOT / "lab")
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"JupyterLab opens your working copies in {args.dest}/ (git-ignored; notebooks/ stays as committed)"
     )
-    return 0
+    return exits.OK
 
 
 if __name__ == "__main__":

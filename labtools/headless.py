@@ -1,12 +1,12 @@
-"""``python -m helpers.runner`` (``make run``): execute the notebooks headless, from the project folder, with no
+"""``python -m labtools.runner`` (``make run``): execute the notebooks headless, from the project folder, with no
 set-up beyond a Python that has the packages (``make setup``'s .venv, or the GPU kit on ``PYTHONPATH``).
 
-    python -m helpers.runner [NOTEBOOK ...] [--scale smoke|full] [--out DIR] [--pack DIR] [--budget S] [--grace S]
+    python -m labtools.runner [NOTEBOOK ...] [--scale smoke|full] [--out DIR] [--pack DIR] [--budget S] [--grace S]
 
 Default: every ``notebooks/[0-9]*.ipynb``, in kernels of this Python with the project on ``PYTHONPATH``. A bad
 ``--scale`` (else ``$PERF_SCALE``) is one line and exit 2. ``--out DIR``: ``DIR/<stem>/`` gets results.json, the
 executed copy and ``run.json``; earlier outputs move to ``DIR/<stem>.previous/``. ``--pack DIR``: a ``<stem>.tar.gz``
-each (``helpers.notebook.pack``) and ``run-summary.json``. ``--budget S``: each notebook's own time guard
+each (``labtools.pack``) and ``run-summary.json``. ``--budget S``: each notebook's own time guard
 (``helpers.notebook.budget``); ``--grace`` seconds past it the notebook is stopped from outside and marked interrupted.
 SIGTERM or Ctrl-C stops the run (results saved, marked interrupted, packed; exit 128 + the signal); else exit 1
 when a notebook failed, else 0."""
@@ -23,12 +23,14 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from helpers.notebook.env import SCALE_ENV, get_scale, quiet_logs
+from helpers.notebook.results import RESULTS_ENV, atomic_write_text
+
+from . import exits
 from . import kernel as kn
 from . import pack as pk
-from .env import SCALE_ENV, get_scale, quiet_logs
-from .results import RESULTS_ENV, atomic_write_text
 
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[1]
 SUMMARY = "run-summary.json"
 ABANDON_S = (
     20.0  # after a signal, the run ends within this (the kernel is killed 10 s after its SIGINT)
@@ -56,7 +58,7 @@ def _positive(text: str) -> float:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
-        prog="python -m helpers.runner", description=__doc__.splitlines()[0]
+        prog="python -m labtools.runner", description=__doc__.splitlines()[0]
     )
     ap.add_argument("notebooks", nargs="*", type=Path)
     ap.add_argument(
@@ -133,7 +135,7 @@ class Run:
                 file=sys.stderr,
                 flush=True,
             )
-            os._exit(128 + (self.signum or signal.SIGTERM))
+            os._exit(exits.signalled(self.signum))
 
     def install(self) -> None:
         """(Re)install the handlers: nbclient removes its own after each notebook, leaving the defaults."""
@@ -256,14 +258,14 @@ def main(argv: list[str] | None = None, early_signals: list[int] | None = None) 
         scale = get_scale(args.scale)
     except ValueError as exc:
         print(exc, file=sys.stderr)
-        return 2
+        return exits.BAD_INPUT
     if missing := kn.missing_packages():
         print(
             f"this Python ({sys.executable}) lacks {', '.join(missing)}: run `make setup`, or put the GPU kit on "
             "PYTHONPATH (docs/gpu.md, 'the GPU kit')",
             file=sys.stderr,
         )
-        return 2
+        return exits.BAD_INPUT
     paths = args.notebooks or sorted((PROJECT / "notebooks").glob("[0-9]*.ipynb"))
     absent = [str(p) for p in paths if not p.is_file()]
     if not paths or absent:
@@ -271,7 +273,7 @@ def main(argv: list[str] | None = None, early_signals: list[int] | None = None) 
             f"no such notebook: {', '.join(absent)}" if absent else "no notebooks found",
             file=sys.stderr,
         )
-        return 2
+        return exits.BAD_INPUT
     out = (args.out or Path(os.environ.get(RESULTS_ENV) or PROJECT / "results")).resolve()
     runs = Path(
         os.environ.get("PERF_RUNS_DIR") or (out / "runs" if args.out else PROJECT / "runs")
@@ -326,8 +328,8 @@ def main(argv: list[str] | None = None, early_signals: list[int] | None = None) 
     )
     if run.signum is not None:
         print(f"stopped by {summary['signal']}", file=sys.stderr)
-        return 128 + run.signum
-    return 1 if failed else 0
+        return exits.signalled(run.signum)
+    return exits.FAILED if failed else exits.OK
 
 
 if __name__ == "__main__":

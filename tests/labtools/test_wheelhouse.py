@@ -2,7 +2,7 @@
 import subprocess
 import sys
 
-from helpers.tools import wheelhouse as wh
+from labtools import wheelhouse as wh
 
 
 def test_manylinux_tag_covers_older_glibc_wheels():
@@ -35,7 +35,7 @@ def test_build_backend_goes_into_the_wheelhouse():
 
 
 def test_cli_help_names_the_gpu_options():
-    out = subprocess.run([sys.executable, "-m", "helpers.tools.wheelhouse", "--help"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "labtools.wheelhouse", "--help"], capture_output=True, text=True,
                          cwd=wh.ROOT, check=True).stdout
     for opt in ("--python-version", "--platform", "--exclude", "--gpu-machine", "--dest"):
         assert opt in out

@@ -1,10 +1,10 @@
-"""helpers.tools.gpusim (make gpu-sim): what it carries and how it reads a run (the simulation itself is run by hand,
+"""labtools.gpusim (make gpu-sim): what it carries and how it reads a run (the simulation itself is run by hand,
 offline, with `make gpu-sim`: minutes, and a few GB for torch 2.11's CUDA wheels)."""
 import json
 import subprocess
 import sys
 
-from helpers.tools import gpusim
+from labtools import gpusim
 
 
 def test_carry_copies_the_project_and_the_kit(tmp_path):
@@ -16,7 +16,7 @@ def test_carry_copies_the_project_and_the_kit(tmp_path):
     finally:
         (kit / "demo-1.0-py3-none-any.whl").unlink()
         kit.rmdir()
-    assert (dest / "helpers" / "runner.py").is_file() and (dest / "gpu-kit.txt").is_file()
+    assert (dest / "labtools" / "runner.py").is_file() and (dest / "gpu-kit.txt").is_file()
     assert (dest / "build" / "test-gpusim-kit" / "demo-1.0-py3-none-any.whl").is_file()
     assert not (dest / ".venv").exists() and not (dest / "results").exists()  # ignored files stay behind
     assert 0 < mib < gpusim.CARRY_LIMIT_MIB
@@ -39,7 +39,7 @@ def test_figures_say_ok_only_when_every_notebook_and_check_is(tmp_path):
 
 
 def test_cli_help():
-    out = subprocess.run([sys.executable, "-m", "helpers.tools.gpusim", "--help"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "labtools.gpusim", "--help"], capture_output=True, text=True,
                          cwd=gpusim.ROOT, check=True).stdout
     for opt in ("--python", "--machine-timm", "--scale", "--budget", "--fresh"):
         assert opt in out

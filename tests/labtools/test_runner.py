@@ -1,4 +1,4 @@
-"""helpers.runner (`make run`): no set-up, clean outputs, stopped by SIGTERM / Ctrl-C / its budget, nothing stale.
+"""labtools.runner (`make run`): no set-up, clean outputs, stopped by SIGTERM / Ctrl-C / its budget, nothing stale.
 
 Tiny notebooks written here run in real kernels (a few seconds each); the notebooks' own runs are nbmake's."""
 import json
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.notebook import env, kernel
+from helpers.notebook import env
+from labtools import kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 CELL = ("import torch\n"
@@ -43,8 +44,8 @@ def run_env(tmp_path: Path, **extra) -> dict:
 
 
 def runner(tmp_path, *args, wait=True, **extra):
-    """``python -m helpers.runner`` from the project folder with no PYTHONPATH (as a user types it), umask 022."""
-    cmd = [sys.executable, "-m", "helpers.runner", *map(str, args)]
+    """``python -m labtools.runner`` from the project folder with no PYTHONPATH (as a user types it), umask 022."""
+    cmd = [sys.executable, "-m", "labtools.runner", *map(str, args)]
     kw = dict(env=run_env(tmp_path, **extra), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
               umask=0o022)
     if not wait:
@@ -88,7 +89,7 @@ def test_make_run_output_is_clean_and_needs_no_install(tmp_path):
 
 
 def test_runner_kernels_draw_figures_inline(monkeypatch):
-    from helpers.notebook import runner as rn
+    from labtools import headless as rn
 
     monkeypatch.setenv("MPLBACKEND", "Agg")
     assert rn.inline_figures() and "MPLBACKEND" not in os.environ
@@ -194,8 +195,8 @@ def test_budgets_guard_inside_and_stop_from_outside(tmp_path):
     guard = ("import time\nfrom helpers.notebook import budget\n"
              "B = budget.Budget.from_env(None, reserve_s=0.5)\n"
              "print(B.seconds, f'{B.elapsed():.1f} s used before the guard')\n"
-             "B.record(R, 'slow', {}, lambda: time.sleep(120))\n"
-             "B.record(R, 'next', {}, lambda: {'x': 3})\n"
+             "R.record('slow', {}, lambda: time.sleep(120), budget=B)\n"
+             "R.record('next', {}, lambda: {'x': 3}, budget=B)\n"
              "R.check('went_on', True)\n")
     g = notebook(tmp_path / "g.ipynb", RESULTS.format(stem="g"), guard)
     h = notebook(tmp_path / "h.ipynb", RESULTS.format(stem="h"), "import time\ntime.sleep(120)\n")

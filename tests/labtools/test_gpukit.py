@@ -1,4 +1,4 @@
-"""helpers.tools.gpukit and gpu-kit.txt: the GPU kit's list and its size budget, checked with no network."""
+"""labtools.gpukit and gpu-kit.txt: the GPU kit's list and its size budget, checked with no network."""
 import ast
 import json
 import re
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers.notebook import kernel
-from helpers.tools import gpukit
-from helpers.tools.wheelhouse import canonical
+from labtools import kernel
+from labtools import gpukit
+from labtools.wheelhouse import canonical
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = gpukit.read_lock(ROOT / "gpu-kit.txt")
@@ -66,6 +66,10 @@ def test_versions_are_constraints_txts():
     assert not differ, differ
 
 
+# what of labtools runs on the GPU machine: the runner, and the kit's own install
+ON_THE_MACHINE = ("runner", "headless", "kernel", "pack", "gpukit", "wheelhouse")
+
+
 def _third_party_imports() -> set[str]:
     mods = set()
 
@@ -77,8 +81,9 @@ def _third_party_imports() -> set[str]:
                 mods.add(node.module.split(".")[0])
 
     for path in (ROOT / "helpers").rglob("*.py"):
-        if "tools" not in path.relative_to(ROOT / "helpers").parts:  # set-up tools never run on the machine
-            scan(path.read_text())
+        scan(path.read_text())
+    for name in ON_THE_MACHINE:   # labtools' set-up tools (install, devsetup, labcopy, gpusim) never run there
+        scan((ROOT / "labtools" / f"{name}.py").read_text())
     for path in (ROOT / "doctor" / "perf_doctor").rglob("*.py"):   # the doctor the notebooks import
         scan(path.read_text())
     for nb in (ROOT / "notebooks").glob("*.ipynb"):
@@ -86,8 +91,9 @@ def _third_party_imports() -> set[str]:
             if cell["cell_type"] == "code":
                 scan("\n".join(ln for ln in "".join(cell["source"]).splitlines()
                                if not ln.lstrip().startswith(("%", "!"))))
-    # the project's own: helpers from the checkout, perf_doctor from the wheel the kit builds of it (gpukit.doctor_wheel)
-    return {m for m in mods if m not in sys.stdlib_module_names and m not in ("helpers", "perf_doctor")}
+    # the project's own: helpers and labtools from the checkout, perf_doctor from the kit's wheel (doctor_wheel); pip
+    # the machine's (the kit's install runs it; its vendored packaging only for `lock`, here)
+    return {m for m in mods if m not in sys.stdlib_module_names and m not in ("helpers", "labtools", "perf_doctor", "pip")}
 
 
 def test_every_import_of_a_run_is_in_the_kit_or_on_the_machine():
@@ -106,7 +112,7 @@ def test_closure_follows_markers_and_extras_and_skips_what_is_not_imported():
 
 
 def test_cli_names_its_commands():
-    out = subprocess.run([sys.executable, "-m", "helpers.tools.gpukit", "--help"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "labtools.gpukit", "--help"], capture_output=True, text=True,
                          cwd=ROOT, check=True).stdout
     for word in ("lock", "build", "install", "--kit"):
         assert word in out

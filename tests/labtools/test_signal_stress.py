@@ -1,11 +1,11 @@
-"""helpers.tools.signal_stress counts only the runs it signalled, apart from those that finished before their signal,
+"""benchmarks.signal_stress counts only the runs it signalled, apart from those that finished before their signal,
 and fails a run that ended through the runner's watchdog or left something behind."""
 import json
 import signal
 
-from helpers.tools import signal_stress as ss
+from benchmarks import signal_stress as ss
 
-from tests.notebook.test_runner import notebook
+from tests.labtools.test_runner import notebook
 
 
 def test_leftovers_name_what_a_run_lacks_or_left_behind(tmp_path):

@@ -5,7 +5,7 @@ once, ``--fresh`` again), the kit built, the project and kit carried to ``build/
 then offline (``unshare -n``) the kit installed and a smoke run; each notebook's status, time, checks and executed
 copy checked into ``build/gpu-sim/report.json``. Exit 0 only when every notebook ran ok with every check true.
 
-Usage: ``python -m helpers.tools.gpusim [--python python3.12] [--scale smoke] [--budget S] [--fresh]`` (root, or a
+Usage: ``python -m labtools.gpusim [--python python3.12] [--scale smoke] [--budget S] [--fresh]`` (root, or a
 user that may make network namespaces)."""
 
 import argparse
@@ -18,9 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-from . import gpukit
+from . import exits, gpukit
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SIM = ROOT / "build" / "gpu-sim"
 CARRY_LIMIT_MIB = 64
 NETWORK_PROBE = (
@@ -58,8 +58,9 @@ def machine(python: str, timm: str, fresh: bool) -> Path:
     return py
 
 
-def carry(kit: Path, dest: Path = SIM / "carry") -> tuple[Path, float]:
-    """Copy what a GPU machine is given (the project's files and the kit) to ``dest``; its size in MiB."""
+def carry(kit: Path | None, dest: Path = SIM / "carry") -> tuple[Path, float]:
+    """Copy what a GPU machine is given (the project's files and the kit, unless None: a clone) to ``dest``; its
+    size in MiB."""
     if dest.exists():
         shutil.rmtree(dest)
     files = sh(
@@ -74,6 +75,8 @@ def carry(kit: Path, dest: Path = SIM / "carry") -> tuple[Path, float]:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
             total += src.stat().st_size
+    if kit is None:
+        return dest, total / 2**20
     kit_dest = dest / kit.relative_to(ROOT)
     kit_dest.mkdir(parents=True)
     for whl in sorted(kit.glob("*.whl")):
@@ -90,12 +93,12 @@ def offline(
         raise SystemExit(
             "the simulation needs `unshare` and `ip` (util-linux, iproute2) to cut the network"
         )
-    run = f"{py} -m helpers.runner --scale {scale} --out build/gpu-run --pack build/gpu-pack"
+    run = f"{py} -m labtools.runner --scale {scale} --out build/gpu-run --pack build/gpu-pack"
     if budget:
         run += f" --budget {budget:g}"
     script = (
         f'set -e\nip link set lo up\ncd {project}\n{py} -c "$PROBE"\n'
-        f"{py} -m helpers.tools.gpukit install\nPYTHONPATH={project}/build/gpu-kit/site {run}\n"
+        f"{py} -m labtools.gpukit install\nPYTHONPATH={project}/build/gpu-kit/site {run}\n"
     )
     env = {
         k: v
@@ -231,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'ok' if report['ok'] else 'NOT OK'}: runner exit {proc.returncode}, {report['wall_s']} s in all; "
         f"carried {report['carried_mib']} MiB of {CARRY_LIMIT_MIB}; report in {SIM / 'report.json'}"
     )
-    return 0 if report["ok"] and carry_mib <= CARRY_LIMIT_MIB else 1
+    return exits.OK if report["ok"] and carry_mib <= CARRY_LIMIT_MIB else exits.FAILED
 
 
 if __name__ == "__main__":

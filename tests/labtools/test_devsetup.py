@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.tools import devsetup
+from labtools import devsetup
 from helpers.notebook import tensorboard as tb
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -179,4 +179,4 @@ def test_jupyterlab_serves_the_no_news_default(tmp_path):
 
 def test_makefile_setup_runs_devsetup():
     mk = (ROOT / "Makefile").read_text()
-    assert "-m helpers.tools.devsetup" in mk
+    assert "-m labtools.devsetup" in mk

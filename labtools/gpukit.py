@@ -17,9 +17,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from . import exits
 from .wheelhouse import canonical, pip, report, target_args
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "gpu-kit.txt"
 KIT = ROOT / "build" / "gpu-kit"
 BUDGET_MIB = 40
@@ -179,9 +180,9 @@ def lock(python: str = sys.executable, root: Path = ROOT, dest: Path = KIT) -> d
     total = sum(w["bytes"] for w in wheels)
     lines = [
         "# The GPU kit: what executes every notebook headless on the GPU machine beside what it has",
-        f"# (helpers/tools/gpukit.py). {len(wheels)} wheels, {total / 2**20:.1f} MiB (budget {BUDGET_MIB} MiB);"
+        f"# (labtools/gpukit.py). {len(wheels)} wheels, {total / 2**20:.1f} MiB (budget {BUDGET_MIB} MiB);"
         f" target cp{PYTHON_VERSION.replace('.', '')} {PLATFORM}.",
-        "# Made by `python -m helpers.tools.gpukit lock`; `make gpu-kit` downloads exactly these.",
+        "# Made by `python -m labtools.gpukit lock`; `make gpu-kit` downloads exactly these.",
         f"# machine: {' '.join(MACHINE)}",
         f"# machine-closure: {' '.join(sorted(machine))}",
         f"# left out (declared, not imported by a headless run): {' '.join(sorted(NOT_IMPORTED))}",
@@ -335,10 +336,10 @@ def main(argv: list[str] | None = None) -> int:
         site = install(args.kit)
         rel = os.path.relpath(site)
         print(
-            f"kit installed in {rel}; run: PYTHONPATH={rel} {Path(sys.executable).name} -m helpers.runner "
+            f"kit installed in {rel}; run: PYTHONPATH={rel} {Path(sys.executable).name} -m labtools.runner "
             "--scale full --out build/gpu-run"
         )
-    return 0
+    return exits.OK
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Signal a short run of the runner at many random moments and report any that does not end cleanly:
-``python -m helpers.tools.signal_stress [--offsets 40] [--deadline 12]`` (by hand: ~40 runs of a few seconds).
+``python -m benchmarks.signal_stress [--offsets 40] [--deadline 12]`` (by hand: ~40 runs of a few seconds).
 Two tiny notebooks (``a`` saves a row, works ``--work`` s with torch, saves another; ``b`` prints) run once
 unsignalled, then ``--offsets`` times, sent SIGTERM or SIGINT in turn, to the runner's process group or (every other
 pair) the runner, at a random moment in each of ``--offsets`` slices of 0.2 s to past the unsignalled run's end.
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 TAG_ENV = "PERF_SIGNAL_STRESS_TAG"
 
 
@@ -99,7 +99,7 @@ def trial(
         {TAG_ENV: tag, "PERF_SCALE": "smoke", "TMPDIR": str(tmp), "JUPYTER_RUNTIME_DIR": str(tmp)}
     )
     tmp.mkdir(parents=True)
-    cmd = [sys.executable, "-m", "helpers.runner", "--out", str(out), *map(str, nbs)]
+    cmd = [sys.executable, "-m", "labtools.runner", "--out", str(out), *map(str, nbs)]
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         cmd,
@@ -173,7 +173,7 @@ def trial(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m helpers.tools.signal_stress",
+        prog="python -m benchmarks.signal_stress",
         description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n")[1],
         formatter_class=argparse.RawTextHelpFormatter,

@@ -1,4 +1,4 @@
-"""One notebook executed headless in a kernel of this Python, that the runner can stop (``helpers.runner``).
+"""One notebook executed headless in a kernel of this Python, that the runner can stop (``labtools.runner``).
 
 The kernel is this interpreter's ipykernel (``kernel_manager_class``). ``NotebookRun(path, env).execute()`` runs
 every cell; ``stop(reason)`` interrupts the running cell, lets no further cell start, and kills the kernel

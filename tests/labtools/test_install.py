@@ -1,9 +1,9 @@
-"""helpers.tools.install (``make setup``'s install): pip's settings carried over to uv, and pip's route when uv fails.
+"""labtools.install (``make setup``'s install): pip's settings carried over to uv, and pip's route when uv fails.
 No real install here (make test's own set-up is that test): a recording runner stands in for the subprocesses."""
 import subprocess
 from pathlib import Path
 
-from helpers.tools import install
+from labtools import install
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,7 +31,7 @@ def test_pip_settings_are_read_variables_first_without_repeats():
 def test_the_uv_command_carries_pips_indexes_cap_and_wheels():
     cfg = install.parse_pip_config(PIP_CONFIG + "global.index-url='https://a/simple'\n:env:.index-url='https://b/s'\n")
     cmd = install.uv_command("uv", "/v/bin/python", cfg, "constraints.txt", install.SPEC)
-    assert cmd[:3] == ["uv", "pip", "install"] and cmd[-4:] == ["-e", "./doctor[full]", "-e", ".[test]"]
+    assert cmd[:3] == ["uv", "pip", "install"] and cmd[-4:] == ["-e", "./doctor[full]", "-e", ".[lab,test]"]
     pairs = list(zip(cmd, cmd[1:]))
     assert ("--python", "/v/bin/python") in pairs and "--compile-bytecode" in cmd
     assert ("--index-strategy", "unsafe-best-match") in pairs   # pip's rule: the best version over every index
@@ -81,11 +81,11 @@ def test_when_uv_cannot_be_had_or_fails_pip_installs_and_says_why(capsys):
         assert why in err and "no such thing" in err and "installing with pip instead" in err
         assert run.calls[-2] == ["/v/bin/python", "-m", "pip", "install", "-q", "--upgrade", "pip"]
         assert run.calls[-1] == ["/v/bin/python", "-m", "pip", "install", "-q", "-c", "constraints.txt",
-                                 "-e", "./doctor[full]", "-e", ".[test]"]
+                                 "-e", "./doctor[full]", "-e", ".[lab,test]"]
     run = Recorder({"constraints.txt": 1})   # pip's route failing is the install failing
     assert install.main(["--python", "/v/bin/python", "--pip-only"], run=run) == 1 and len(run.calls) == 2
 
 
 def test_make_setup_uses_it_online_and_pip_offline():
     mk = (ROOT / "Makefile").read_text()
-    assert "-m helpers.tools.install --python $(BIN)/python" in mk and "--no-index --find-links $(WHEELS)" in mk
+    assert "-m labtools.install --python $(BIN)/python" in mk and "--no-index --find-links $(WHEELS)" in mk
