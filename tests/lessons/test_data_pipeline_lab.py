@@ -190,7 +190,7 @@ def test_idle_shares_take_windows_in_turns_and_pool_them(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("values,match", [
-    (dict(num_workers=10_000), "CPU cores"), (dict(num_workers=-1), "negative"), (dict(batch_size=0), "from 1 to"),
+    (dict(num_workers=10_000), "CPU cores"), (dict(num_workers=-1), "negative"), (dict(batch_size=0), "at least 1"),
     (dict(variant="fastest"), "unknown pipeline variant"), (dict(variant="gpu_decode"), "CUDA"),
     (dict(persistent_workers="yes"), "True or False")])
 def test_the_panel_refuses_bad_values(values, match):

@@ -368,7 +368,7 @@ def gpu_idle_share(trace_dir) -> float | None:
 def panel_spec(cores: int) -> dict[str, Any]:
     """The panel's one spec of bounds and choices (``validate.check_values``)."""
 
-    def num_workers(value: Any, name: str) -> int:
+    def num_workers(value: Any, name: str, device=None) -> int:
         return vd.validate_num_workers(value, cores)
 
     return {
