@@ -1,4 +1,4 @@
-"""``compare(before, after)``: did a change make the step faster, slower, or no different beyond the noise, and
+"""``compare_traces(before, after)``: did a change make the step faster, slower, or no different beyond the noise, and
 which cause moved? ``perf-doctor compare BEFORE AFTER [--json] [--fail-if-slower PCT]``.
 
 Each side (a trace or a folder of ranks) is diagnosed, one sample per profiled step (``Diagnosis.per_step``); the
@@ -145,7 +145,7 @@ def _r(x: float | None) -> float | None:
     return None if x is None else round(x, 3)
 
 
-def compare(before: Path | str, after: Path | str, *, force: bool = False) -> dict[str, Any]:
+def compare_traces(before: Path | str, after: Path | str, *, force: bool = False) -> dict[str, Any]:
     """The comparison (module docstring); ``report.DoctorError`` for bad input on either side. Unless
     ``force``, a side that cannot be compared (``comparability``) makes the verdict "not comparable" or
     "inconclusive", with its reasons, in place of the step's."""
