@@ -228,8 +228,12 @@ class Diagnosis:
         return next((c["ms"] for c in self.causes if c["cause"] == cause), None)
 
     def to_list(self) -> list[dict[str, Any]]:
-        """The JSON's ``diagnosis``: ``{cause, ms, share, finding, evidence, see}`` (+ ``exposed_ms``...)."""
-        keys = ("cause", "ms", "share", "finding", "evidence", "see", "exposed_ms", "overlapped_ms")
+        """The JSON's ``diagnosis``: ``{cause, ms, share, finding, evidence, see}`` (+ ``exposed_ms``, and on compute
+        ``graph_replays``, ``graph_ms`` and ``unattributed_idle_ms`` where the steps replay graphs)."""
+        keys = (
+            *("cause", "ms", "share", "finding", "evidence", "see", "exposed_ms", "overlapped_ms"),
+            *("graph_replays", "graph_ms", "unattributed_idle_ms"),
+        )
         return [{k: c[k] for k in keys if k in c} for c in self.causes]
 
     def summary(self) -> str:

@@ -377,9 +377,10 @@ OLD_SCHEMA = {
 
 
 def signature(doc: dict[str, Any], steps: int) -> dict[str, Any]:
-    """What a trace ran, for ``compare``: ``ops`` (calls per step), ``kernels``, ``shapes``, ``devices``, ``schema``."""
+    """What a trace ran, for ``compare``: ``ops`` (calls per step), ``kernels``, ``shapes``, ``modules`` (with_stack's
+    ``nn.Module: ...``), ``devices``, ``schema``."""
     ops: dict[str, float] = {}
-    kernels, shapes = set(), set()
+    kernels, shapes, modules = set(), set(), set()
     old = False
     for e in ev.complete(doc):
         k = ev.kind(e)
@@ -391,6 +392,8 @@ def signature(doc: dict[str, Any], steps: int) -> dict[str, Any]:
             old = old or ev.category(e.get("cat", "")) in OLD_SCHEMA
         elif k == "kernel":
             kernels.add(str(e.get("name", "")))
+        elif k == "python" and str(e.get("name", "")).startswith("nn.Module: "):
+            modules.add(str(e["name"]))
     devices = [
         str(p.get("name", "?")) for p in doc.get("deviceProperties") or [] if ev.is_mapping(p)
     ]
@@ -398,6 +401,7 @@ def signature(doc: dict[str, Any], steps: int) -> dict[str, Any]:
         "ops": ops,
         "kernels": kernels,
         "shapes": shapes,
+        "modules": modules,
         "devices": devices,
         "schema": "old" if old else "new",
     }

@@ -27,7 +27,7 @@ from . import events as ev
 from .kernels import kernel_rows, tensor_core_label, uses_tensor_cores
 from .throughput import op_throughput
 from .load import MAX_EVENTS, MAX_STEPS, TraceError, find_trace, gc_paused, load_trace, trim
-from .stream import read_trimmed
+from .stream import CUT_NOTE, read_trimmed
 from .timeline import draw_timeline
 
 FULL = "pip install 'perf-doctor[full]'"  # what brings the view libraries
@@ -501,4 +501,7 @@ def open_trace(src: Any, max_steps: int | None = MAX_STEPS) -> Trace:
         )
     if note:
         notes.append(f"{path or 'the trace'}: {note}")
-    return Trace(doc, path, notes, trimmed=bool(note))
+    cut = any(
+        CUT_NOTE in n for n in notes
+    )  # strings cut: the libraries must read the document, not the file
+    return Trace(doc, path, notes, trimmed=bool(note) or cut)
