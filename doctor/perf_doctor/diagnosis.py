@@ -138,6 +138,14 @@ SEE_COMPILED = {
 }
 
 
+SEE_COMPILED_CPU = {
+    "launch/overhead": "04_torch_compile: the step is already compiled (Inductor's CPU backend): fewer graph breaks "
+    "(torch._dynamo.explain) so more ops are fused, larger batches per step, less Python around the compiled region",
+    "compute": "04_torch_compile: the step is already compiled: fewer FLOPs (a smaller model or input), lower "
+    "precision where the CPU has bf16 units, mode='max-autotune'",
+}
+
+
 def advice(
     cause: str, on_gpu: bool, fp32_gemm: bool = False, graphs: bool = False, compiled: bool = False
 ) -> str:
@@ -146,8 +154,8 @@ def advice(
     text = (SEE if on_gpu else SEE_CPU)[cause]
     if on_gpu and graphs and cause in SEE_GRAPHS:
         text = SEE_GRAPHS[cause]
-    elif compiled and on_gpu and cause in SEE_COMPILED:
-        text = SEE_COMPILED[cause]
+    elif compiled and cause in SEE_COMPILED:
+        text = (SEE_COMPILED if on_gpu else SEE_COMPILED_CPU)[cause]
     return TF32 + text if cause == "compute" and on_gpu and fp32_gemm else text
 
 

@@ -257,18 +257,25 @@ def gpu_time_lines(g: dict[str, Any] | None) -> list[str]:
             f"({gr['share']:.0%} of the busy time)"
         )
     if c := g["compiled"]:
-        host = (
-            f"{c['ranges']} compiled region(s), {c['host_ms']:.2f} ms{per} on the host "
-            f"({c['host_share']:.0%} of the step); "
-            if c["ranges"]
-            else ""
-        )
-        out.append(
-            f"  compiled code (torch.compile: Inductor, Triton): {host}{c['triton_kernels']} Triton kernel(s); "
-            f"{c['device_ms']:.2f} ms{per} of device work"
-            + (f" ({c['share']:.0%} of the busy time)" if c["share"] is not None else "")
-        )
+        out.append(compiled_line(c, per))
     return out
+
+
+def compiled_line(c: dict[str, Any], per: str = "") -> str:
+    """The report's line for ``compiled`` (``per``: " per step" where the figures are per step)."""
+    host = (
+        f"{c['ranges']} compiled region(s), {c['host_ms']:.2f} ms{per} on the host "
+        f"({c['host_share']:.0%} of the step); "
+        if c["ranges"]
+        else ""
+    )
+    dev = (
+        f"{c['triton_kernels']} Triton kernel(s); {c['device_ms']:.2f} ms{per} of device work"
+        + (f" ({c['share']:.0%} of the busy time)" if c["share"] is not None else "")
+        if c["triton_kernels"] or c["device_ms"]
+        else "no device work"
+    )
+    return f"  compiled code (torch.compile: Inductor, Triton): {host}{dev}"
 
 
 def gpu_time_quality(g: dict[str, Any] | None, d) -> list[dict[str, str]]:
@@ -306,3 +313,17 @@ def gpu_time_quality(g: dict[str, Any] | None, d) -> list[dict[str, str]]:
             }
         )
     return out
+
+
+def communication_lines(overview: dict[str, Any] | None, causes: list[dict[str, Any]]) -> list[str]:
+    """One line reconciling the Overview's ``communication`` (torch-tb-profiler's) with the diagnosis' (the exposed
+    part, with the overlapped beside it), where both are in the report: two figures with one name."""
+    c = next((x for x in causes if x["cause"] == "communication" and x.get("ms") is not None), None)
+    if not overview or c is None:
+        return []
+    return [
+        f"  (communication: {overview.get('communication') or 0:.3f} ms per step as torch-tb-profiler's Overview "
+        f"splits the step, one category per microsecond by its own precedence; the diagnosis' communication is the "
+        f"doctor's: {c.get('exposed_ms', c['ms']):.3f} ms exposed per step (only collectives run on the GPU), "
+        f"{c.get('overlapped_ms') or 0:.3f} ms overlapped with other work)"
+    ]

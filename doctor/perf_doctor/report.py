@@ -287,6 +287,7 @@ def trace_report(
         "gpu": gpu,
         "gpu_doctor": own,
         "gpu_time": gtime,
+        "compiled": d.compiled,  # gputime.compiled: the steps' compiled code, or null
         "diagnosis": d.to_list(),
         "top_cause": d.top,
         "cannot_judge": d.cannot_judge,
@@ -508,6 +509,10 @@ def headline(rep: dict[str, Any]) -> list[str]:
     elif not d.damaged and not d.nothing:
         out.append("Top cause: none could be judged")
     out += gputime.gpu_time_lines(rep.get("gpu_time"))
+    if (
+        not rep.get("gpu_time") and d.compiled
+    ):  # a CPU trace: its compiled code, with no GPU line to carry it
+        out.append(gputime.compiled_line(d.compiled, " per step").strip())
     if g := rep.get("gpu"):
         comm = (rep.get("gpu_doctor") or {}).get("communication_pct")
         out.append(
@@ -554,6 +559,7 @@ def trace_text(rep: dict[str, Any], top: int = 10) -> str:
             f"Overview (ms per step; torch-tb-profiler's categories, {total:.2f} ms in all):"
         )
         out += [f"  {k:<16} {v:10.3f}" for k, v in rep["overview"].items() if v is not None]
+        out += gputime.communication_lines(rep["overview"], rep["diagnosis"])
         out.append("")
     out += gaps.idle_lines(rep.get("idle_causes"))
     out += memory_lines(rep.get("memory"))

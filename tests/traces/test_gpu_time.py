@@ -148,3 +148,32 @@ def test_own_work_without_launches_counts_all():
     d = doc(op("aten::mm", 0.0, 10.0), kernel("k", 1.0, 5.0, corr=9))
     own, backlog, outside = evs.own_work(evs.complete(d))
     assert len(own) == 1 and not backlog and not outside
+
+
+def test_a_compiled_cpu_step_is_not_told_to_compile():
+    events = []
+    for k in range(1, 4):
+        t = k * 1000.0
+        events += [step(k, t, 900), op("Torch-Compiled Region: 0/0", t + 10, 800),
+                   op("CompiledFunction", t + 20, 700)]
+        events += [op("cpp_fused_add_0", t + 30 + 60 * i, 20) for i in range(10)]
+    d = diagnose(doc(*events))
+    assert d.compiled["ranges"] == 3 and d.compiled["host_share"] > 0.8, d.compiled
+    for c in d.causes:
+        if c["cause"] in ("compute", "launch/overhead"):
+            assert "already compiled" in c["see"] and "Inductor's CPU backend fuses" not in c["see"], c["see"]
+
+
+def test_a_graph_capture_is_not_read_as_lost_launches():
+    from perf_doctor.quality import assess
+
+    events = []
+    for k in range(1, 4):
+        t = k * 1000.0
+        events += [step(k, t, 900), runtime("cudaLaunchKernel", t + 10, 2, corr=k * 100),
+                   kernel("gemm", t + 20, 100, corr=k * 100)]
+    events += [runtime("cudaStreamBeginCapture", 1200.0, 2)]
+    events += [runtime("cudaLaunchKernel", 1210.0 + 5 * i, 2, corr=900 + i) for i in range(20)]
+    events += [runtime("cudaStreamEndCapture", 1400.0, 2)]
+    checks = {e["check"] for e in assess(doc(*events))}
+    assert "graph_capture" in checks and "ops_without_kernels" not in checks, checks
