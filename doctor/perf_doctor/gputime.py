@@ -327,3 +327,15 @@ def communication_lines(overview: dict[str, Any] | None, causes: list[dict[str, 
         f"doctor's: {c.get('exposed_ms', c['ms']):.3f} ms exposed per step (only collectives run on the GPU), "
         f"{c.get('overlapped_ms') or 0:.3f} ms overlapped with other work)"
     ]
+
+
+def unjudged_lines(causes: list[dict[str, Any]], step_ms: float, top_ms: float) -> list[str]:
+    """A headline line where the GPU idle no cause can be given (inside graph replays, behind queued work) is larger
+    than the top cause: the top cause is then only the largest of what could be judged."""
+    un = next((c.get("unattributed_idle_ms") for c in causes if c["cause"] == "compute"), None)
+    if not un or un <= top_ms or not step_ms:
+        return []
+    return [
+        f"Not judged: {un:.2f} ms per step ({un / step_ms:.0%}) of GPU idle inside graph replays or behind queued "
+        f"work, where the trace records nothing the GPU waited for: the top cause above is the largest of the rest"
+    ]

@@ -500,6 +500,7 @@ def headline(rep: dict[str, Any]) -> list[str]:
             f"Top cause: {top['cause']}, {top['ms']:.2f} ms per step ({top['share']:.0%} of the step)"
         )
         out.append(f"What to do: {see_text(top['see'])}")
+        out += gputime.unjudged_lines(rep["diagnosis"], rep["step_ms"], top["ms"])
         finds = [c for c in judged if c["finding"]]
         if len(finds) > 1:
             out.append(

@@ -177,3 +177,14 @@ def test_a_graph_capture_is_not_read_as_lost_launches():
     events += [runtime("cudaStreamEndCapture", 1400.0, 2)]
     checks = {e["check"] for e in assess(doc(*events))}
     assert "graph_capture" in checks and "ops_without_kernels" not in checks, checks
+
+
+def test_idle_behind_queued_work_is_not_judged_a_host_sync():
+    # SGLang's decode: kernels launched at 0.1-0.3 ms wait (hipStreamWaitEvent) until 463 ms while the host sits in a
+    # blocking copy: the GPU waited on an event the trace does not record, not on the host
+    trace = shared_path("traces", "tracelens", "inference", "sglang_decode", "sglang_Qwen3-8B_decode.json.gz")
+    rep = trace_report(trace, views=False)
+    causes = {c["cause"]: c for c in rep["diagnosis"]}
+    assert rep["top_cause"] != "host sync" and causes["host sync"]["ms"] < 5, causes["host sync"]
+    assert causes["compute"]["unattributed_idle_ms"] > 400
+    assert any(line.startswith("Not judged: ") for line in headline(rep))
