@@ -3,7 +3,6 @@ interval, measured floor, verdict) on the two sides' step times, each cause's ch
 On a trace against itself and two halves of one run (no difference), on a planted fix of notebook 05 (faster, and
 which cause), the other way round (slower; --fail-if-slower), and on one step a side (cannot tell: the gate
 fails)."""
-
 import json
 import os
 import subprocess
@@ -26,14 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def cli_process(*args):
     """``python -m perf_doctor compare ARGS`` as a user types it, in a fresh process."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "perf_doctor", "compare", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=600,
-    )
+    return subprocess.run([sys.executable, "-m", "perf_doctor", "compare", *map(str, args)], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=600)
 
 
 def cli(*args):
@@ -49,11 +42,9 @@ def cli(*args):
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             rc = command.main(["compare", *map(str, args)])
-        except SystemExit as exc:  # argparse's refusals
+        except SystemExit as exc:   # argparse's refusals
             rc = exc.code if isinstance(exc.code, int) else 2
-    return subprocess.CompletedProcess(
-        ["compare", *map(str, args)], rc, out.getvalue(), err.getvalue()
-    )
+    return subprocess.CompletedProcess(["compare", *map(str, args)], rc, out.getvalue(), err.getvalue())
 
 
 def steps_of(doc, first, last, path):
@@ -62,23 +53,11 @@ def steps_of(doc, first, last, path):
     starts = [a for _, a, _ in ev.step_ranges(doc)]
     lo = starts[first]
     hi = starts[last + 1] if last + 1 < len(starts) else float("inf")
-    kept = [
-        e
-        for e in doc["traceEvents"]
-        if not isinstance(e.get("ts"), (int, float)) or lo <= e["ts"] < hi
-    ]
+    kept = [e for e in doc["traceEvents"] if not isinstance(e.get("ts"), (int, float)) or lo <= e["ts"] < hi]
     launched = set(ev.launches(ev.complete({"traceEvents": kept})))
-    kept += [
-        e
-        for e in doc["traceEvents"]
-        if isinstance(e.get("ts"), (int, float))
-        and e["ts"] >= hi
-        and ev.is_device_work(e)
-        and ev.corr(e) in launched
-    ]
-    path.write_text(
-        json.dumps({**{k: v for k, v in doc.items() if k != "traceEvents"}, "traceEvents": kept})
-    )
+    kept += [e for e in doc["traceEvents"] if isinstance(e.get("ts"), (int, float)) and e["ts"] >= hi
+             and ev.is_device_work(e) and ev.corr(e) in launched]
+    path.write_text(json.dumps({**{k: v for k, v in doc.items() if k != "traceEvents"}, "traceEvents": kept}))
     return path
 
 
@@ -97,37 +76,12 @@ def _synthetic(tmp_path, name, ms, jitter):
     t = 0.0
     for k in range(6):
         d = (ms + jitter[k % len(jitter)]) * 1000
-        evs += [
-            {
-                "ph": "X",
-                "cat": "user_annotation",
-                "name": f"ProfilerStep#{k}",
-                "ts": t,
-                "dur": d,
-                "pid": 1,
-                "tid": 1,
-            },
-            {
-                "ph": "X",
-                "cat": "cuda_runtime",
-                "name": "cudaLaunchKernel",
-                "ts": t + 5,
-                "dur": 5,
-                "pid": 1,
-                "tid": 1,
-                "args": {"correlation": k},
-            },
-            {
-                "ph": "X",
-                "cat": "kernel",
-                "name": "gemm",
-                "ts": t + 20,
-                "dur": 0.6 * d,
-                "pid": 0,
-                "tid": 7,
-                "args": {"correlation": k, "stream": 7},
-            },
-        ]
+        evs += [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "ts": t, "dur": d, "pid": 1,
+                 "tid": 1},
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": t + 5, "dur": 5, "pid": 1,
+                 "tid": 1, "args": {"correlation": k}},
+                {"ph": "X", "cat": "kernel", "name": "gemm", "ts": t + 20, "dur": 0.6 * d, "pid": 0, "tid": 7,
+                 "args": {"correlation": k, "stream": 7}}]
         t += d
     path = tmp_path / name
     path.write_text(json.dumps({"traceEvents": evs}))
@@ -137,12 +91,8 @@ def _synthetic(tmp_path, name, ms, jitter):
 def test_a_trace_against_itself_is_no_difference_in_the_notebooks_terms(tmp_path):
     path = _synthetic(tmp_path, "run.json", 10.0, [0.0, 0.4, -0.3, 0.2, -0.1, 0.3])
     cmp = comparison.compare_traces(path, path)
-    assert (
-        cmp["verdict"] == "no difference" and cmp["ratio"] == 1.0 and cmp["low"] < 1 < cmp["high"]
-    )
-    assert cmp["floor"] > 0 and cmp["floor_from"].startswith(
-        "A/A split"
-    )  # 6 steps a side: measured
+    assert cmp["verdict"] == "no difference" and cmp["ratio"] == 1.0 and cmp["low"] < 1 < cmp["high"]
+    assert cmp["floor"] > 0 and cmp["floor_from"].startswith("A/A split")       # 6 steps a side: measured
     c = cmp["comparison"]
     assert (c["a"], c["b"], c["role"], c["metric"]) == ("before", "after", "change", "step_ms_mean")
     assert len(c["samples"]["a"]) == 6 and c["samples"]["a"] == c["samples"]["b"]
@@ -160,9 +110,7 @@ def test_two_halves_of_one_run_are_no_difference(tmp_path):
     cmp = json.loads(p.stdout)
     assert cmp["verdict"] == "no difference" and cmp["steps"] == [3, 3] and cmp["cause"] is None
     assert cmp["low"] <= 1 <= cmp["high"] and cmp["step"]["low_ms"] <= 0 <= cmp["step"]["high_ms"]
-    assert cmp["floor"] == 0.035 and cmp["floor_from"].startswith(
-        "assumed"
-    )  # 3 steps a side: no A/A split
+    assert cmp["floor"] == 0.035 and cmp["floor_from"].startswith("assumed")   # 3 steps a side: no A/A split
     assert any("fewer than 4 steps a side" in n for n in cmp["notes"])
 
 
@@ -187,17 +135,13 @@ def test_one_step_a_side_is_inconclusive_and_the_gate_fails(tmp_path):
     assert cmp["verdict"] == "inconclusive" and cmp["steps"] == [1, 5] and cmp["comparison"] is None
     assert "fewer than 3 a side" in cmp["comparability"]["reasons"][0]
     p = cli(a, b)
-    assert (
-        p.returncode == 3
-        and "verdict: inconclusive" in p.stdout
-        and "fewer than 3 a side" in p.stderr
-    )
+    assert p.returncode == 3 and "verdict: inconclusive" in p.stdout and "fewer than 3 a side" in p.stderr
     forced = comparison.compare_traces(a, b, force=True)
     assert forced["verdict"] == "cannot tell" and forced["low"] is None and forced["ratio"] > 0
     assert "fewer than 2" in forced["notes"][-2] and "--force" in forced["notes"][-1]
     gate = cli(a, b, "--fail-if-slower", "50", "--force")
     assert gate.returncode == 1 and "cannot tell" in gate.stdout and "gate fails" in gate.stderr
-    assert cli(a, b, "--force").returncode == 0  # no limit asked: a report only
+    assert cli(a, b, "--force").returncode == 0                                  # no limit asked: a report only
 
 
 @pytest.fixture(scope="module")
@@ -223,33 +167,21 @@ def test_a_planted_fix_is_faster_and_names_its_cause(planted_fix):
     assert row["change_ms"] < -5 and row["high_ms"] < 0 and cmp["step"]["high_ms"] < 0
     text = cli(before, after)
     lines = text.stdout.splitlines()
-    assert (
-        text.returncode == 0
-        and lines[3] == "verdict: faster"
-        and "the cause that moved most: input" in lines[4]
-    )
-    assert (
-        lines[4].startswith("after: ") and "faster; 95% interval" in lines[4]
-    )  # compare.describe's words
+    assert text.returncode == 0 and lines[3] == "verdict: faster" and "the cause that moved most: input" in lines[4]
+    assert lines[4].startswith("after: ") and "faster; 95% interval" in lines[4]       # compare.describe's words
 
 
 def test_slower_sets_the_exit_status_for_ci(planted_fix):
     before, after = planted_fix
-    p = cli_process(
-        after, before, "--fail-if-slower", "5"
-    )  # the change undone: slower (the command itself)
+    p = cli_process(after, before, "--fail-if-slower", "5")   # the change undone: slower (the command itself)
     assert p.returncode == 1 and "verdict: slower" in p.stdout and "slower by" in p.stderr
-    assert (
-        cli(after, before, "--fail-if-slower", "100000").returncode == 0
-    )  # slower, but not by that much
-    assert cli(after, before).returncode == 0  # no limit asked: a report only
+    assert cli(after, before, "--fail-if-slower", "100000").returncode == 0   # slower, but not by that much
+    assert cli(after, before).returncode == 0                                  # no limit asked: a report only
 
 
 def test_bad_input_on_either_side_is_one_line(tmp_path, planted_fix):
     p = cli(planted_fix[0], tmp_path / "missing.json")
-    assert (
-        p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "missing.json" in p.stderr
-    )
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "missing.json" in p.stderr
 
 
 def _model(tmp_path, name, ops, kernels=None, n=6, device=None):
@@ -263,10 +195,8 @@ def _model(tmp_path, name, ops, kernels=None, n=6, device=None):
             a = t + 100 + j * 1000
             evs.append(ft.op(op, a, 800))
             if kernels:
-                evs += [
-                    ft.runtime("cudaLaunchKernel", a + 10, 5, corr=c),
-                    ft.kernel(kernels[j % len(kernels)], a + 20, 700, corr=c),
-                ]
+                evs += [ft.runtime("cudaLaunchKernel", a + 10, 5, corr=c),
+                        ft.kernel(kernels[j % len(kernels)], a + 20, 700, corr=c)]
                 c += 1
         t += 10000 + 50 * (k % 3)
     top = {"deviceProperties": [{"id": 0, "name": device}]} if device else {}
@@ -278,36 +208,19 @@ def _model(tmp_path, name, ops, kernels=None, n=6, device=None):
 def test_two_different_models_exit_3_with_reasons(tmp_path):
     """01's small CNN against 04's gated MLP said "NO CHANGE: 8.07 -> 10.13 ms (+25.4%)": other operators, other
     kernels, another device are not comparable."""
-    cnn = _model(
-        tmp_path,
-        "cnn.json",
-        ["aten::conv2d", "aten::relu", "aten::max_pool2d", "aten::linear"],
-        ["implicit_gemm", "relu_kernel"],
-        device="NVIDIA H100 80GB HBM3",
-    )
-    mlp = _model(
-        tmp_path,
-        "mlp.json",
-        ["aten::linear", "aten::silu", "aten::mul", "aten::layer_norm"],
-        ["sm90_gemm", "silu_kernel"],
-        device="NVIDIA H100 80GB HBM3",
-    )
+    cnn = _model(tmp_path, "cnn.json", ["aten::conv2d", "aten::relu", "aten::max_pool2d", "aten::linear"],
+                 ["implicit_gemm", "relu_kernel"], device="NVIDIA H100 80GB HBM3")
+    mlp = _model(tmp_path, "mlp.json", ["aten::linear", "aten::silu", "aten::mul", "aten::layer_norm"],
+                 ["sm90_gemm", "silu_kernel"], device="NVIDIA H100 80GB HBM3")
     p = cli(cnn, mlp, "--json")
     assert p.returncode == 3, p.stderr
     cmp = json.loads(p.stdout)
     assert cmp["verdict"] == "not comparable" and cmp["comparability"]["ops_jaccard"] < 0.5
     assert "different operators" in p.stderr and "--force" in p.stderr
     assert "not comparable" in cmp["summary"] and "no difference" not in cmp["summary"]
-    cpu = _model(
-        tmp_path, "cpu.json", ["aten::conv2d", "aten::relu", "aten::max_pool2d", "aten::linear"]
-    )
-    other = _model(
-        tmp_path,
-        "a100.json",
-        ["aten::conv2d", "aten::relu", "aten::max_pool2d", "aten::linear"],
-        ["implicit_gemm", "relu_kernel"],
-        device="NVIDIA A100-SXM4-40GB",
-    )
+    cpu = _model(tmp_path, "cpu.json", ["aten::conv2d", "aten::relu", "aten::max_pool2d", "aten::linear"])
+    other = _model(tmp_path, "a100.json", ["aten::conv2d", "aten::relu", "aten::max_pool2d", "aten::linear"],
+                   ["implicit_gemm", "relu_kernel"], device="NVIDIA A100-SXM4-40GB")
     p = cli(cnn, cpu, "--fail-if-slower", "5")
     assert p.returncode == 3 and "empty capture is not an improvement" in p.stderr
     p = cli(cnn, other)
@@ -319,21 +232,11 @@ def test_an_empty_capture_is_not_an_improvement(tmp_path):
     full = _model(tmp_path, "full.json", ["aten::linear", "aten::relu"])
     empty = _model(tmp_path, "empty.json", [])
     p = cli(full, empty)
-    assert (
-        p.returncode == 3
-        and "recorded no operator" in p.stderr
-        and "verdict: not comparable" in p.stdout
-    )
+    assert p.returncode == 3 and "recorded no operator" in p.stderr and "verdict: not comparable" in p.stdout
 
 
 def test_the_same_job_twice_is_comparable_and_no_difference(tmp_path):
-    a = _model(
-        tmp_path,
-        "a.json",
-        ["aten::linear", "aten::relu"],
-        ["gemm", "relu"],
-        device="NVIDIA H100 80GB HBM3",
-    )
+    a = _model(tmp_path, "a.json", ["aten::linear", "aten::relu"], ["gemm", "relu"], device="NVIDIA H100 80GB HBM3")
     p = cli(a, a, "--json", "--fail-if-slower", "5")
     assert p.returncode == 0, p.stderr
     cmp = json.loads(p.stdout)
@@ -346,10 +249,5 @@ def test_two_models_of_the_h100_reference_are_not_comparable():
     of their kernel names."""
     from tests.replay.conftest import h100_trace
 
-    cmp = comparison.compare_traces(
-        h100_trace("01_profiler_basics", "train_step"), h100_trace("05_diagnose", "none")
-    )
-    assert (
-        cmp["verdict"] == "not comparable"
-        and "different kernels" in cmp["comparability"]["reasons"][0]
-    )
+    cmp = comparison.compare_traces(h100_trace("01_profiler_basics", "train_step"), h100_trace("05_diagnose", "none"))
+    assert cmp["verdict"] == "not comparable" and "different kernels" in cmp["comparability"]["reasons"][0]
