@@ -132,8 +132,8 @@ TRITON_KERNEL = re.compile(r"^triton_|^triton$", re.IGNORECASE)
 
 
 def compiled(evs: list, own: list, steps: list[tuple[float, float]]) -> dict[str, Any] | None:
-    """Compiled code in ``steps`` (None: none): ``{"ranges", "host_ms", "host_share"`` (the compiled host ranges per
-    step, their share of the step), ``"triton_kernels", "device_ms", "share"}`` (the device work launched from
+    """Compiled code in ``steps`` (None: none): ``{"steps", "ranges"`` (the compiled host ranges in all the steps),
+    ``"host_ms", "host_share"`` (their time per step, their share of the step), ``"triton_kernels", "device_ms", "share"}`` (the device work launched from
     inside them or a Triton kernel, per step, its share of the GPU's busy time in the steps)."""
     S = iv.merge(steps)
     ranges = [
@@ -159,6 +159,7 @@ def compiled(evs: list, own: list, steps: list[tuple[float, float]]) -> dict[str
     dev = iv.length(iv.intersect(S, iv.merge(ev.span(e) for e in work)))
     host_in = iv.length(iv.intersect(S, host))
     return {
+        "steps": len(steps),
         "ranges": sum(
             1 for a, b in host if iv.clip(S, a, b)
         ),  # outermost: a region holds its graph's call
@@ -264,7 +265,7 @@ def gpu_time_lines(g: dict[str, Any] | None) -> list[str]:
 def compiled_line(c: dict[str, Any], per: str = "") -> str:
     """The report's line for ``compiled`` (``per``: " per step" where the figures are per step)."""
     host = (
-        f"{c['ranges']} compiled region(s), {c['host_ms']:.2f} ms{per} on the host "
+        f"{c['ranges']} compiled region(s) in {c['steps']} step(s), {c['host_ms']:.2f} ms{per} on the host "
         f"({c['host_share']:.0%} of the step); "
         if c["ranges"]
         else ""
