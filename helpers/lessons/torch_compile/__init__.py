@@ -20,10 +20,12 @@ from .experiment import (
     profile_pair,
     run_cell,
     run_matrix,
+    run_variants,
     whole_run,
 )
 from .views import (
     ARTICLE,
+    article_rows,
     chart_data,
     compute_share,
     matrix_table,
@@ -31,6 +33,7 @@ from .views import (
     rows_table,
     speedup_chart,
     starts_table,
+    swin_t_reversal,
     whole_run_rows,
 )
 
@@ -50,8 +53,10 @@ __all__ = [
     "profile_pair",
     "run_cell",
     "run_matrix",
+    "run_variants",
     "whole_run",
     "ARTICLE",
+    "article_rows",
     "chart_data",
     "compute_share",
     "matrix_table",
@@ -59,5 +64,6 @@ __all__ = [
     "rows_table",
     "speedup_chart",
     "starts_table",
+    "swin_t_reversal",
     "whole_run_rows",
 ]

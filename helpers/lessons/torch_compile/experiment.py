@@ -167,10 +167,12 @@ def run_matrix(
     device=None,
     extra_config: Mapping[str, Any] | None = None,
     compile_steps: int = 2,
+    note: str | None = None,
 ) -> dict[str, Any]:
     """Run ``cells`` (``(model, precision, mode)``, most important first) as rows, grouped by (model, precision) (or
     together): each group re-timed interleaved, compiled compared with eager (and ``pairs``), derived, freed.
-    ``later_s`` of ``budget`` is kept for the lessons after. Returns ``{names, recompiles, comparisons}``."""
+    ``later_s`` of ``budget`` is kept for the lessons after; ``note`` records ``{names, recompiles}`` under that
+    name (the claims read it). Returns ``{names, recompiles, comparisons}``."""
     groups: dict[Any, list] = {}
     for c in cells:
         groups.setdefault(0 if together else tuple(c[:2]), []).append(tuple(c))
@@ -260,8 +262,50 @@ def run_matrix(
         if kept:
             kept.clear()
             release(device)
+    if note:
+        results.note(note, {"names": out["names"], "recompiles": out["recompiles"]})
     results.save()
     return out
+
+
+def run_variants(
+    results,
+    variants: Mapping[str, tuple[Mapping[str, Any], Callable[[], Callable]]],
+    *,
+    steps: int,
+    rounds: int,
+    compile_steps: int = 2,
+    cold: Sequence[str] = (),
+    budget=None,
+    device=None,
+) -> dict[str, Any]:
+    """``variants`` (``{name: (config, make)}``, ``make()`` returns a step; the first is the baseline) as rows timed
+    by ``run_cell`` (those in ``cold`` build and compile with Inductor's caches off, so their compile is cold), then
+    re-timed in ``rounds`` interleaved rounds, each compared with the first. Returns ``{names, comparisons}``."""
+    from torch._inductor import config as inductor_config
+
+    kept: dict[str, Callable] = {}
+    for name, (cfg, make) in variants.items():
+
+        def run(name=name, make=make):
+            if not kept:
+                torch._dynamo.reset()  # forget earlier graphs; the variants' own stay for the rounds
+            with inductor_config.patch(force_disable_caches=name in cold):
+                kept[name] = make()
+                return run_cell(kept[name], steps=steps, compile_steps=compile_steps, device=device)
+
+        row = results.record(
+            name, {"what": "lever", **cfg}, run if budget is None else budget.wrap(run)
+        )
+        if row["status"] != "ok":
+            kept.pop(name, None)
+    names = list(variants)
+    pairs = [(names[0], n) for n in names[1:]]
+    found = interleave(results, kept, rounds, pairs, device)[1] if len(kept) >= 2 else []
+    kept.clear()
+    release(device)
+    results.save()
+    return {"names": names, "comparisons": found}
 
 
 def release(device=None) -> None:

@@ -231,3 +231,137 @@ def compute_share(
         "compute_ms": round(compute_ms, 2),
         "share": round(compute_ms / step_ms, 3),
     }
+
+
+def swin_t_reversal(ref, results, batch_size: int, ref_batch_size: int, device_name: str = ""):
+    """The share of each fp16 Swin step its arithmetic explains (``compute_share``), on the reference and (a GPU)
+    this run: printed one line each; returns why the article's Swin-T reversed, in words."""
+    from .experiment import cell_name
+
+    ref_gpu = ref.doc["env"].get("device_name", "") if ref is not None else ""
+    shares = {}
+    for who, src, bs, gpu in [
+        ("H100 reference", ref, ref_batch_size, ref_gpu),
+        ("this run", results, batch_size, device_name),
+    ]:
+        for model in ("swin_t", "swin_b"):
+            for mode in ("eager", "default"):
+                ms = (
+                    src.metric(cell_name(model, "fp16", mode, bs), "step_ms_median")
+                    if src
+                    else None
+                )
+                s = compute_share(model, bs, ms, gpu) if ms else None
+                if s:
+                    shares[who, model, mode] = s
+                    print(
+                        f"{who}: {model} fp16 {mode}: {s['step_tflop']:.2f} TFLOP a step = "
+                        f"{s['compute_ms']:.1f} ms at {s['peak_tflops']:.0f} TFLOP/s, {s['share']:.0%} of "
+                        f"its {ms:.1f} ms step"
+                    )
+    st = shares.get(("H100 reference", "swin_t", "eager"))
+    if st is None:
+        print("No GPU step time here or in a reference: no share computed.")
+        return "not measured on a GPU"
+    if st["share"] < 0.3:
+        return (
+            f"H100 host-bound: the arithmetic is {st['share']:.0%} of the eager step; compile removes "
+            "the rest's overhead (the V100 was another regime)"
+        )
+    return f"compute is {st['share']:.0%} of the H100's step"
+
+
+def article_rows(
+    results,
+    ref,
+    matrix: Mapping[str, Any],
+    batch_size: int,
+    ref_batch_size: int,
+    analogue=None,
+    why_swin_t: str = "",
+) -> list[dict[str, Any]]:
+    """The article table's rows (``reference.article_table``): the three whole runs (``whole_run_rows``, the first
+    three, which ``speedup_chart`` plots), then memory, compile time, CUDA graphs and the fp32 cells, each with the
+    reference's figure, this run's and why they differ where they do. ``matrix``: ``run_matrix``'s result."""
+    from .experiment import cell_name
+
+    def rn(model, mode, bs=ref_batch_size):
+        return cell_name(model, "fp16", mode, bs)
+
+    def ro(src, bs):
+        return (
+            src.comparison(rn("swin_t", "default", bs), rn("swin_t", "reduce-overhead", bs))
+            if src
+            else None
+        )
+
+    whole = whole_run_rows(results, ref, batch_size, ref_batch_size, analogue=analogue)
+    rb = whole[0]["reference"]
+    rc = ref.comparison(rn("swin_b", "eager"), rn("swin_b", "default")) if ref is not None else None
+    whole[0]["why"] = (
+        f"H100: steady {rc['ratio']:.2f}x, a whole run {rb['ratio']:.2f}x (compile paid over "
+        f"{rb['steps']} steps); another GPU and PyTorch"
+        if rb and rc
+        else "Swin-B is the panel's (time guard)"
+    )
+    if whole[0]["analogue"]:
+        whole[0]["effect"] += f" (this run: {' '.join(whole[0]['analogue'])}, a smoke analogue)"
+    whole[1]["why"] = why_swin_t
+    whole[2]["why"] = "ConvNeXt-L is not in the matrix (time guard): the panel runs it"
+    compile_s = [
+        (results.get(n)["config"]["model"], results.metric(n, "compile_s"))
+        for n in matrix["names"]
+        if results.metric(n, "compile_s") is not None
+    ]
+    fp32 = [
+        c for c in matrix["comparisons"] if results.get(c["a"])["config"]["precision"] == "fp32"
+    ]
+    ref_cs = ref.metric(rn("swin_b", "default"), "compile_s") if ref is not None else None
+    no_counter = "a CPU keeps no peak-memory counter"
+    return whole + [
+        dict(
+            effect="memory, Swin-B AMP: compiled / eager peak allocated",
+            article="about -10%",
+            article_ratio=0.9,
+            reference=memory_entry(ref, rn("swin_b", "eager"), rn("swin_b", "default")),
+            this_run=memory_entry(
+                results, rn("swin_b", "eager", batch_size), rn("swin_b", "default", batch_size)
+            ),
+            why=f"Swin-B is the panel's (time guard); {no_counter}",
+        ),
+        dict(
+            effect="memory, Swin-T AMP: compiled / eager peak allocated",
+            article="no change",
+            article_ratio=1.0,
+            reference=memory_entry(ref, rn("swin_t", "eager"), rn("swin_t", "default")),
+            this_run=memory_entry(
+                results, rn("swin_t", "eager", batch_size), rn("swin_t", "default", batch_size)
+            ),
+            why=f"compiled code kept fewer activations for the backward on the H100; {no_counter}",
+        ),
+        dict(
+            effect="Swin-B compile time (Dynamo)",
+            article="about 129 s",
+            agrees="–",
+            reference=f"{ref_cs:.1f} s" if ref_cs else None,
+            this_run=", ".join(f"{m} {s:.1f} s" for m, s in compile_s) or None,
+            why="other machines and PyTorch versions",
+        ),
+        dict(
+            effect="reduce-overhead vs default, Swin-T AMP step",
+            article="time unchanged, memory up",
+            article_ratio=1.0,
+            reference=ro(ref, ref_batch_size),
+            this_run=ro(results, batch_size),
+            why="the reference's cell was stopped by its time guard; CUDA graphs need a GPU",
+        ),
+        dict(
+            effect="fp32 cells, compiled vs eager steady step"
+            + (" (this run: gated_mlp, smoke analogue)" if fp32 else ""),
+            article="1.02x / 0.99x / 1.04x (Swin-B / T / ConvNeXt-L)",
+            article_ratio=1.0,
+            reference=None,
+            this_run=fp32[0] if fp32 else None,
+            why="fp32 is the panel's at full scale; smoke: the gated MLP, chosen so that CPU fusion pays",
+        ),
+    ]
