@@ -220,6 +220,10 @@ TORCH_COMPILE = {
     # 0.71-0.80x (fixed), "slower" in each: compile's per-graph-call overhead outweighs what it saves on a model this
     # small. The previous toy (32x32 images -> 256, batch 64: a step dominated by the first matrix product and the
     # optimizer) gave 0.91-1.02x, verdicts that changed from run to run.
+    # lever: the (model, precision) of the next levers (model compiled; model and optimizer compiled; the repeated
+    # block compiled, cold), a compiled matrix cell's. Smoke, measured here before the notebook ran it (30 steps,
+    # one thread, CPU time, load average 4): model compiled 8.0 ms, with the optimizer 5.8-6.9 ms; compile with
+    # Inductor's caches off, whole model 14-18 s, the two GatedBlocks 5.6-7.0 s.
     "smoke": dict(
         cells=[("gated_mlp", "fp32", "eager"), ("gated_mlp", "fp32", "default")],
         image_size=8,
@@ -238,6 +242,7 @@ TORCH_COMPILE = {
         explain_image_size=64,
         start_cell=dict(image_size=8, hidden=16, batch_size=4, compile_steps=2),
         profile=("gated_mlp", "fp32"),
+        lever=("gated_mlp", "fp32"),
         cpu_threads=1,
         budget_s=None,
         reserve_s=0,
@@ -267,6 +272,7 @@ TORCH_COMPILE = {
         start_cell=dict(image_size=64, hidden=4096, batch_size=256, compile_steps=3),
         cpu_threads=None,
         profile=("swin_t", "fp16"),  # the matrix's model: its compile reads the FX-graph cache
+        lever=("gated_mlp", "fp32"),  # not yet measured on a GPU: the time guard stops it if it runs long
         budget_s=220,
         reserve_s=15,
         later_s=80,

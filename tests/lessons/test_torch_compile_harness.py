@@ -158,7 +158,8 @@ def test_matrix_table_whole_run_rows_and_chart(res):
     _row(res, "swin_t", "default", {}, status="failed")
     names = [e["name"] for e in res.experiments]
     t = cl.matrix_table(res, names)
-    assert list(t.step_ms[:2]) == [11.0, 8.0] and t["95% interval"][1] == "1.20–1.40" and t.error[2] == "boom"
+    assert list(t.step_ms[:2]) == [11.0, 8.0] and t["95% interval"][1] == "0.71–0.83" and t.error[2] == "boom"
+    assert t["time vs eager"][1] == 0.769 and "speedup" not in t.columns  # compare.takes' convention
     assert "losses" not in t.columns and "steady_peak_mem_mb" not in t.columns  # only columns with a value
     cmp_ = {"ratio": 1.3, "low": 1.2, "high": 1.4, "verdict": "faster", "metric": "step_ms_mean",
             "samples": {"a": [10.0] * 4, "b": [8.0] * 4}}

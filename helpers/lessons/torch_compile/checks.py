@@ -188,7 +188,7 @@ def panel_refuses(facts):
 
 
 def bad_cells_failed(facts):
-    names = set(facts.note("bad_cells"))
+    names = set(facts.note("bad_cells")["names"])
     rows = [r for r in _rows(facts) if r["name"] in names]
     return len(rows) == len(names) and all(r["status"] == "failed" and r["error"] for r in rows)
 

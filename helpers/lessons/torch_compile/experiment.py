@@ -172,7 +172,8 @@ def run_matrix(
     """Run ``cells`` (``(model, precision, mode)``, most important first) as rows, grouped by (model, precision) (or
     together): each group re-timed interleaved, compiled compared with eager (and ``pairs``), derived, freed.
     ``later_s`` of ``budget`` is kept for the lessons after; ``note`` records ``{names, recompiles}`` under that
-    name (the claims read it). Returns ``{names, recompiles, comparisons}``."""
+    name (the claims read it). Returns ``{names, recompiles, comparisons, losses}`` (``losses``: each cell that ran,
+    its loss at every step)."""
     groups: dict[Any, list] = {}
     for c in cells:
         groups.setdefault(0 if together else tuple(c[:2]), []).append(tuple(c))
@@ -262,6 +263,11 @@ def run_matrix(
         if kept:
             kept.clear()
             release(device)
+    out["losses"] = {
+        n: results.get(n)["metrics"]["losses"]
+        for n in out["names"]
+        if results.get(n) and results.get(n)["status"] == "ok"
+    }
     if note:
         results.note(note, {"names": out["names"], "recompiles": out["recompiles"]})
     results.save()
@@ -393,4 +399,27 @@ def profile_pair(
         )
         if row["status"] == "ok":
             out[mode] = row["metrics"]
+    return out
+
+
+def note_time_guard(results, budget) -> None:
+    """Where the run has a time limit (full scale, or the runner's): its seconds and the experiments' elapsed time,
+    as the note ``budget`` (the claim ``experiments_within_budget`` reads it)."""
+    if budget is not None and budget.seconds is not None:
+        results.note("budget", {"seconds": budget.seconds, "elapsed_s": round(budget.elapsed(), 1)})
+
+
+def refusals(check: Callable[[dict], Any], values: Mapping[str, Any], changes) -> dict[str, Any]:
+    """``check`` on ``values`` with each of ``changes`` (``{label: {name: bad value}}``): ``{label: its one-line
+    refusal, or None where accepted}``, each printed."""
+    from ...measure.validate import InvalidValue
+
+    out = {}
+    for label, change in changes.items():
+        try:
+            check({**values, **change})
+            out[label] = None
+        except InvalidValue as exc:
+            out[label] = str(exc)
+        print(f"panel, {label:<32} -> {out[label] or 'accepted'}")
     return out

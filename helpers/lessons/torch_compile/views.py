@@ -41,7 +41,7 @@ COLUMNS = (
     "mode",
     "status",
     "step_ms",
-    "speedup",
+    "time vs eager",
     "95% interval",
     "verdict",
     "loss_match",
@@ -59,21 +59,22 @@ COLUMNS = (
 
 
 def matrix_table(results, names: Sequence[str]):
-    """One row per cell of ``names``: step time, comparison with eager, parity, compile, memory, graphs."""
+    """One row per cell of ``names``: step time, comparison with eager (the cell's step time as a multiple of
+    eager's, its 95% interval, the verdict: ``compare.takes``'s convention), parity, compile, memory, graphs."""
     rows = []
     for r in map(results.get, names):
         m = r["metrics"]
-        interval = (
-            f"{m['speedup_low']:.2f}–{m['speedup_high']:.2f}"
-            if m.get("speedup_low") is not None
-            else None
-        )
+        vs_eager, interval = None, None
+        if m.get("speedup_low") is not None:
+            vs_eager = round(1 / m["speedup"], 3)
+            interval = f"{1 / m['speedup_high']:.2f}–{1 / m['speedup_low']:.2f}"
         rows.append(
             {
                 **{k: r["config"][k] for k in ("model", "precision", "mode")},
                 "status": r["status"],
                 "step_ms": m.get("interleaved_ms_mean", m.get("step_ms_mean")),
                 **m,
+                "time vs eager": vs_eager,
                 "95% interval": interval,
                 "error": r["error"],
             }
@@ -233,10 +234,19 @@ def compute_share(
     }
 
 
-def swin_t_reversal(ref, results, batch_size: int, ref_batch_size: int, device_name: str = ""):
+def full_batch_size() -> int:
+    """The batch size of the full scale, which the H100 reference ran: its rows are named with it."""
+    from ...notebook.sizes import TORCH_COMPILE
+
+    return TORCH_COMPILE["full"]["batch_size"]
+
+
+def swin_t_reversal(ref, results, batch_size: int, device_name: str = ""):
     """The share of each fp16 Swin step its arithmetic explains (``compute_share``), on the reference and (a GPU)
     this run: printed one line each; returns why the article's Swin-T reversed, in words."""
     from .experiment import cell_name
+
+    ref_batch_size = full_batch_size()
 
     ref_gpu = ref.doc["env"].get("device_name", "") if ref is not None else ""
     shares = {}
@@ -261,8 +271,7 @@ def swin_t_reversal(ref, results, batch_size: int, ref_batch_size: int, device_n
                     )
     st = shares.get(("H100 reference", "swin_t", "eager"))
     if st is None:
-        print("No GPU step time here or in a reference: no share computed.")
-        return "not measured on a GPU"
+        return "No GPU step time here or in a reference: no share computed."
     if st["share"] < 0.3:
         return (
             f"H100 host-bound: the arithmetic is {st['share']:.0%} of the eager step; compile removes "
@@ -276,7 +285,6 @@ def article_rows(
     ref,
     matrix: Mapping[str, Any],
     batch_size: int,
-    ref_batch_size: int,
     analogue=None,
     why_swin_t: str = "",
 ) -> list[dict[str, Any]]:
@@ -284,6 +292,8 @@ def article_rows(
     three, which ``speedup_chart`` plots), then memory, compile time, CUDA graphs and the fp32 cells, each with the
     reference's figure, this run's and why they differ where they do. ``matrix``: ``run_matrix``'s result."""
     from .experiment import cell_name
+
+    ref_batch_size = full_batch_size()
 
     def rn(model, mode, bs=ref_batch_size):
         return cell_name(model, "fp16", mode, bs)
@@ -365,3 +375,53 @@ def article_rows(
             why="fp32 is the panel's at full scale; smoke: the gated MLP, chosen so that CPU fusion pays",
         ),
     ]
+
+
+def lever_summary(results, run: Mapping[str, Any], whole: str) -> str:
+    """The next levers in words, computed: each variant's step time against the first's (the ratio convention of
+    ``compare.takes``, the ms saved only where the interval resolves it), and the regional cold compile against
+    ``whole``'s (the matrix's compiled cell of the same model)."""
+    from ...measure.compare import resolved, takes
+
+    lines, base = [], run["names"][0].removeprefix("lever: ")
+    for c in run["comparisons"]:
+        t, what = takes(c), c["b"].removeprefix("lever: ")
+        line = f"{what} compiled: the step takes {t['time_ratio']:.2f}x [{t['interval']}] the time with the "
+        line += f"{base} compiled: {t['verdict']}"
+        if resolved(c):
+            saved = float(np.mean(c["samples"]["a"]) - np.mean(c["samples"]["b"]))
+            line += f", {abs(saved):.2f} ms a step {'saved' if saved > 0 else 'lost'}"
+        lines.append(line)
+    regional = [n for n in run["names"] if "block" in n]
+    r_s = results.metric(regional[0], "compile_s") if regional else None
+    w_s = results.metric(whole, "compile_s")
+    if r_s is not None and w_s:
+        lines.append(
+            f"compile, cold: the repeated block {r_s:.1f} s, the whole model {w_s:.1f} s in the matrix "
+            f"({r_s / w_s:.2f}x its time; one compile each)"
+        )
+    return "\n".join(lines) or "no lever ran (see the failed rows above)"
+
+
+def profiled_vs_timed(profiled: Mapping[str, Any], timed: Mapping[str, Any] | None) -> str:
+    """The profiled compiled step's time over the profiled eager step's beside the timed comparison's (``takes``),
+    and which way the profiler moved it, in words computed from the two."""
+    from ...measure.compare import takes
+
+    e, c = (profiled[m]["trace_step_ms_mean"] for m in ("eager", "default"))
+    text = f"profiled: the compiled step takes {c / e:.2f}x eager's time"
+    if timed is None:
+        return text + "; no timed comparison to set it beside"
+    t, low, high = takes(timed), 1 / timed["high"], 1 / timed["low"]
+    text += f"; timed: {t['time_ratio']:.2f}x [{t['interval']}]. "
+    if c / e > high:
+        return (
+            text
+            + "Under the profiler compile looks smaller than it is: read speed-ups from the timings."
+        )
+    if c / e < low:
+        return text + (
+            "Under the profiler compile looks larger than it is: its cost per recorded call stretches "
+            "eager's many calls more. Read speed-ups from the timings."
+        )
+    return text + "The profiler left the ratio within the timed interval here."
