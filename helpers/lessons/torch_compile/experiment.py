@@ -288,21 +288,37 @@ def run_variants(
     """``variants`` (``{name: (config, make)}``, ``make()`` returns a step; the first is the baseline) as rows timed
     by ``run_cell`` (those in ``cold`` build and compile with Inductor's caches off, so their compile is cold), then
     re-timed in ``rounds`` interleaved rounds, each compared with the first. Returns ``{names, comparisons}``."""
+    import logging
+    import warnings
+
     from torch._inductor import config as inductor_config
 
+    # Dynamo's notes that a compiled optimizer step skips the profiler's record_function, and that caches off
+    # switch off profile-guided recompiles: expected here, not the lesson
+    quiet = logging.getLogger("torch._dynamo.variables.ctx_manager")
     kept: dict[str, Callable] = {}
     for name, (cfg, make) in variants.items():
 
         def run(name=name, make=make):
             if not kept:
                 torch._dynamo.reset()  # forget earlier graphs; the variants' own stay for the rounds
-            with inductor_config.patch(force_disable_caches=name in cold):
-                kept[name] = make()
-                return run_cell(kept[name], steps=steps, compile_steps=compile_steps, device=device)
+            level = quiet.level
+            quiet.setLevel(logging.ERROR)
+            try:
+                with (
+                    warnings.catch_warnings(),
+                    inductor_config.patch(force_disable_caches=name in cold),
+                ):
+                    warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
+                    kept[name] = make()
+                    return run_cell(
+                        kept[name], steps=steps, compile_steps=compile_steps, device=device
+                    )
+            finally:
+                quiet.setLevel(level)
 
-        row = results.record(
-            name, {"what": "lever", **cfg}, run if budget is None else budget.wrap(run)
-        )
+        cfg = {"what": "lever", **cfg}
+        row = results.record(name, cfg, run if budget is None else budget.wrap(run), verbose=False)
         if row["status"] != "ok":
             kept.pop(name, None)
     names = list(variants)

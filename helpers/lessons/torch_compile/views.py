@@ -414,14 +414,14 @@ def profiled_vs_timed(profiled: Mapping[str, Any], timed: Mapping[str, Any] | No
         return text + "; no timed comparison to set it beside"
     t, low, high = takes(timed), 1 / timed["high"], 1 / timed["low"]
     text += f"; timed: {t['time_ratio']:.2f}x [{t['interval']}]. "
+    read = " A profiled ratio is no speed-up: read speed-ups from the timings, the profile for what runs."
+    if c / e >= 1 > high:
+        return text + "Under the profiler the compiled step even looks slower than eager." + read
     if c / e > high:
-        return (
-            text
-            + "Under the profiler compile looks smaller than it is: read speed-ups from the timings."
-        )
+        return text + "Under the profiler compile looks smaller than it is." + read
     if c / e < low:
         return text + (
-            "Under the profiler compile looks larger than it is: its cost per recorded call stretches "
-            "eager's many calls more. Read speed-ups from the timings."
+            "Under the profiler compile looks larger than it is: the profiler's cost per recorded call "
+            "stretches eager's many calls more." + read
         )
-    return text + "The profiler left the ratio within the timed interval here."
+    return text + "Here the profiled ratio lies within the timed interval." + read
