@@ -188,7 +188,7 @@ def test_memory_entry_and_compute_share(res):
     assert s["step_tflop"] == round(6 * 4.491 * 64 / 1000, 2) and s["peak_tflops"] == 989.0 and s["share"] < 0.05
     import torchvision  # the forward multiply-adds are torchvision's own figures
 
-    assert all(torchvision.models.get_model_weights(n).DEFAULT.meta["_ops"] == g for n, g in cl.views.GMACS.items())
+    assert all(torchvision.models.get_model_weights(n).DEFAULT.meta["_ops"] == g for n, g in cl.views.DATA["gmacs"].items())
     assert cl.compute_share("swin_t", 64, 56.0, "cpu") is None and cl.compute_share("gated_mlp", 64, 5.0, "H100") is None
 
 

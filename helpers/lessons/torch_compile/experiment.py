@@ -186,14 +186,10 @@ def run_matrix(
         kept: dict[str, Callable] = {}
         for model, precision, mode in group:
             name, t0 = cell_name(model, precision, mode, batch_size), time.perf_counter()
-            cfg = {
-                "model": model,
-                "precision": precision,
-                "mode": mode,
-                "batch_size": batch_size,
-                "steps": steps,
-                **(extra_config or {}),
-            }
+            cfg = dict(
+                model=model, precision=precision, mode=mode, batch_size=batch_size, steps=steps
+            )
+            cfg.update(extra_config or {})
             left = None if later_s is None or budget is None else budget.left() - later_s
             if left is not None and left <= 0:
                 results.add(
@@ -293,29 +289,18 @@ def run_variants(
 
     from torch._inductor import config as inductor_config
 
-    # Dynamo's notes that a compiled optimizer step skips the profiler's record_function, and that caches off
-    # switch off profile-guided recompiles: expected here, not the lesson
-    quiet = logging.getLogger("torch._dynamo.variables.ctx_manager")
+    # expected here: a compiled optimizer step skips record_function; caches off disable Dynamo's PGO
+    logging.getLogger("torch._dynamo.variables.ctx_manager").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
     kept: dict[str, Callable] = {}
     for name, (cfg, make) in variants.items():
 
         def run(name=name, make=make):
             if not kept:
                 torch._dynamo.reset()  # forget earlier graphs; the variants' own stay for the rounds
-            level = quiet.level
-            quiet.setLevel(logging.ERROR)
-            try:
-                with (
-                    warnings.catch_warnings(),
-                    inductor_config.patch(force_disable_caches=name in cold),
-                ):
-                    warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
-                    kept[name] = make()
-                    return run_cell(
-                        kept[name], steps=steps, compile_steps=compile_steps, device=device
-                    )
-            finally:
-                quiet.setLevel(level)
+            with inductor_config.patch(force_disable_caches=name in cold):
+                kept[name] = make()
+                return run_cell(kept[name], steps=steps, compile_steps=compile_steps, device=device)
 
         cfg = {"what": "lever", **cfg}
         row = results.record(name, cfg, run if budget is None else budget.wrap(run), verbose=False)
@@ -399,13 +384,9 @@ def profile_pair(
 
     out = {}
     for mode in ("eager", "default"):
-        cfg = {
-            "what": "profile",
-            "model": model,
-            "precision": precision,
-            "mode": mode,
-            "batch_size": batch_size,
-        }
+        cfg = dict(
+            what="profile", model=model, precision=precision, mode=mode, batch_size=batch_size
+        )
 
         def fn(mode=mode):
             return run(mode)
