@@ -200,6 +200,7 @@ TORCH_COMPILE = {
         start_cell=dict(image_size=8, hidden=16, batch_size=4, compile_steps=2),
         profile=("gated_mlp", "fp32"),
         lever=("gated_mlp", "fp32"),
+        lever_rounds=120,
         cpu_threads=1,
         budget_s=None,
         reserve_s=0,
@@ -230,6 +231,7 @@ TORCH_COMPILE = {
         cpu_threads=None,
         profile=("swin_t", "fp16"),  # the matrix's model: its compile reads the FX-graph cache
         lever=("gated_mlp", "fp32"),
+        lever_rounds=20,
         budget_s=220,
         reserve_s=15,
         later_s=80,

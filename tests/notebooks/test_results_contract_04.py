@@ -68,7 +68,7 @@ def test_checks_by_id(doc):
                 "compiled_records_fewer_op_calls", "break_variant_breaks_fixed_does_not", "fixed_faster_than_broken",
                 "explain_ran_on_article_families", "warm_start_hit_cache_and_compiled_faster",
                 "panel_refuses_invalid_values", "bad_cells_became_failed_rows",
-                "compiled_optimizer_step_faster", "regional_compile_faster_than_whole_model"}
+                "compiled_optimizer_step_faster"}
     assert expected <= set(doc["checks"]) and set(doc["checks"]) == set(doc["claims"])
 
 

@@ -165,13 +165,6 @@ def compiled_optimizer_faster(facts):
     return facts.direction(base["name"], opt["name"]) == "faster"
 
 
-def regional_compiles_faster(facts):
-    blocks = _lever(facts, "repeated block")
-    cfg = blocks["config"]
-    whole = cell_name(cfg["model"], cfg["precision"], "default", cfg["batch_size"])
-    return blocks["metrics"]["compile_s"] < facts.metric(whole, "compile_s")
-
-
 def within_budget(facts):
     b = facts.note("budget")
     return b["elapsed_s"] <= b["seconds"]
@@ -250,11 +243,6 @@ LESSON = [
         "compiled_optimizer_step_faster",
         "compiling the optimizer step as well makes the compiled step faster beyond noise",
         compiled_optimizer_faster,
-    ),
-    Claim(
-        "regional_compile_faster_than_whole_model",
-        "compiling only the repeated block takes less compile time than compiling the whole model (both cold)",
-        regional_compiles_faster,
     ),
     Claim(
         "compiled_records_fewer_op_calls",
