@@ -18,7 +18,13 @@ FORMATTED = ["helpers", "labtools", "doctor/perf_doctor", "benchmarks", "noteboo
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 # The notebooks reshaped for a learner (issue 43), whose code cells hold no joined statement, no named lambda
 # and no line over 100 characters; the others are formatted, and join the list as they are reshaped.
-RESHAPED: list[str] = ["01_profiler_basics", "02_data_pipeline", "03_backward_hooks", "07_memory"]
+RESHAPED: list[str] = [
+    "01_profiler_basics",
+    "02_data_pipeline",
+    "03_backward_hooks",
+    "04_torch_compile",
+    "07_memory",
+]
 
 
 def ruff() -> list[str]:

@@ -15,12 +15,13 @@ function returns numbers or DataFrames; ``Trace.timeline`` and ``show`` draw. It
 - ``diagnosis``: ``diagnose``, the average step split into causes (the interval work in ``split``); ``gaps``: the GPU's
   idle time by what the host was doing; ``quality``: is a trace fit; ``gputime``: the GPU's breakdown (HTA's terms)
 - ``report``: one trace's report and its text; ``job``: a folder of ranks, the straggler, one verdict; ``compare``:
-  two traces' steps compared (``stats``: the ratio, its interval, the noise floor and the verdict); ``cli``: the
-  command line, ``perf-doctor PATH`` or ``compare BEFORE AFTER``; ``backward``: two clocks per autograd node, a node's
-  forward op and line
+  ``compare_traces``, two traces' steps compared (``stats``: the ratio, its interval, the noise floor and the
+  verdict); ``cli``: the command line, ``perf-doctor PATH`` or ``compare BEFORE AFTER``, and the exit statuses
+  (``EXIT_CODES``); ``backward``: two clocks per autograd node, a node's forward op and line
 """
 
 from .backward import backward_ops, forward_origin
+from .compare import compare_traces
 from .diagnosis import CAUSES, Diagnosis, DiagnosisError, diagnose
 from .events import dataloader_wait_share, has_gpu, phase_ranges, step_ranges
 from .files import find_workers
@@ -38,6 +39,7 @@ __all__ = [
     "Trace",
     "TraceError",
     "backward_ops",
+    "compare_traces",
     "count_syncs",
     "dataloader_wait_share",
     "diagnose",

@@ -8,7 +8,7 @@ ranks rank by rank, with the straggler and one verdict (``job``). ``--json``: on
 Bad input gets one line naming the file and what to do, and exit status 2. ``--version``; the exit statuses are in
 ``--help`` (``EXIT_CODES``); Ctrl-C: one line, status 130. Taught in ``05_diagnose``.
 
-``compare BEFORE AFTER [--json] [--fail-if-slower PCT]`` (``compare``): the ratio of mean steps with its 95%
+``compare BEFORE AFTER [--json] [--fail-if-slower PCT]`` (``compare.compare_traces``): the ratio of mean steps with its 95%
 interval, the noise floor, a verdict and each cause's change in ms. ``--fail-if-slower PCT``: status 1 when AFTER is
 slower beyond the noise by PCT% of BEFORE's step or more, or when the doctor cannot tell (a gate that cannot see does
 not pass). Not comparable (other devices, models) or inconclusive (under 3 steps a side, other shapes): the reasons,
@@ -26,28 +26,35 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .compare import compare, compare_text
+from .compare import compare_text, compare_traces
 from .job import diagnose_job, job_text
 from .stats import direction
 from .stream import progress_to
 from .quality import finite
 from .report import SCHEMA_VERSION, DoctorError, trace_text
 
-EXIT_SLOWER = 1  # --fail-if-slower: slower by PCT% or more, or cannot tell
-EXIT_BAD_INPUT = 2
+# The exit statuses, all of them here (issue 42 item 3): what each means is EXIT_CODES, printed by --help.
+EXIT_OK = 0  # the report was printed (compare: no gate failed)
+EXIT_SLOWER = 1  # compare --fail-if-slower: slower by PCT% or more, or cannot tell
+EXIT_BAD_INPUT = 2  # bad input or bad arguments: one line on stderr
 EXIT_NOT_COMPARABLE = (
-    3  # the two sides cannot be compared (or too few steps to tell): the reasons on stderr
+    3  # compare abstains: not comparable, or too few steps to tell (the reasons on stderr)
 )
 EXIT_INTERRUPTED = 130  # Ctrl-C: one line on stderr, no traceback
 EXIT_CODES = (
-    "exit status: 0 the report was printed (compare: no gate failed); 1 compare --fail-if-slower: AFTER "
-    "slower by PCT% or more, or cannot tell; 2 bad input or bad arguments (one line on stderr); 3 compare: "
-    "the two sides are not comparable or too few steps to tell (the reasons on stderr; --force compares "
-    "anyway); 130 interrupted (Ctrl-C)"
+    f"exit status: {EXIT_OK} the report was printed (compare: no gate failed); {EXIT_SLOWER} compare "
+    f"--fail-if-slower: AFTER slower by PCT% or more, or cannot tell; {EXIT_BAD_INPUT} bad input or bad "
+    f"arguments (one line on stderr); {EXIT_NOT_COMPARABLE} compare: the two sides are not comparable or too "
+    f"few steps to tell (the reasons on stderr; --force compares anyway); {EXIT_INTERRUPTED} interrupted (Ctrl-C)"
 )
 __all__ = [
     "DoctorError",
     "EXIT_BAD_INPUT",
+    "EXIT_CODES",
+    "EXIT_INTERRUPTED",
+    "EXIT_NOT_COMPARABLE",
+    "EXIT_OK",
+    "EXIT_SLOWER",
     "compare_main",
     "emit",
     "json_report",
@@ -173,7 +180,7 @@ def report_main(argv: list[str]) -> int:
         print(f"doctor: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     emit(json_report(rep) if args.json else text_report(rep, top=args.top))
-    return 0
+    return EXIT_OK
 
 
 def compare_main(argv: list[str]) -> int:
@@ -201,7 +208,7 @@ def compare_main(argv: list[str]) -> int:
     )
     args = ap.parse_args(argv)
     try:
-        cmp = compare(args.before, args.after, force=args.force)
+        cmp = compare_traces(args.before, args.after, force=args.force)
     except DoctorError as exc:
         print(f"doctor: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -221,7 +228,7 @@ def compare_main(argv: list[str]) -> int:
         return EXIT_NOT_COMPARABLE
     limit = args.fail_if_slower
     if limit is None:
-        return 0
+        return EXIT_OK
     if cmp["comparison"] is None:
         print(
             f"doctor: cannot tell with {cmp['steps'][0]} and {cmp['steps'][1]} steps: the gate fails "
@@ -233,7 +240,7 @@ def compare_main(argv: list[str]) -> int:
     if direction(cmp["comparison"]) == "slower" and pct >= limit:
         print(f"doctor: slower by {pct:.1f}% (limit {limit:g}%)", file=sys.stderr)
         return EXIT_SLOWER
-    return 0
+    return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""``compare(before, after)``: did a change make the step faster, slower, or no different beyond the noise, and
+"""``compare_traces(before, after)``: did a change make the step faster, slower, or no different beyond the noise, and
 which cause moved? ``perf-doctor compare BEFORE AFTER [--json] [--fail-if-slower PCT]``.
 
 Each side (a trace or a folder of ranks) is diagnosed, one sample per profiled step (``Diagnosis.per_step``); the
@@ -13,7 +13,8 @@ Returned dict (the ``--json``)::
      "step": {"before_ms", "after_ms", "change_ms", "low_ms", "high_ms", "change_pct"},   # low/high_ms: the
      "causes": [{"cause", "before_ms", "after_ms", "change_ms", "low_ms", "high_ms"}],     # ratio's interval in ms
      "summary": str, "notes": [...],                                                       # of BEFORE's step
-     "comparability": {"verdict", "reasons", "ops_jaccard", "kernels_jaccard", "shapes_jaccard", "devices", "steps"}}"""
+     "comparability": {"verdict", "reasons", "ops_jaccard", "calls_jaccard", "kernels_jaccard", "shapes_jaccard",
+                       "devices", "steps"}}                    # calls_jaccard: CPU sides only (CALLS_SIMILAR)"""
 
 from __future__ import annotations
 
@@ -35,6 +36,20 @@ OPS_SIMILAR = 0.5
 KERNELS_SIMILAR = 0.3
 SHAPES_SIMILAR = 0.5
 MIN_STEPS = 3  # fewer steps a side: no steady state to compare (quality.MIN_STEPS)
+# A CPU trace has no kernel names to tell two models apart, and two models that share a loss and an optimizer share
+# 51-73% of their operator names (issue 44's probe: "slower by 310.2%"). What a step of one model runs is the same
+# from run to run: each operator's calls per step (the optimizer's per-parameter ops follow the parameter count, the
+# layers' ops the depth). Their weighted Jaccard (sum of the smaller counts over the sum of the larger) under this,
+# or module names (with_stack's ``nn.Module: ...``) mostly not shared, is another model.
+CALLS_SIMILAR = 0.5
+MODULES_SIMILAR = 0.5
+
+
+def weighted_jaccard(a: dict[str, float], b: dict[str, float]) -> float:
+    """sum(min) / sum(max) of two name -> count maps (1.0 when both are empty)."""
+    keys = set(a) | set(b)
+    top = sum(max(a.get(k, 0.0), b.get(k, 0.0)) for k in keys)
+    return sum(min(a.get(k, 0.0), b.get(k, 0.0)) for k in keys) / top if top else 1.0
 
 
 def jaccard(a, b) -> float:
@@ -46,8 +61,16 @@ def jaccard(a, b) -> float:
 def _sig(rep: dict[str, Any]) -> dict[str, Any]:
     """One side's signature (``report.signature``), the ranks of a job merged."""
     sigs = rep.get("_signatures") or [rep["_signature"]]
-    merged = {k: set().union(*(x[k] for x in sigs)) for k in ("ops", "kernels", "shapes")}
+    merged = {
+        k: set().union(*(x.get(k, ()) for x in sigs))
+        for k in ("ops", "kernels", "shapes", "modules")
+    }
+    calls: dict[str, float] = {}
+    for x in sigs:
+        for k, v in x["ops"].items():
+            calls[k] = calls.get(k, 0.0) + v / len(sigs)
     return merged | {
+        "calls": calls,
         "devices": next((x["devices"] for x in sigs if x["devices"]), []),
         "schema": {x["schema"] for x in sigs},
     }
@@ -62,6 +85,7 @@ def comparability(rep_a: dict[str, Any], rep_b: dict[str, Any], na: int, nb: int
     sa, sb = {x for x in a["shapes"] if x[0] in common}, {x for x in b["shapes"] if x[0] in common}
     shapes = jaccard(sa, sb) if sa and sb else None
     no, unsure = [], []
+    calls = None
     for side, x, y in (("before", a, b), ("after", b, a)):
         if (not x["ops"] and y["ops"]) or not (x["ops"] or x["kernels"]):
             no.append(
@@ -82,6 +106,20 @@ def comparability(rep_a: dict[str, Any], rep_b: dict[str, Any], na: int, nb: int
             f"different operators: {ops:.0%} of the operator names are shared (Jaccard, under "
             f"{OPS_SIMILAR:.0%}): different models, or a rewrite of the step such as torch.compile"
         )
+    elif not rep_a["_on_gpu"] and not rep_b["_on_gpu"] and a["ops"] and b["ops"]:
+        calls = weighted_jaccard(a["calls"], b["calls"])
+        mods = jaccard(a["modules"], b["modules"]) if a["modules"] and b["modules"] else None
+        if calls < CALLS_SIMILAR:
+            no.append(
+                f"different work per step: the operators' calls per step match {calls:.0%} (weighted Jaccard, "
+                f"under {CALLS_SIMILAR:.0%}); a CPU trace has no kernel names, and this says different models "
+                f"(other layers or parameter counts), whatever operator names they share ({ops:.0%})"
+            )
+        elif mods is not None and mods < MODULES_SIMILAR:
+            no.append(
+                f"different modules: {mods:.0%} of the module names are shared (Jaccard, under "
+                f"{MODULES_SIMILAR:.0%}): different models"
+            )
     elif rep_a["_on_gpu"] and rep_b["_on_gpu"] and kern < KERNELS_SIMILAR:
         no.append(
             f"different kernels: {kern:.0%} of the kernel names are shared (Jaccard, under "
@@ -105,6 +143,7 @@ def comparability(rep_a: dict[str, Any], rep_b: dict[str, Any], na: int, nb: int
         "verdict": verdict,
         "reasons": no + unsure,
         "ops_jaccard": round(ops, 3),
+        "calls_jaccard": None if calls is None else round(calls, 3),
         "kernels_jaccard": round(kern, 3) if rep_a["_on_gpu"] and rep_b["_on_gpu"] else None,
         "shapes_jaccard": None if shapes is None else round(shapes, 3),
         "devices": [a["devices"], b["devices"]],
@@ -145,7 +184,7 @@ def _r(x: float | None) -> float | None:
     return None if x is None else round(x, 3)
 
 
-def compare(before: Path | str, after: Path | str, *, force: bool = False) -> dict[str, Any]:
+def compare_traces(before: Path | str, after: Path | str, *, force: bool = False) -> dict[str, Any]:
     """The comparison (module docstring); ``report.DoctorError`` for bad input on either side. Unless
     ``force``, a side that cannot be compared (``comparability``) makes the verdict "not comparable" or
     "inconclusive", with its reasons, in place of the step's."""

@@ -43,6 +43,7 @@ from typing import Any, Mapping
 from . import events as ev
 from . import intervals as iv
 from .kernels import kernel_dtype, uses_tensor_cores
+from .gputime import compiled
 from .load import load_trace
 from .split import (
     MALLOC_APIS,
@@ -81,6 +82,12 @@ __all__ = [
     "diagnose",
 ]
 
+PROFILED = (
+    "op",
+    "annotation",
+    "python",
+    "launch",
+)  # host kinds that are the job's own work, not the profiler's
 CAUSES = ("input", "host sync", "launch/overhead", "compute", "memory", "communication")
 SEE = {
     "input": "02_data_pipeline: How many workers? A sweep from 0 to the core count (then Fix 1-3, DataLoader options)",
@@ -115,9 +122,40 @@ TF32 = (
 )
 
 
-def advice(cause: str, on_gpu: bool, fp32_gemm: bool = False) -> str:
-    """Where the fix for ``cause`` is taught (``SEE`` or ``SEE_CPU``); ``fp32_gemm``: name TF32 first."""
+# A step that already replays CUDA/HIP graphs, or already runs compiled code, is not told to try them (issue 44).
+SEE_GRAPHS = {
+    "launch/overhead": "04_torch_compile: the step already replays CUDA/HIP graphs, so more graphs are not the fix: "
+    "the idle left is the host's work before, between and after the replays (Python, scheduling, copies in and "
+    "out): capture more of the step in one graph, move host work off the step's path, larger batches per replay",
+    "compute": "04_torch_compile: the step already replays graphs: the kernels' own time is the fix (bf16 "
+    "autocast or lower precision, fused or autotuned kernels: compile's 'max-autotune', a smaller batch or model)",
+}
+SEE_COMPILED = {
+    "launch/overhead": "04_torch_compile: the step is already compiled: mode='reduce-overhead' (CUDA graphs: its "
+    "kernels replayed with one launch) and fewer graph breaks (torch._dynamo.explain); larger batches per step",
+    "compute": "04_torch_compile: the step is already compiled (Inductor, Triton kernels): mode='max-autotune' "
+    "(autotuned Triton templates), bf16 autocast, fewer graph breaks (torch._dynamo.explain) so more is fused",
+}
+
+
+SEE_COMPILED_CPU = {
+    "launch/overhead": "04_torch_compile: the step is already compiled (Inductor's CPU backend): fewer graph breaks "
+    "(torch._dynamo.explain) so more ops are fused, larger batches per step, less Python around the compiled region",
+    "compute": "04_torch_compile: the step is already compiled: fewer FLOPs (a smaller model or input), lower "
+    "precision where the CPU has bf16 units, mode='max-autotune'",
+}
+
+
+def advice(
+    cause: str, on_gpu: bool, fp32_gemm: bool = False, graphs: bool = False, compiled: bool = False
+) -> str:
+    """Where the fix for ``cause`` is taught (``SEE`` or ``SEE_CPU``); ``fp32_gemm``: name TF32 first; ``graphs`` /
+    ``compiled``: the step already replays graphs / runs compiled code (``SEE_GRAPHS``, ``SEE_COMPILED``)."""
     text = (SEE if on_gpu else SEE_CPU)[cause]
+    if on_gpu and graphs and cause in SEE_GRAPHS:
+        text = SEE_GRAPHS[cause]
+    elif compiled and cause in SEE_COMPILED:
+        text = (SEE_COMPILED if on_gpu else SEE_COMPILED_CPU)[cause]
     return TF32 + text if cause == "compute" and on_gpu and fp32_gemm else text
 
 
@@ -163,6 +201,12 @@ class Diagnosis:
         None  # the mean span of the device work a step launched (None: none recorded)
     )
     damaged: bool = False  # every ProfilerStep had an impossible time: no cause is diagnosed
+    compiled: dict[str, Any] | None = (
+        None  # gputime.compiled: the step's compiled code (None: none)
+    )
+    nothing: bool = (
+        False  # nothing was profiled (no operator, no device work): no cause is diagnosed
+    )
     # GPU traces: (the step windows split, {cause: its intervals in µs}), for gaps.idle_causes to refine, not redo
     split: Any = field(default=None, repr=False, compare=False)
 
@@ -192,14 +236,20 @@ class Diagnosis:
         return next((c["ms"] for c in self.causes if c["cause"] == cause), None)
 
     def to_list(self) -> list[dict[str, Any]]:
-        """The JSON's ``diagnosis``: ``{cause, ms, share, finding, evidence, see}`` (+ ``exposed_ms``...)."""
-        keys = ("cause", "ms", "share", "finding", "evidence", "see", "exposed_ms", "overlapped_ms")
+        """The JSON's ``diagnosis``: ``{cause, ms, share, finding, evidence, see}`` (+ ``exposed_ms``, and on compute
+        ``graph_replays``, ``graph_ms`` and ``unattributed_idle_ms`` where the steps replay graphs)."""
+        keys = (
+            *("cause", "ms", "share", "finding", "evidence", "see", "exposed_ms", "overlapped_ms"),
+            *("graph_replays", "graph_ms", "unattributed_idle_ms"),
+        )
         return [{k: c[k] for k in keys if k in c} for c in self.causes]
 
     def summary(self) -> str:
         """A few lines: the verdict, then one line per cause."""
         kind = "GPU" if self.on_gpu else "CPU-only"
-        if self.damaged:
+        if self.nothing:
+            head = self.notes[0] + "."
+        elif self.damaged:
             head = (
                 f"the trace's ProfilerSteps all have impossible times: the whole trace ({self.step_ms:.2f} ms, "
                 f"{kind}) is one window and no cause is diagnosed."
@@ -348,6 +398,27 @@ def diagnose(
             step_times=[round(step_ms, 4)],
             damaged=True,
         )
+    if not on_gpu and not any(
+        ev.kind(e) in PROFILED and not str(e.get("name", "")).startswith(ev.STEP_PREFIX)
+        for e in events
+    ):
+        why = (
+            "nothing was profiled: the trace holds no operator, no launch and no device work (only the "
+            "profiler's own spans: exported after the schedule's active steps?), so no cause is diagnosed "
+            "(profile inside the schedule's active steps, calling prof.step() each step)"
+        )
+        judged = [c for c in CAUSES if c != "communication"]
+        return Diagnosis(
+            steps=n,
+            step_ms=round(step_ms, 3),
+            on_gpu=False,
+            causes=[_cannot(c, why) for c in judged],
+            cannot_judge=judged,
+            notes=[why],
+            source=source,
+            step_times=[round(step_ms, 4)],
+            nothing=True,
+        )
     per = lambda us: us / n / 1000.0  # noqa: E731 - µs over all steps -> ms per step
 
     cannot: list[str] = []
@@ -369,13 +440,16 @@ def diagnose(
         parts = split_cpu(events, steps, main_tid, per)
     causes, per_step = [], {}
     fp32 = fp32_gemm_share(events, steps) if on_gpu else None
+    own = ev.own_work(events)[0]
+    comp = compiled(events, own, steps)
+    graphs = bool(parts and parts[0].extra.get("graph_replays"))
     for part in parts:
         c, each = _cause(part, n, step_ms, steps, on_gpu)
         if part.cause == "compute" and fp32 is not None:
-            c |= {
-                "fp32_gemm_share": round(fp32, 4),
-                "see": advice("compute", True, fp32 >= FP32_GEMM_SHARE),
-            }
+            c["fp32_gemm_share"] = round(fp32, 4)
+        c["see"] = advice(
+            part.cause, on_gpu, bool(fp32 and fp32 >= FP32_GEMM_SHARE), graphs, comp is not None
+        )
         causes.append(c)
         per_step[part.cause] = each
     if not on_gpu:
@@ -391,6 +465,7 @@ def diagnose(
         )
     causes.sort(key=lambda c: -1.0 if c["ms"] is None else c["ms"], reverse=True)
     return Diagnosis(
+        compiled=comp,
         steps=n,
         step_ms=round(step_ms, 3),
         on_gpu=on_gpu,

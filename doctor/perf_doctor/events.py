@@ -394,3 +394,62 @@ def dataloader_wait_share(trace) -> dict[str, float]:
         "step_ms": step_us / 1000.0,
         "share": next_us / step_us if step_us else float("nan"),
     }
+
+
+# A graph replay (CUDA or HIP graphs, ``torch.compile(mode="reduce-overhead")``, vLLM, SGLang): its launch call
+# (``cudaGraphLaunch``, ``hipGraphLaunch``), or, where the launch was not recorded, many device events under one
+# correlation id (an eager launch queues one kernel, a copy or a memset: TraceLens' vLLM decode has 421 kernels
+# under one id).
+GRAPH_LAUNCH = re.compile(r"GraphLaunch", re.IGNORECASE)
+GRAPH_MIN_EVENTS = 8
+
+
+def graph_replays(evs: list) -> dict:
+    """``{correlation id: its launch call or None}`` of the graph replays in ``evs`` (``GRAPH_LAUNCH``, or at least
+    ``GRAPH_MIN_EVENTS`` device events under one correlation id)."""
+
+    def compute():
+        calls = launches(evs)
+        count: dict = {}
+        for e in evs:
+            if is_device_work(e) and (c := corr(e)) is not None:
+                count[c] = count.get(c, 0) + 1
+        out = {c: calls.get(c) for c, n in count.items() if n >= GRAPH_MIN_EVENTS}
+        for c, call in calls.items():
+            if c in count and GRAPH_LAUNCH.search(str(call.get("name", ""))):
+                out[c] = call
+        return [out]
+
+    return _once("graph_replays", evs, compute)[0]
+
+
+def own_work(evs: list) -> tuple[list, list, list]:
+    """``(own, backlog, outside)``: the device work the profiled steps launched (a launch call inside a
+    ``ProfilerStep``'s host range; without ProfilerStep, every launch in the trace), the work whose launch is not in
+    the trace (queued before the trace began: the previous step's backlog), and the rest (launched in the trace but
+    outside the steps). Device work with no correlation id, or a trace that records no launch, counts as own."""
+
+    def compute():
+        calls = launches(evs)
+        work = device_work(evs)
+        if not calls:
+            return [(work, [], [])]
+        ranges = step_ranges(evs)
+        starts = [a for _, a, _ in ranges]
+        inside: dict = {}
+        own, backlog, outside = [], [], []
+        for e in work:
+            c = corr(e)
+            if c is None:
+                own.append(e)
+            elif c not in calls:
+                backlog.append(e)
+            else:
+                if c not in inside:
+                    a, b = span(calls[c])
+                    i = bisect.bisect_right(starts, a) - 1
+                    inside[c] = not ranges or (i >= 0 and b <= ranges[i][2])
+                (own if inside[c] else outside).append(e)
+        return [(own, backlog, outside)]
+
+    return _once("own_work", evs, compute)[0]

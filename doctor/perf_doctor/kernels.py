@@ -342,3 +342,51 @@ def kernel_dtype(name: str) -> str | None:
         if pat.search(core):
             return dt
     return None
+
+
+# Kineto writes "est. achieved occupancy %" 0 where its occupancy calculator has no estimate (CUTLASS and xmma kernels
+# with large dynamic shared memory: 12 warps per SM and "0%"): a kernel that ran had warps resident, so 0 is read as
+# not recorded (None: unknown), never as 0%. ROCm traces record neither figure.
+OCCUPANCY_ARG = "est. achieved occupancy %"
+BLOCKS_ARG = "blocks per SM"
+
+
+def _recorded(rows: list[tuple[float, float | None]]) -> float | None:
+    """The duration-weighted mean of the recorded (positive, finite) values; None when none was recorded."""
+    got = [(d, v) for d, v in rows if isinstance(v, (int, float)) and v > 0 and v == v and d > 0]
+    return round(sum(d * v for d, v in got) / sum(d for d, _ in got), 3) if got else None
+
+
+def kernel_rows(kernels: list, steps: int = 1, graph_ids=(), top: int | None = None) -> list[dict]:
+    """One row per kernel name of ``kernels`` (complete kernel events), by total time: ``{"name", "short_name",
+    "calls", "total_ms", "ms_per_step", "mean_us", "max_us", "min_us", "blocks_per_sm", "occupancy_pct"`` (None: not
+    recorded), ``"tensor_cores"`` (yes, no, unknown), ``"dtype"`` (or None), ``"triton"``, ``"in_graph"}`` (under
+    a graph replay: ``graph_ids``, the replays' correlation ids)."""
+    by: dict[str, list] = {}
+    for e in kernels:
+        by.setdefault(str(e.get("name", "")), []).append(e)
+    rows = []
+    for name, es in by.items():
+        durs = [float(e.get("dur", 0) or 0) for e in es]
+        args = [e.get("args") if isinstance(e.get("args"), dict) else {} for e in es]
+        total = sum(durs)
+        rows.append(
+            {
+                "name": name,
+                "short_name": short_name(name),
+                "calls": len(es),
+                "total_ms": round(total / 1000.0, 4),
+                "ms_per_step": round(total / 1000.0 / max(steps, 1), 4),
+                "mean_us": round(total / len(es), 3),
+                "max_us": round(max(durs), 3),
+                "min_us": round(min(durs), 3),
+                "blocks_per_sm": _recorded([(d, a.get(BLOCKS_ARG)) for d, a in zip(durs, args)]),
+                "occupancy_pct": _recorded([(d, a.get(OCCUPANCY_ARG)) for d, a in zip(durs, args)]),
+                "tensor_cores": tensor_core_label(uses_tensor_cores(name)),
+                "dtype": kernel_dtype(name),
+                "triton": name.lower().startswith("triton"),
+                "in_graph": any(a.get("correlation") in graph_ids for a in args),
+            }
+        )
+    rows.sort(key=lambda r: -r["total_ms"])
+    return rows[:top] if top is not None else rows

@@ -24,6 +24,7 @@ from collections import Counter
 from typing import Any, Mapping
 
 from . import events as ev
+from . import intervals as iv
 from .files import TraceError
 
 MIN_STEPS = 3
@@ -166,13 +167,29 @@ def assess(doc: Mapping[str, Any], label: str = "the trace") -> list[dict[str, s
                     f"profile more (schedule(active={MIN_STEPS}) or more)",
                 )
             )
+    capture = _captures(
+        valid
+    )  # launches inside a graph capture queue nothing: they run when it replays
     launched = {
         ev.corr(e)
         for e in valid
         if ev.is_launch(e)
         and ev.corr(e) is not None
         and any(w in str(e.get("name", "")).lower() for w in LAUNCH_WORDS)
+        and not iv.contains(capture.get(e.get("tid"), []), float(e["ts"]))
     }
+    if captured := sum(
+        1
+        for e in valid
+        if ev.is_launch(e) and iv.contains(capture.get(e.get("tid"), []), float(e["ts"]))
+    ):
+        out.append(
+            _entry(
+                "graph_capture",
+                f"{captured} runtime call(s) inside a graph capture (cudaStreamBeginCapture...EndCapture): "
+                f"captured work runs when the graph is replayed, so no device work is expected for them",
+            )
+        )
     if launched:
         seen = {ev.corr(e) for e in valid if ev.is_device_work(e)}
         missing = sum(1 for c in launched if c not in seen)
@@ -210,6 +227,27 @@ def assess(doc: Mapping[str, Any], label: str = "the trace") -> list[dict[str, s
                 f"(the diagnosis below reads the host only)",
             )
         )
+    return out
+
+
+def _captures(evs: list) -> dict:
+    """Each thread's graph captures: ``{tid: merged (begin, end) ranges}`` from its ``...StreamBeginCapture`` and
+    ``...StreamEndCapture`` calls (CUDA and HIP), in time order."""
+    calls: dict = {}
+    for e in evs:
+        name = str(e.get("name", ""))
+        if ev.is_launch(e) and ("BeginCapture" in name or "EndCapture" in name):
+            calls.setdefault(e.get("tid"), []).append((float(e["ts"]), "Begin" in name))
+    out = {}
+    for tid, seq in calls.items():
+        ranges, start = [], None
+        for t, begin in sorted(seq):
+            if begin:
+                start = t if start is None else start
+            elif start is not None:
+                ranges.append((start, t))
+                start = None
+        out[tid] = iv.merge(ranges)
     return out
 
 

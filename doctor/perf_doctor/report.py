@@ -36,16 +36,19 @@ from . import events as ev
 from . import gaps, gputime, quality
 from .throughput import op_throughput, throughput_advice
 from .files import TraceError
-from .kernels import short_name
+from .kernels import kernel_rows, short_name
 from .views import FULL, Trace, missing_libraries, open_trace, quiet
 
 HTA = "Holistic Trace Analysis"
-SCHEMA_VERSION = (
-    3  # the --json contract: 2 (issue 32) added schema_version, verdict, bound, idle_causes,
-)
-#                         throughput; 3 (issue 34) memory
+# the --json contract: 2 (issue 32) added schema_version, verdict, bound, idle_causes, throughput; 3 (issue 34)
+# memory; 4 (issue 44) gpu_time (the doctor's own full-precision figures), top_operators, top_kernels, tables
+SCHEMA_VERSION = 4
 WIDTH = 120  # every line of the text report fits a 120-column terminal
 NAME_WIDTH = 48  # the most a table's name column takes (kernels.short_name)
+UNKNOWN_COLUMNS = (
+    "blocks_per_sm",
+    "occupancy_pct",
+)  # a value the trace does not record reads "unknown", never 0
 
 
 def see_text(see: str) -> str:
@@ -90,14 +93,16 @@ def table(df, top: int, width: int = WIDTH) -> str:
     """A view's first ``top`` rows as text within ``width``: names ``short_name``d to the room left, floats rounded,
     empty columns left out (pandas' ``to_string()`` ignores ``max_colwidth``, so the table is laid out here)."""
     df = df.head(top)
-    cols = [c for c in df.columns if df[c].notna().any()]
+    cols = [c for c in df.columns if df[c].notna().any() or c in UNKNOWN_COLUMNS]
 
-    def cell(x) -> str:
-        if isinstance(x, float):
-            return "" if not math.isfinite(x) else f"{x:.3f}" if abs(x) < 1 else f"{x:.2f}"
+    def cell(x, col: str) -> str:
+        if x is None or isinstance(x, float):
+            if x is None or not math.isfinite(x):
+                return "unknown" if col in UNKNOWN_COLUMNS else ""
+            return f"{x:.3f}" if abs(x) < 1 else f"{x:.2f}"
         return str(x)
 
-    body = {c: [cell(x) for x in df[c]] for c in cols if c != "name"}
+    body = {c: [cell(x, c) for x in df[c]] for c in cols if c != "name"}
     wide = {c: max([len(c)] + [len(x) for x in v]) for c, v in body.items()}
     rest = sum(wide.values()) + len(wide)
     room = max(16, min(NAME_WIDTH, width - rest)) if "name" in cols else 0
@@ -231,6 +236,8 @@ def trace_report(
             f"{str(exc)[:80]}); give the file that torch.profiler wrote"
         ) from None
     entries += quality.warmup(d.step_times)
+    gtime = gputime.gpu_time(t.doc, d.split[0] if d.split else None) if d.on_gpu else None
+    entries += gputime.gpu_time_quality(gtime, d)
     entries += [{"check": "unreadable", "message": n} for n in t.notes if "could not be read" in n]
     notes = list(t.notes) if t.notes else list(d.notes)
     overview = gpu = own = None
@@ -262,6 +269,7 @@ def trace_report(
         notes.append(
             f"{t.label}: GPU idle causes and operator throughput not computed ({type(exc).__name__})"
         )
+    tops = top_tables(t, d, views)
     try:
         mem = memory_report(t.doc)
     except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:
@@ -278,6 +286,8 @@ def trace_report(
         "overview": overview,
         "gpu": gpu,
         "gpu_doctor": own,
+        "gpu_time": gtime,
+        "compiled": d.compiled,  # gputime.compiled: the steps' compiled code, or null
         "diagnosis": d.to_list(),
         "top_cause": d.top,
         "cannot_judge": d.cannot_judge,
@@ -287,11 +297,56 @@ def trace_report(
         "idle_causes": idle,
         "throughput": tput,
         "memory": mem,
+        **tops,
         "verdict": trace_verdict(d),
         "_diagnosis": d,
         "_trace": t,
         "_on_gpu": d.on_gpu,
         "_signature": signature(t.doc, d.steps),
+    }
+
+
+TOP_JSON = 20  # rows of --json's top_operators and top_kernels
+
+
+def top_tables(t: Trace, d: dg.Diagnosis, views: bool) -> dict[str, Any]:
+    """``top_operators`` (torch-tb-profiler's Operator view, totals over the whole trace; without it, calls and host
+    time from the trace), ``top_kernels`` (``kernels.kernel_rows`` of the steps' own work: totals and per step) and
+    ``tables`` (what each table counts), for ``--json``."""
+    evs = ev.complete(t.doc)
+    own = ev.own_work(evs)[0]
+    graphs = ev.graph_replays(evs)
+    kern = [e for e in own if ev.kind(e) == "kernel"]
+    ops, why = (None, None)
+    if views:
+        with quiet():
+            df, why = view(t, "operators")
+        if df is not None:
+            ops = [
+                {
+                    k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                    for k, v in r.items()
+                }
+                for r in df.head(TOP_JSON).to_dict("records")
+            ]
+    if ops is None:
+        by: dict[str, list] = {}
+        for e in evs:
+            if ev.kind(e) == "op":
+                by.setdefault(str(e.get("name", "")), []).append(float(e.get("dur", 0) or 0))
+        ops = [
+            {"name": n, "calls": len(x), "host_total_ms": round(sum(x) / 1000.0, 4)}
+            for n, x in sorted(by.items(), key=lambda kv: -sum(kv[1]))[:TOP_JSON]
+        ]
+    src = "torch-tb-profiler" if views and why is None else "doctor"
+    return {
+        "top_operators": ops,
+        "top_kernels": kernel_rows(kern, d.steps, set(graphs), TOP_JSON),
+        "tables": {
+            "operators": f"totals over the whole trace ({src}), not per step",
+            "kernels": "the steps' own kernels: total_ms over the steps kept, ms_per_step per step; "
+            "occupancy_pct and blocks_per_sm null where the trace records none",
+        },
     }
 
 
@@ -323,9 +378,10 @@ OLD_SCHEMA = {
 
 
 def signature(doc: dict[str, Any], steps: int) -> dict[str, Any]:
-    """What a trace ran, for ``compare``: ``ops`` (calls per step), ``kernels``, ``shapes``, ``devices``, ``schema``."""
+    """What a trace ran, for ``compare``: ``ops`` (calls per step), ``kernels``, ``shapes``, ``modules`` (with_stack's
+    ``nn.Module: ...``), ``devices``, ``schema``."""
     ops: dict[str, float] = {}
-    kernels, shapes = set(), set()
+    kernels, shapes, modules = set(), set(), set()
     old = False
     for e in ev.complete(doc):
         k = ev.kind(e)
@@ -337,6 +393,8 @@ def signature(doc: dict[str, Any], steps: int) -> dict[str, Any]:
             old = old or ev.category(e.get("cat", "")) in OLD_SCHEMA
         elif k == "kernel":
             kernels.add(str(e.get("name", "")))
+        elif k == "python" and str(e.get("name", "")).startswith("nn.Module: "):
+            modules.add(str(e["name"]))
     devices = [
         str(p.get("name", "?")) for p in doc.get("deviceProperties") or [] if ev.is_mapping(p)
     ]
@@ -344,6 +402,7 @@ def signature(doc: dict[str, Any], steps: int) -> dict[str, Any]:
         "ops": ops,
         "kernels": kernels,
         "shapes": shapes,
+        "modules": modules,
         "devices": devices,
         "schema": "old" if old else "new",
     }
@@ -373,6 +432,11 @@ def quality_lines(entries: list[dict[str, Any]]) -> list[str]:
 
 def trace_verdict(d: dg.Diagnosis) -> str:
     """One sentence: the step period and what bounds it, the top cause and where its fix is taught."""
+    if d.nothing:
+        return (
+            f"Nothing profiled: the trace ({d.step_ms:.2f} ms) holds no operator, launch or device work; no cause "
+            f"is diagnosed (profile inside the schedule's active steps)."
+        )
     if d.damaged:
         return (
             f"Damaged ProfilerSteps: the whole trace ({d.step_ms:.2f} ms) is one window; no cause is diagnosed "
@@ -403,7 +467,11 @@ def headline(rep: dict[str, Any]) -> list[str]:
     """The report's first lines, the answer: step and bound, top cause, what to do, findings, GPU busy and idle."""
     d = rep["_diagnosis"]
     whole = any(q.get("check") == "no_profiler_step" for q in rep.get("quality") or [])
-    if d.damaged:
+    if d.nothing:
+        out = [
+            f"Step: nothing was profiled: the trace ({rep['step_ms']:.2f} ms) holds only the profiler's spans"
+        ]
+    elif d.damaged:
         out = [
             f"Step: damaged ProfilerSteps: the whole trace ({rep['step_ms']:.2f} ms) is one window; no cause "
             f"diagnosed"
@@ -424,25 +492,34 @@ def headline(rep: dict[str, Any]) -> list[str]:
             )
         ]
     judged = [c for c in rep["diagnosis"] if c["ms"] is not None]
-    if judged and not d.damaged:
+    if d.nothing:
+        out.append("Top cause: none (nothing was profiled: no operator, launch or device work)")
+    elif judged and not d.damaged:
         top = judged[0]
         out.append(
             f"Top cause: {top['cause']}, {top['ms']:.2f} ms per step ({top['share']:.0%} of the step)"
         )
         out.append(f"What to do: {see_text(top['see'])}")
+        out += gputime.unjudged_lines(rep["diagnosis"], rep["step_ms"], top["ms"])
         finds = [c for c in judged if c["finding"]]
         if len(finds) > 1:
             out.append(
                 f"Findings (>= {dg.MIN_FINDING_SHARE:.0%} of the step): "
                 + "; ".join(f"{c['cause']} {c['ms']:.2f} ms ({c['share']:.0%})" for c in finds)
             )
-    elif not d.damaged:
+    elif not d.damaged and not d.nothing:
         out.append("Top cause: none could be judged")
+    out += gputime.gpu_time_lines(rep.get("gpu_time"))
+    if (
+        not rep.get("gpu_time") and d.compiled
+    ):  # a CPU trace: its compiled code, with no GPU line to carry it
+        out.append(gputime.compiled_line(d.compiled, " per step").strip())
     if g := rep.get("gpu"):
         comm = (rep.get("gpu_doctor") or {}).get("communication_pct")
         out.append(
-            f"GPU ({g['source']}): idle {g['idle_pct']:.1f}%, compute {g['compute_pct']:.1f}%, "
-            f"non-compute {g['non_compute_pct']:.1f}%"
+            f"  cross-check, {g['source']} ({'its definitions, ' if g['source'] != HTA else ''}whole µs, the "
+            f"work launched before the last ProfilerStep): idle {g['idle_pct']:.1f}%, compute "
+            f"{g['compute_pct']:.1f}%, non-compute {g['non_compute_pct']:.1f}%"
             + (f" (communication {comm:.1f}%)" if comm else "")
         )
     if (idle := rep.get("idle_causes")) and idle["idle_ms"] > 0:
@@ -458,7 +535,7 @@ def diagnosis_lines(rep: dict[str, Any]) -> list[str]:
     """Every cause with its evidence and where its fix is taught, within ``WIDTH``."""
     d = rep["_diagnosis"]
     out = [f"Diagnosis (* = a finding, >= {dg.MIN_FINDING_SHARE:.0%} of the step):"]
-    if d.damaged or d.whole_trace:
+    if d.damaged or d.whole_trace or d.nothing:
         out.append("  " + d.summary().splitlines()[0])
     for c in rep["diagnosis"]:
         if c["ms"] is None:
@@ -483,6 +560,7 @@ def trace_text(rep: dict[str, Any], top: int = 10) -> str:
             f"Overview (ms per step; torch-tb-profiler's categories, {total:.2f} ms in all):"
         )
         out += [f"  {k:<16} {v:10.3f}" for k, v in rep["overview"].items() if v is not None]
+        out += gputime.communication_lines(rep["overview"], rep["diagnosis"])
         out.append("")
     out += gaps.idle_lines(rep.get("idle_causes"))
     out += memory_lines(rep.get("memory"))
@@ -492,7 +570,9 @@ def trace_text(rep: dict[str, Any], top: int = 10) -> str:
         if df is None:
             out.append(f"{name.capitalize()}: not shown ({why})")
         elif len(df):
-            out.append(f"Top {name} ({min(top, len(df))} of {len(df)}):")
+            out.append(
+                f"Top {name} ({min(top, len(df))} of {len(df)}; totals over the whole trace, not per step):"
+            )
             out += table(df, top).splitlines()
         else:
             out.append(f"{name.capitalize()}: none in this trace")

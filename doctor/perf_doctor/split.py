@@ -24,6 +24,9 @@ TINY_OP_US = 50.0
 # A CUDA kernel shorter than this is short: comparable to the ~5-10 us it takes to launch one, so a stream of
 # them leaves the GPU waiting for the host (the launch-bound regime).
 SHORT_KERNEL_US = 10.0
+# Work launched this long before it starts on an idle device did not wait for the host: a launch takes 5-20 µs,
+# a few hundred with a busy driver (TraceLens' vLLM decode: copies launched 7.8 ms before an idle GPU ran them).
+QUEUED_US = 1000.0
 # host calls that hand memory back and forth with the driver (CUDA and ROCm)
 MALLOC_APIS = (
     "cudaMalloc",
@@ -124,13 +127,23 @@ def split_gpu(
     S = iv.merge(steps)
     step_us = iv.length(S)
     dl = iv.merge(ev.dataloader_ranges(events))
-    device_evs = ev.device_work(events)
+    device_evs, _, _ = ev.own_work(
+        events
+    )  # the steps' own work: backlog and work launched outside them left out
     comm_evs = [e for e in device_evs if ev.is_collective(e)]
     work_evs = [e for e in device_evs if not ev.is_collective(e)] if comm_evs else device_evs
     busy = iv.merge(ev.span(e) for e in device_evs)
     work = iv.merge(ev.span(e) for e in work_evs) if comm_evs else busy
     parts: list[Part] = []
 
+    # inside a graph replay the host recorded nothing per kernel: the idle between its kernels is no host cause's
+    graphs = ev.graph_replays(events)
+    replay: dict = {}
+    for e in device_evs:
+        if (c := ev.corr(e)) in graphs:
+            a, b = ev.span(e)
+            lo, hi = replay.get(c, (a, b))
+            replay[c] = (min(lo, a), max(hi, b))
     kern_in_steps = [e for e in work_evs if ev.kind(e) == "kernel" and iv.clip(S, *ev.span(e))]
     in_steps_work = iv.intersect(S, work)
     kdur = [float(e.get("dur", 0) or 0) for e in kern_in_steps]
@@ -139,13 +152,24 @@ def split_gpu(
     copies = iv.length(
         iv.intersect(S, iv.merge(ev.span(e) for e in work_evs if ev.kind(e) != "kernel"))
     )
+    g_ms = per(
+        iv.length(iv.intersect(S, iv.merge(ev.span(e) for e in work_evs if ev.corr(e) in graphs)))
+    )
+    replays = sum(1 for c, (a, b) in replay.items() if iv.clip(S, a, b))
     parts.append(
         Part(
             "compute",
             in_steps_work,
             f"GPU busy {iv.length(in_steps_work) / step_us:.0%} of the step "
             f"({per(copies):.2f} ms/step of it in copies/memsets); "
-            f"{len(kdur) / n:.0f} kernels per step, median {med_k:.1f} µs.",
+            f"{len(kdur) / n:.0f} kernels per step, median {med_k:.1f} µs"
+            + (
+                f"; {replays / n:.1f} graph replay(s) per step: {g_ms:.2f} ms/step of device time from graphs"
+                if replays
+                else ""
+            )
+            + ".",
+            extra={"graph_ms": round(g_ms, 3), "graph_replays": replays} if replays else {},
         )
     )
     if comm_evs:
@@ -156,6 +180,17 @@ def split_gpu(
         parts.append(part)
 
     idle = iv.subtract(S, busy)
+    # and the GPU idle with work already queued (launched over QUEUED_US before it starts) waits on something the
+    # trace does not record (work from outside it, a dependency, an offset clock): no host cause either
+    calls = ev.launches(events)
+    queued = [
+        (call_end + QUEUED_US, ev.span(e)[0])
+        for e in device_evs
+        if (call := calls.get(ev.corr(e))) is not None
+        and (call_end := ev.span(call)[1]) + QUEUED_US < ev.span(e)[0]
+    ]
+    graph_idle = iv.intersect(idle, iv.merge(list(replay.values()) + queued))
+    idle = iv.subtract(idle, graph_idle)
     input_iv = iv.intersect(idle, dl)
     rem = iv.subtract(idle, dl)
     parts.append(
@@ -256,6 +291,15 @@ def split_gpu(
             f"{len(kdur) / n:.0f} kernels per step.",
         )
     )
+    if (
+        graph_idle
+    ):  # said beside compute and in a quality entry; the causes then add up to the step less it
+        gi = per(iv.length(graph_idle))
+        parts[0].evidence += (
+            f" GPU idle inside graph replays or with work already queued: {gi:.2f} ms/step, not attributed to a "
+            f"cause (the trace records no host work the GPU waited for)."
+        )
+        parts[0].extra["unattributed_idle_ms"] = round(gi, 3)
     return parts
 
 

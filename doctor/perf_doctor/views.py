@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from . import events as ev
-from .kernels import tensor_core_label, uses_tensor_cores
+from .kernels import kernel_rows, tensor_core_label, uses_tensor_cores
 from .throughput import op_throughput
 from .load import MAX_EVENTS, MAX_STEPS, TraceError, find_trace, gc_paused, load_trace, trim
-from .stream import read_trimmed
+from .stream import CUT_NOTE, read_trimmed
 from .timeline import draw_timeline
 
 FULL = "pip install 'perf-doctor[full]'"  # what brings the view libraries
@@ -317,6 +317,10 @@ class Trace:
         ks = data.kernel_stat
         if ks is None or len(ks) == 0:
             raise TraceError(f"{self.label}: torch-tb-profiler found no kernels in this trace")
+        own = {
+            r["name"]: r
+            for r in kernel_rows([e for e in ev.complete(self.doc) if ev.kind(e) == "kernel"])
+        }
         df = pd.DataFrame(
             {
                 "name": ks.index,
@@ -325,10 +329,9 @@ class Trace:
                 "mean_us": ks["mean"].to_numpy(),
                 "max_us": ks["max"].to_numpy(),
                 "min_us": ks["min"].to_numpy(),
-                "blocks_per_sm": ks["blocks_per_sm"].to_numpy()
-                if "blocks_per_sm" in ks
-                else float("nan"),
-                "occupancy_pct": ks["occupancy"].to_numpy() if "occupancy" in ks else float("nan"),
+                # from the trace's own records: None (NaN) where it has none, as torch-tb-profiler's 0 is not
+                "blocks_per_sm": [own.get(n, {}).get("blocks_per_sm") for n in ks.index],
+                "occupancy_pct": [own.get(n, {}).get("occupancy_pct") for n in ks.index],
                 "tensor_cores": [tensor_core_label(uses_tensor_cores(n)) for n in ks.index],
             }
         )
@@ -498,4 +501,7 @@ def open_trace(src: Any, max_steps: int | None = MAX_STEPS) -> Trace:
         )
     if note:
         notes.append(f"{path or 'the trace'}: {note}")
-    return Trace(doc, path, notes, trimmed=bool(note))
+    cut = any(
+        CUT_NOTE in n for n in notes
+    )  # strings cut: the libraries must read the document, not the file
+    return Trace(doc, path, notes, trimmed=bool(note) or cut)

@@ -182,46 +182,7 @@ BACKWARD_HOOKS = {
 }
 
 TORCH_COMPILE = {
-    # cells: (model, precision, mode) training runs, the most important first; an eager cell per (model, precision)
-    # is the baseline. profile: the (model, precision) whose eager and compiled steps are profiled (a compiled
-    # matrix cell, so its second compile reads the FX-graph cache). budget_s / reserve_s: the notebook's time guard
-    # (helpers.notebook.budget; the runner's --budget wins), reserve_s of it kept for the results; later_s: the
-    # seconds of the budget kept for the lessons after the matrix (no matrix cell starts once only those are left,
-    # a cell running into them is stopped), so the matrix cannot starve them.
-    # Full scale on one H100, sized from the H100 reference run (data/reference/h100/04_torch_compile: 243.8 s, cut
-    # short by its 250 s budget; torch 2.11, one H100 80GB HBM3, 16 cores). Measured there: set-up 5 s; Swin-T fp16
-    # eager cell 3.2 s; Swin-T fp16 default cell 60.6 s (Dynamo 52.9 s, first 3 steps 58.9 s); Swin-B fp16 eager
-    # 5.4 s, default 94.6 s (Dynamo 83.6 s, first steps 90.7 s); the graph-break cells 6.6 s (1.1 + 2.6 + 1.1 + 1.8);
-    # explain Swin-T 2.2 s, ConvNeXt-L 4.9 s. Not measured there (stopped or skipped by the budget): reduce-overhead
-    # on Swin-T after its default cell (stopped after 25 s: ~40 s allowed, a new Inductor compile with the Triton
-    # kernels on disk, and CUDA-graph recording), the cold/warm fresh-process starts (stopped after 18 s: ~25 s
-    # allowed), the profiled Swin-T pair (~30 s allowed: an eager trace, a compile from the FX-graph cache), the
-    # first-call demo (~5 s) and TensorBoard (~5 s). The sum: set-up 5 + demo 5 + matrix (3.2 + 60.6 + 40 + 20
-    # interleaved rounds of ~0.13 s = 2.6) 106 + later 80 (graph break 6.6 + its 30 rounds 0.5, explain 7.1, starts
-    # 25, profile 30, TensorBoard 5, rounded up) + reserve 15 = 211 s of budget_s = 220. So the matrix is Swin-T
-    # only (eager, default, reduce-overhead: the article's "slower" model and the CUDA-graphs lesson); Swin-B (its
-    # 94.6 s cell is 43% of the budget) and the bf16 cells (another cold Swin-T compile, ~60 s) do not fit with the
-    # rest: the panel runs them, and the H100 reference's Swin-B figures (1.97x steady, 1.71x over an article-length
-    # run, -10.7% peak memory) are shown beside this run's.
-    # Smoke: the gated MLP (the notebook's gated_mlp: width 32, hidden 512, two blocks; 8x8 images flattened, batch
-    # 256), one intra-op thread. Chosen because Inductor's CPU fusion shows on it beyond noise on a shared 2-core
-    # machine: measured here (eager vs compiled training steps with RAdam, 30 interleaved rounds, 1 thread, 4 other
-    # jobs running) 1.73x [1.59, 1.89], 1.65x [1.34, 2.03]; one gated block 1.44x [1.34, 1.57]. Batch 64 / width 64 gave
-    # 1.15x [1.00, 1.26] (no difference: at small activations the eager optimizer and the matrix products dominate),
-    # and ViT-Mini (matrix products in oneDNN either way) 1.04x with overlapping quartiles. interleave_rounds: rounds
-    # of each (model, precision) group's eager and compiled steps in alternation, for compare_times' interval (smoke:
-    # 30, ~20 ms a round here; full: 20 on the GPU too, one group's models alive at a time: a round of Swin-T's
-    # eager 56 ms + default 34 ms (the H100 reference's medians) + reduce-overhead, ~2.6 s in all).
-    # explain_image_size: the Swin/ConvNeXt configurations explain traces (patch and window sizes need > 8x8 pixels).
-    # start_cell: the small MLP (helpers.lessons.torch_compile.dynamo.start_child) compiled in two fresh processes.
-    # The graph-break toy (the notebook's ClampMLP) at smoke: 8x8 images (192 inputs) -> 64 -> 10, batch 16, so that a
-    # step is a handful of small operator calls and per-call overhead is most of it: the break's cost (two more graphs
-    # with their wrappers, a return to Python, the .item()) then stands out, mlp_rounds = 120 interleaved rounds of
-    # ~1-2 ms steps (< 1 s). Measured here under load (load average 4-6, 30 or 120 rounds, six runs): fixed vs broken
-    # 1.20x to 1.26x, "faster" in 5 of 6 (one [0.88, 1.37] at 30 rounds); compiled vs eager 0.54-0.68x (broken) and
-    # 0.71-0.80x (fixed), "slower" in each: compile's per-graph-call overhead outweighs what it saves on a model this
-    # small. The previous toy (32x32 images -> 256, batch 64: a step dominated by the first matrix product and the
-    # optimizer) gave 0.91-1.02x, verdicts that changed from run to run.
+    # 04_torch_compile: why these sizes, what each measured and the time guard: docs/lessons/04_torch_compile.md
     "smoke": dict(
         cells=[("gated_mlp", "fp32", "eager"), ("gated_mlp", "fp32", "default")],
         image_size=8,
@@ -240,6 +201,8 @@ TORCH_COMPILE = {
         explain_image_size=64,
         start_cell=dict(image_size=8, hidden=16, batch_size=4, compile_steps=2),
         profile=("gated_mlp", "fp32"),
+        lever=("gated_mlp", "fp32"),
+        lever_rounds=120,
         cpu_threads=1,
         budget_s=None,
         reserve_s=0,
@@ -269,6 +232,8 @@ TORCH_COMPILE = {
         start_cell=dict(image_size=64, hidden=4096, batch_size=256, compile_steps=3),
         cpu_threads=None,
         profile=("swin_t", "fp16"),  # the matrix's model: its compile reads the FX-graph cache
+        lever=("gated_mlp", "fp32"),
+        lever_rounds=20,
         budget_s=220,
         reserve_s=15,
         later_s=80,

@@ -55,6 +55,20 @@ def free_port(preferred: int = 6006) -> int:
     return port
 
 
+def notebook_logdir(notebook: str, clear: bool = False) -> Path:
+    """A folder of one notebook's runs alone, ``runs/tensorboard_<NN>`` (``NN``: the notebook's number), emptied
+    with ``clear``. Log into it (``log_experiment(..., root=notebook_logdir(NB))``) and serve it (``inline``): the
+    run names are then the experiments' own (``<name>-0``), not ``<notebook>/<name>-0``, which TensorBoard's run
+    columns cut to the notebook's name, and the frame's tables (HParams too) hold no other notebook's runs."""
+    import shutil
+
+    folder = runs_dir() / f"tensorboard_{notebook.split('_', 1)[0]}"
+    if clear and folder.is_dir():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def log_experiment(
     notebook: str,
     name: str,
@@ -242,10 +256,14 @@ def start(
 
 
 def own_runs(logdir: Path | str) -> str | None:
-    """This notebook's runs in ``logdir``: the notebooks ``log_experiment`` wrote in this process, else the folder
-    of ``logdir`` written last (the notebook that just wrote its traces); None when it has none."""
+    """This notebook's runs in ``logdir``: the folders of the notebooks ``log_experiment`` wrote in this process,
+    else the folder of ``logdir`` written last (the notebook that just wrote its traces); None when it has none, or
+    when ``logdir`` holds none of those folders but the runs themselves (``notebook_logdir``: no filter needed)."""
     if _logged:
-        return "|".join(_logged)
+        inside = [n for n in _logged if (Path(logdir) / n).is_dir()]
+        if not inside and Path(logdir).is_dir():
+            return None
+        return "|".join(inside or _logged)
     try:
         folders = [p for p in Path(logdir).iterdir() if p.is_dir()]
     except OSError:

@@ -31,7 +31,7 @@ def tiny_step(compiled=False, scaler=None):
 
 def test_eager_cell_times_its_first_steps_apart_and_records_its_settings():
     torch._dynamo.reset()
-    m = cl.run_cell(tiny_step(), steps=3, compile_steps=2, compiled=False)
+    m = cl.experiment.run_cell(tiny_step(), steps=3, compile_steps=2, compiled=False)
     assert len(m["first_steps_ms"]) == 2 and m["first_steps_s"] > 0 and m["steps_timed"] == 3
     assert len(m["losses"]) == 5 and len(m["step_times_ms"]) == 3 and m["losses"][-1] < m["losses"][0]
     assert m["float32_matmul_precision"] in ("highest", "high", "medium") and m["fallback_random"] is False
@@ -41,7 +41,7 @@ def test_eager_cell_times_its_first_steps_apart_and_records_its_settings():
 
 def test_compiled_cell_counts_its_graphs_and_compile_time():
     torch._dynamo.reset()
-    m = cl.run_cell(tiny_step(compiled=True), steps=3, compile_steps=1)
+    m = cl.experiment.run_cell(tiny_step(compiled=True), steps=3, compile_steps=1)
     assert m["compile_s"] > 0 and m["graphs"] == 1 and m["graph_breaks"] == 0 and m["steady_graphs"] == 0
     assert m["first_steps_s"] >= m["compile_s"]
     assert {"cudagraph_skips", "fx_graph_cache_hits", "fx_graph_cache_misses"} <= set(m)
@@ -52,23 +52,23 @@ def test_fp16_cell_reports_the_steps_grad_scaler_skipped():
         def get_scale(self):
             return 2.0 ** 14
 
-    m = cl.run_cell(tiny_step(scaler=Scaler()), steps=2, compile_steps=1, compiled=False)
+    m = cl.experiment.run_cell(tiny_step(scaler=Scaler()), steps=2, compile_steps=1, compiled=False)
     assert m["grad_scaler"] is True and m["scaler_skipped_steps"] == 2
 
 
 def test_break_even_from_whole_run_time():
-    assert cl.break_even_whole_run([100, 10], 10.0, [3000, 170], 8.0) == 2 + 1530  # ceil(3060/2)
-    assert cl.break_even_whole_run([100, 10], 10.0, [90, 10], 9.0) == 2   # cheaper from the start
-    assert cl.break_even_whole_run([100], 10.0, [3000], 12.0) == "never"
+    assert cl.experiment.break_even_whole_run([100, 10], 10.0, [3000, 170], 8.0) == 2 + 1530  # ceil(3060/2)
+    assert cl.experiment.break_even_whole_run([100, 10], 10.0, [90, 10], 9.0) == 2   # cheaper from the start
+    assert cl.experiment.break_even_whole_run([100], 10.0, [3000], 12.0) == "never"
     with pytest.raises(ValueError, match="same number"):
-        cl.break_even_whole_run([1, 2], 1.0, [1], 1.0)
+        cl.experiment.break_even_whole_run([1, 2], 1.0, [1], 1.0)
 
 
 def test_compile_seconds_from_snapshots():
     t = cl.dynamo.COMPILE_TIMERS
-    assert cl.compile_seconds({t[0]: 1.0}, {t[0]: 3.5, t[1]: 0.5}) == 3.0
-    assert cl.compile_seconds({}, {}) is None
-    assert isinstance(cl.dynamo_times(), dict)
+    assert cl.dynamo.compile_seconds({t[0]: 1.0}, {t[0]: 3.5, t[1]: 0.5}) == 3.0
+    assert cl.dynamo.compile_seconds({}, {}) is None
+    assert isinstance(cl.dynamo.dynamo_times(), dict)
 
 
 def test_graph_counters_report_cudagraph_skips():
@@ -77,7 +77,7 @@ def test_graph_counters_report_cudagraph_skips():
     counters.clear()
     counters["inductor"]["cudagraph_skips"] += 2
     counters["stats"]["unique_graphs"] += 3
-    g = cl.graph_counters()
+    g = cl.dynamo.graph_counters()
     assert g["cudagraph_skips"] == 2 and g["graphs"] == 3 and g["graph_breaks"] == 0
     counters.clear()
 

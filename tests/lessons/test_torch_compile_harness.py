@@ -129,10 +129,10 @@ def test_derive_gives_a_break_even_only_where_the_comparison_resolves():
     c = {"ratio": 2.0, "low": 1.8, "high": 2.2, "verdict": "faster", "metric": "step_ms_mean",
          "samples": {"a": [10.0, 10.0], "b": [5.0, 5.0]}}
     m = {"losses": [2.0, 1.0005], "first_steps_ms": [1100.0]}
-    cl.derive(eager, m, c, rtol=1e-3)
+    cl.experiment.derive(eager, m, c, rtol=1e-3)
     assert m["speedup"] == 2.0 and m["break_even_steps"] == 1 + 200 and m["loss_match"] is True  # ceil(1000/5)
     m2 = {"losses": [2.0, 1.5], "first_steps_ms": [1100.0]}
-    cl.derive(eager, m2, {**c, "verdict": "no difference", "low": 0.9}, rtol=1e-3)
+    cl.experiment.derive(eager, m2, {**c, "verdict": "no difference", "low": 0.9}, rtol=1e-3)
     assert m2["break_even_steps"] == "not resolved" and m2["loss_match"] is False
 
 
@@ -158,7 +158,8 @@ def test_matrix_table_whole_run_rows_and_chart(res):
     _row(res, "swin_t", "default", {}, status="failed")
     names = [e["name"] for e in res.experiments]
     t = cl.matrix_table(res, names)
-    assert list(t.step_ms[:2]) == [11.0, 8.0] and t["95% interval"][1] == "1.20–1.40" and t.error[2] == "boom"
+    assert list(t.step_ms[:2]) == [11.0, 8.0] and t["95% interval"][1] == "0.71–0.83" and t.error[2] == "boom"
+    assert t["time vs eager"][1] == 0.769 and "speedup" not in t.columns  # compare.takes' convention
     assert "losses" not in t.columns and "steady_peak_mem_mb" not in t.columns  # only columns with a value
     cmp_ = {"ratio": 1.3, "low": 1.2, "high": 1.4, "verdict": "faster", "metric": "step_ms_mean",
             "samples": {"a": [10.0] * 4, "b": [8.0] * 4}}
@@ -167,12 +168,12 @@ def test_matrix_table_whole_run_rows_and_chart(res):
     _row(res, "swin_b", "default", {"first_steps_ms": [1100.0]}, precision="fp16")
     res.comparisons.append({**cmp_, "a": cl.cell_name("swin_b", "fp16", "eager", 4),
                             "b": cl.cell_name("swin_b", "fp16", "default", 4)})
-    rows = cl.whole_run_rows(res, ref, 4, 64)
+    rows = cl.views.whole_run_rows(res, ref, 4, 64)
     assert [r["model"] for r in rows] == ["swin_b", "swin_t", "convnext_large"] and rows[0]["article_ratio"] == 1.41
     w = rows[0]["this_run"]  # 117,300 steps of 10 ms: eager 1173.0 s, compiled 1.1 + 117,299 x 10/1.3 ms
     assert w["steps"] == 117300 and w["low"] < w["ratio"] < w["high"] and round(w["ratio"], 2) == 1.3
     assert rows[0]["reference"] is None and rows[1]["this_run"] is None
-    d = cl.chart_data(rows)
+    d = cl.views.chart_data(rows)
     assert list(d.source) == ["article", "this run", "article", "article"]
     assert cl.speedup_chart(rows) is not None
 
@@ -180,14 +181,14 @@ def test_matrix_table_whole_run_rows_and_chart(res):
 def test_memory_entry_and_compute_share(res):
     _row(res, "m", "eager", {"steady_peak_mem_mb": 1000.0})
     _row(res, "m", "default", {"steady_peak_mem_mb": 893.0})
-    e = cl.memory_entry(res, cl.cell_name("m", "fp32", "eager", 4), cl.cell_name("m", "fp32", "default", 4))
+    e = cl.views.memory_entry(res, cl.cell_name("m", "fp32", "eager", 4), cl.cell_name("m", "fp32", "default", 4))
     assert e["ratio"] == 0.893 and e["pct"] == -10.7 and "-10.7%" in e["verdict"]
-    assert cl.memory_entry(res, "nope", cl.cell_name("m", "fp32", "default", 4)) is None
+    assert cl.views.memory_entry(res, "nope", cl.cell_name("m", "fp32", "default", 4)) is None
     s = cl.compute_share("swin_t", 64, 56.124, "NVIDIA H100 80GB HBM3")  # 4.491 GMACs an image
     assert s["step_tflop"] == round(6 * 4.491 * 64 / 1000, 2) and s["peak_tflops"] == 989.0 and s["share"] < 0.05
     import torchvision  # the forward multiply-adds are torchvision's own figures
 
-    assert all(torchvision.models.get_model_weights(n).DEFAULT.meta["_ops"] == g for n, g in cl.views.GMACS.items())
+    assert all(torchvision.models.get_model_weights(n).DEFAULT.meta["_ops"] == g for n, g in cl.views.DATA["gmacs"].items())
     assert cl.compute_share("swin_t", 64, 56.0, "cpu") is None and cl.compute_share("gated_mlp", 64, 5.0, "H100") is None
 
 

@@ -136,3 +136,17 @@ def test_the_inline_frame_opens_on_this_notebooks_runs(tmp_path, monkeypatch):
     html = tb._FRAME.format(id="tensorboard-frame-1", jid='"tensorboard-frame-1"', height=800, port=6006,
                             path='"' + path + '"')
     assert 'id="tensorboard-frame-1"' in html and "url.port = 6006" in html and path in html
+
+
+def test_a_notebooks_own_logdir_holds_its_runs_under_their_own_names(tmp_path, monkeypatch):
+    """Issue 43: a notebook's runs in a folder of their own (``notebook_logdir``), served alone: the HParams table,
+    which ``runFilter`` does not reach, lists no other notebook's runs, and a run is named ``<cell>-0``, not
+    ``<notebook>/<cell>-0`` (which TensorBoard's run columns cut to the notebook's name); the frame needs no filter."""
+    monkeypatch.setenv("PERF_RUNS_DIR", str(tmp_path))
+    monkeypatch.setattr(tb, "_logged", [])
+    folder = tb.notebook_logdir("04_torch_compile")
+    assert folder == tmp_path / "tensorboard_04" and folder.is_dir()
+    run = tb.log_experiment("04_torch_compile", "gated_mlp fp32 eager bs=256", {"x": 1}, {"m": 1.0}, root=folder)
+    assert run.parent == folder and run.name == "gated_mlp_fp32_eager_bs_256-0"
+    assert tb.own_runs(folder) is None and tb.frame_path(tb.own_runs(folder), "hparams") == "/#hparams"
+    assert tb.notebook_logdir("04_torch_compile", clear=True) == folder and not any(folder.iterdir())

@@ -57,8 +57,8 @@ def test_comparisons_come_from_interleaved_rounds_mean_unless_recompiled(doc):
 
 def test_the_gain_check_follows_the_verdicts(doc):
     rows = _training_rows(doc)
-    matrix = [c for c in doc["comparisons"]
-              if rows.get(c["b"], {}).get("config", {}).get("model") not in ("mlp_break", "mlp_fixed")]
+    matrix = [c for c in doc["comparisons"] if c["b"] in rows  # training cells: not the levers' rows
+              and rows[c["b"]]["config"]["model"] not in ("mlp_break", "mlp_fixed")]
     assert doc["checks"]["compiled_cell_faster_than_eager"] == any(direction(c) == "faster" for c in matrix)
 
 
@@ -67,8 +67,21 @@ def test_checks_by_id(doc):
                 "compiled_loss_matches_eager", "fallback_random_on_cuda_only", "first_steps_cover_compile_time",
                 "compiled_records_fewer_op_calls", "break_variant_breaks_fixed_does_not", "fixed_faster_than_broken",
                 "explain_ran_on_article_families", "warm_start_hit_cache_and_compiled_faster",
-                "panel_refuses_invalid_values", "bad_cells_became_failed_rows"}
+                "panel_refuses_invalid_values", "bad_cells_became_failed_rows",
+                "compiled_optimizer_step_faster"}
     assert expected <= set(doc["checks"]) and set(doc["checks"]) == set(doc["claims"])
+
+
+def test_the_next_levers_are_compared_with_the_compiled_model(doc):
+    """Item 8 of issue 43: the optimizer step compiled and the repeated block compiled, each a row beside the
+    compiled model, compared with it in interleaved rounds (a ratio with its interval and verdict)."""
+    levers = {e["config"]["compiled"]: e for e in doc["experiments"] if e["config"].get("what") == "lever"}
+    assert set(levers) == {"model", "model and optimizer", "repeated block"}
+    base = levers["model"]["name"]
+    for what in ("model and optimizer", "repeated block"):
+        c = _comparison(doc, base, levers[what]["name"])
+        assert c is not None and c["verdict"] in VERDICTS and c["low"] <= c["ratio"] <= c["high"], what
+    assert levers["repeated block"]["metrics"]["compile_s"] > 0
 
 
 def test_profiled_pair_recorded(doc):

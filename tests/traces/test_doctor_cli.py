@@ -102,7 +102,7 @@ def test_without_the_view_libraries_one_note_says_how_to_get_them(monkeypatch, c
     assert not [n for n in rep["notes"] if "not installed" in n or "ModuleNotFound" in n], rep["notes"]
     assert rep["overview"] is None and rep["gpu"]["source"] == "doctor"
     text = doctor.text_report(rep)
-    assert text.splitlines()[1].startswith("Step: ") and "GPU (doctor): idle" in text
+    assert text.splitlines()[1].startswith("Step: ") and "GPU (doctor, full precision" in text and "cross-check, doctor" in text
     flat = " ".join(text.split())   # (a long line is wrapped at 120 columns)
     assert "Operators: not shown (" in flat and "torch-tb-profiler is not installed" in flat
     cpu = tmp_path / "cpu.json"

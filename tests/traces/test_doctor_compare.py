@@ -90,7 +90,7 @@ def _synthetic(tmp_path, name, ms, jitter):
 
 def test_a_trace_against_itself_is_no_difference_in_the_notebooks_terms(tmp_path):
     path = _synthetic(tmp_path, "run.json", 10.0, [0.0, 0.4, -0.3, 0.2, -0.1, 0.3])
-    cmp = comparison.compare(path, path)
+    cmp = comparison.compare_traces(path, path)
     assert cmp["verdict"] == "no difference" and cmp["ratio"] == 1.0 and cmp["low"] < 1 < cmp["high"]
     assert cmp["floor"] > 0 and cmp["floor_from"].startswith("A/A split")       # 6 steps a side: measured
     c = cmp["comparison"]
@@ -131,12 +131,12 @@ def test_two_halves_of_a_real_a100_run_are_no_difference_or_small(tmp_path):
 def test_one_step_a_side_is_inconclusive_and_the_gate_fails(tmp_path):
     whole = load_trace(_synthetic(tmp_path, "run.json", 10.0, [0.0, 0.4]))
     a, b = steps_of(whole, 0, 0, tmp_path / "a.json"), steps_of(whole, 1, 5, tmp_path / "b.json")
-    cmp = comparison.compare(a, b)
+    cmp = comparison.compare_traces(a, b)
     assert cmp["verdict"] == "inconclusive" and cmp["steps"] == [1, 5] and cmp["comparison"] is None
     assert "fewer than 3 a side" in cmp["comparability"]["reasons"][0]
     p = cli(a, b)
     assert p.returncode == 3 and "verdict: inconclusive" in p.stdout and "fewer than 3 a side" in p.stderr
-    forced = comparison.compare(a, b, force=True)
+    forced = comparison.compare_traces(a, b, force=True)
     assert forced["verdict"] == "cannot tell" and forced["low"] is None and forced["ratio"] > 0
     assert "fewer than 2" in forced["notes"][-2] and "--force" in forced["notes"][-1]
     gate = cli(a, b, "--fail-if-slower", "50", "--force")
@@ -249,5 +249,5 @@ def test_two_models_of_the_h100_reference_are_not_comparable():
     of their kernel names."""
     from tests.replay.conftest import h100_trace
 
-    cmp = comparison.compare(h100_trace("01_profiler_basics", "train_step"), h100_trace("05_diagnose", "none"))
+    cmp = comparison.compare_traces(h100_trace("01_profiler_basics", "train_step"), h100_trace("05_diagnose", "none"))
     assert cmp["verdict"] == "not comparable" and "different kernels" in cmp["comparability"]["reasons"][0]

@@ -1,63 +1,35 @@
 """Notebook ``04_torch_compile``'s harness: ``experiment`` (cells timed, the matrix with interleaved rounds and
-comparisons, a profiled pair), ``dynamo`` (compile-time and cache bookkeeping, ``explain``, fresh-process starts),
-``views`` (tables, chart)."""
+comparisons, the next levers, a profiled pair), ``dynamo`` (compile-time and cache bookkeeping, ``explain``,
+fresh-process starts), ``views`` (tables, charts, the article's table), ``checks`` (the lesson's claims)."""
 
-from .dynamo import (
-    ARTICLE_MODELS,
-    article_model,
-    cold_warm_start,
-    compile_seconds,
-    dynamo_times,
-    explain_model,
-    graph_counters,
-    tf32_settings,
-    use_inductor_cache,
-)
-from .experiment import (
-    break_even_whole_run,
-    cell_name,
-    derive,
-    profile_pair,
-    run_cell,
-    run_matrix,
-    whole_run,
-)
-from .views import (
-    ARTICLE,
-    chart_data,
-    compute_share,
-    matrix_table,
-    memory_entry,
-    rows_table,
-    speedup_chart,
-    starts_table,
-    whole_run_rows,
-)
+from .dynamo import ARTICLE_MODELS, article_model, cold_warm_start, explain_model, tf32_settings
+from .dynamo import use_inductor_cache
+from .experiment import cell_name, note_time_guard, profile_pair, refusals, run_matrix
+from .experiment import run_variants, whole_run
+from .views import article_rows, compute_share, lever_summary, matrix_table, profiled_vs_timed
+from .views import rows_table, speedup_chart, starts_table, swin_t_reversal
 
 __all__ = [
     "ARTICLE_MODELS",
     "article_model",
     "cold_warm_start",
-    "compile_seconds",
-    "dynamo_times",
     "explain_model",
-    "graph_counters",
     "tf32_settings",
     "use_inductor_cache",
-    "break_even_whole_run",
     "cell_name",
-    "derive",
+    "note_time_guard",
     "profile_pair",
-    "run_cell",
+    "refusals",
     "run_matrix",
+    "run_variants",
     "whole_run",
-    "ARTICLE",
-    "chart_data",
+    "article_rows",
     "compute_share",
+    "lever_summary",
     "matrix_table",
-    "memory_entry",
+    "profiled_vs_timed",
     "rows_table",
     "speedup_chart",
     "starts_table",
-    "whole_run_rows",
+    "swin_t_reversal",
 ]

@@ -167,10 +167,13 @@ def run_matrix(
     device=None,
     extra_config: Mapping[str, Any] | None = None,
     compile_steps: int = 2,
+    note: str | None = None,
 ) -> dict[str, Any]:
     """Run ``cells`` (``(model, precision, mode)``, most important first) as rows, grouped by (model, precision) (or
     together): each group re-timed interleaved, compiled compared with eager (and ``pairs``), derived, freed.
-    ``later_s`` of ``budget`` is kept for the lessons after. Returns ``{names, recompiles, comparisons}``."""
+    ``later_s`` of ``budget`` is kept for the lessons after; ``note`` records ``{names, recompiles}`` under that
+    name (the claims read it). Returns ``{names, recompiles, comparisons, losses}`` (``losses``: each cell that ran,
+    its loss at every step)."""
     groups: dict[Any, list] = {}
     for c in cells:
         groups.setdefault(0 if together else tuple(c[:2]), []).append(tuple(c))
@@ -183,14 +186,10 @@ def run_matrix(
         kept: dict[str, Callable] = {}
         for model, precision, mode in group:
             name, t0 = cell_name(model, precision, mode, batch_size), time.perf_counter()
-            cfg = {
-                "model": model,
-                "precision": precision,
-                "mode": mode,
-                "batch_size": batch_size,
-                "steps": steps,
-                **(extra_config or {}),
-            }
+            cfg = dict(
+                model=model, precision=precision, mode=mode, batch_size=batch_size, steps=steps
+            )
+            cfg.update(extra_config or {})
             left = None if later_s is None or budget is None else budget.left() - later_s
             if left is not None and left <= 0:
                 results.add(
@@ -260,8 +259,60 @@ def run_matrix(
         if kept:
             kept.clear()
             release(device)
+    out["losses"] = {
+        n: results.get(n)["metrics"]["losses"]
+        for n in out["names"]
+        if results.get(n) and results.get(n)["status"] == "ok"
+    }
+    if note:
+        results.note(note, {"names": out["names"], "recompiles": out["recompiles"]})
     results.save()
     return out
+
+
+def run_variants(
+    results,
+    variants: Mapping[str, tuple[Mapping[str, Any], Callable[[], Callable]]],
+    *,
+    steps: int,
+    rounds: int,
+    compile_steps: int = 2,
+    cold: Sequence[str] = (),
+    budget=None,
+    device=None,
+) -> dict[str, Any]:
+    """``variants`` (``{name: (config, make)}``, ``make()`` returns a step; the first is the baseline) as rows timed
+    by ``run_cell`` (those in ``cold`` build and compile with Inductor's caches off, so their compile is cold), then
+    re-timed in ``rounds`` interleaved rounds, each compared with the first. Returns ``{names, comparisons}``."""
+    import logging
+    import warnings
+
+    from torch._inductor import config as inductor_config
+
+    # expected here: a compiled optimizer step skips record_function; caches off disable Dynamo's PGO
+    logging.getLogger("torch._dynamo.variables.ctx_manager").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
+    kept: dict[str, Callable] = {}
+    for name, (cfg, make) in variants.items():
+
+        def run(name=name, make=make):
+            if not kept:
+                torch._dynamo.reset()  # forget earlier graphs; the variants' own stay for the rounds
+            with inductor_config.patch(force_disable_caches=name in cold):
+                kept[name] = make()
+                return run_cell(kept[name], steps=steps, compile_steps=compile_steps, device=device)
+
+        cfg = {"what": "lever", **cfg}
+        row = results.record(name, cfg, run if budget is None else budget.wrap(run), verbose=False)
+        if row["status"] != "ok":
+            kept.pop(name, None)
+    names = list(variants)
+    pairs = [(names[0], n) for n in names[1:]]
+    found = interleave(results, kept, rounds, pairs, device)[1] if len(kept) >= 2 else []
+    kept.clear()
+    release(device)
+    results.save()
+    return {"names": names, "comparisons": found}
 
 
 def release(device=None) -> None:
@@ -333,13 +384,9 @@ def profile_pair(
 
     out = {}
     for mode in ("eager", "default"):
-        cfg = {
-            "what": "profile",
-            "model": model,
-            "precision": precision,
-            "mode": mode,
-            "batch_size": batch_size,
-        }
+        cfg = dict(
+            what="profile", model=model, precision=precision, mode=mode, batch_size=batch_size
+        )
 
         def fn(mode=mode):
             return run(mode)
@@ -349,4 +396,27 @@ def profile_pair(
         )
         if row["status"] == "ok":
             out[mode] = row["metrics"]
+    return out
+
+
+def note_time_guard(results, budget) -> None:
+    """Where the run has a time limit (full scale, or the runner's): its seconds and the experiments' elapsed time,
+    as the note ``budget`` (the claim ``experiments_within_budget`` reads it)."""
+    if budget is not None and budget.seconds is not None:
+        results.note("budget", {"seconds": budget.seconds, "elapsed_s": round(budget.elapsed(), 1)})
+
+
+def refusals(check: Callable[[dict], Any], values: Mapping[str, Any], changes) -> dict[str, Any]:
+    """``check`` on ``values`` with each of ``changes`` (``{label: {name: bad value}}``): ``{label: its one-line
+    refusal, or None where accepted}``, each printed."""
+    from ...measure.validate import InvalidValue
+
+    out = {}
+    for label, change in changes.items():
+        try:
+            check({**values, **change})
+            out[label] = None
+        except InvalidValue as exc:
+            out[label] = str(exc)
+        print(f"panel, {label:<32} -> {out[label] or 'accepted'}")
     return out

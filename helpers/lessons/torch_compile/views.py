@@ -1,82 +1,44 @@
-"""Notebook 04's tables and charts from its ``Results`` rows (or a reference run's)."""
+"""Notebook 04's tables, charts and computed sentences from its ``Results`` rows (or a reference run's); the source
+article's figures and the article table's texts are data beside them (``article.json``)."""
 
+import json
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-# the source article's figures (V100 16 GB, PyTorch 2.0 nightly, AMP = fp16 autocast with a GradScaler): each
-# (model, precision)'s whole training run, eager and compiled, in seconds
-ARTICLE = {
-    ("swin_b", "fp16"): {
-        "label": "Swin-B AMP",
-        "eager_s": 19 * 60 + 33,
-        "compiled_s": 13 * 60 + 49,
-    },
-    ("swin_t", "fp16"): {
-        "label": "Swin-T AMP",
-        "eager_s": 11 * 60 + 46,
-        "compiled_s": 12 * 60 + 17,
-    },
-    ("convnext_large", "fp16"): {
-        "label": "ConvNeXt-L AMP",
-        "eager_s": 16 * 60 + 57,
-        "compiled_s": 15 * 60 + 56,
-    },
-}
-# dense fp16/bf16 tensor-core peaks (TFLOP/s, the vendor's datasheets; SXM parts), by a part of the device's name;
-# forward multiply-adds per 224x224 image (G), torchvision's weights metadata ("_ops", listed as GFLOPS)
-PEAK_TFLOPS = {
-    "H100": 989.0,
-    "H200": 989.0,
-    "A100": 312.0,
-    "V100": 125.0,
-    "A10G": 70.0,
-    "L4": 121.0,
-}
-GMACS = {"swin_t": 4.491, "swin_b": 15.431, "convnext_large": 34.361}
-COLUMNS = (
-    "model",
-    "precision",
-    "mode",
-    "status",
-    "step_ms",
-    "speedup",
-    "95% interval",
-    "verdict",
-    "loss_match",
-    "max_rel_loss_diff",
-    "compile_s",
-    "first_steps_s",
-    "break_even_steps",
-    "steady_peak_mem_mb",
-    "steady_peak_reserved_mb",
-    "graphs",
-    "graph_breaks",
-    "scaler_skipped_steps",
-    "error",
-)
+from ...measure.compare import resolved, takes
+from .experiment import cell_name, whole_run
+
+DATA = json.loads((Path(__file__).with_name("article.json")).read_text())
+COLUMNS = (  # matrix_table's columns, in order
+    "model,precision,mode,status,step_ms,time vs eager,95% interval,verdict,loss_match,"
+    "max_rel_loss_diff,compile_s,first_steps_s,break_even_steps,steady_peak_mem_mb,"
+    "steady_peak_reserved_mb,graphs,graph_breaks,scaler_skipped_steps,error"
+).split(",")
+
+
+def full_batch_size() -> int:
+    """The batch size of the full scale, which the H100 reference ran: its rows are named with it."""
+    from ...notebook.sizes import TORCH_COMPILE
+
+    return TORCH_COMPILE["full"]["batch_size"]
 
 
 def matrix_table(results, names: Sequence[str]):
-    """One row per cell of ``names``: step time, comparison with eager, parity, compile, memory, graphs."""
+    """One row per cell of ``names``: step time, comparison with eager (the cell's step time as a multiple of
+    eager's, its 95% interval, the verdict: ``compare.takes``'s convention), parity, compile, memory, graphs."""
     rows = []
     for r in map(results.get, names):
-        m = r["metrics"]
-        interval = (
-            f"{m['speedup_low']:.2f}–{m['speedup_high']:.2f}"
-            if m.get("speedup_low") is not None
-            else None
-        )
+        m, vs = r["metrics"], {}
+        if m.get("speedup_low") is not None:
+            vs = {"time vs eager": round(1 / m["speedup"], 3)}
+            vs["95% interval"] = f"{1 / m['speedup_high']:.2f}–{1 / m['speedup_low']:.2f}"
+        step_ms = m.get("interleaved_ms_mean", m.get("step_ms_mean"))
+        cfg = {k: r["config"][k] for k in ("model", "precision", "mode")}
         rows.append(
-            {
-                **{k: r["config"][k] for k in ("model", "precision", "mode")},
-                "status": r["status"],
-                "step_ms": m.get("interleaved_ms_mean", m.get("step_ms_mean")),
-                **m,
-                "95% interval": interval,
-                "error": r["error"],
-            }
+            {**cfg, "status": r["status"], "step_ms": step_ms, **m, **vs, "error": r["error"]}
         )
     df = pd.DataFrame(rows)
     return df[[c for c in COLUMNS if c in df.columns and df[c].notna().any()]]
@@ -84,6 +46,7 @@ def matrix_table(results, names: Sequence[str]):
 
 def rows_table(results, prefix: str, keys: Sequence[str]):
     """The rows whose name starts with ``prefix`` (``"explain "``, ``"profiled "``): their ``keys`` metrics."""
+    rows = [e for e in results.experiments if e["name"].startswith(prefix)]
     return pd.DataFrame(
         [
             {
@@ -91,8 +54,7 @@ def rows_table(results, prefix: str, keys: Sequence[str]):
                 "status": e["status"],
                 **{k: e["metrics"].get(k) for k in keys},
             }
-            for e in results.experiments
-            if e["name"].startswith(prefix)
+            for e in rows
         ]
     )
 
@@ -113,9 +75,8 @@ def _row_of(src, name: str):
 def whole_run_rows(
     results, ref, batch_size: int, ref_batch_size: int, analogue=None
 ) -> list[dict[str, Any]]:
-    """Per ``ARTICLE`` cell, for ``reference.article_table``: compiled vs eager over a whole run as long as the
+    """Per article run, for ``reference.article_table``: compiled vs eager over a whole run as long as the
     article's, reference and this run (``analogue`` stands in for the first where missing)."""
-    from .experiment import cell_name, whole_run
 
     def entry(src, model, precision, bs, run_s):
         if src is None:
@@ -127,22 +88,22 @@ def whole_run_rows(
         )
 
     out = []
-    for k, ((model, precision), a) in enumerate(ARTICLE.items()):
-        mine, used = entry(results, model, precision, batch_size, a["eager_s"]), None
+    for k, a in enumerate(DATA["runs"]):
+        mine, used = entry(results, a["model"], a["precision"], batch_size, a["eager_s"]), None
         if mine is None and k == 0 and analogue is not None:
             mine, used = entry(results, *analogue, batch_size, a["eager_s"]), tuple(analogue)
+        times = " -> ".join(f"{s // 60}:{s % 60:02d}" for s in (a["eager_s"], a["compiled_s"]))
+        ratio = a["eager_s"] / a["compiled_s"]
         out.append(
             {
                 "effect": f"{a['label']}, compiled vs eager: a whole run as long as the article's",
-                "article": " -> ".join(
-                    f"{s // 60}:{s % 60:02d}" for s in (a["eager_s"], a["compiled_s"])
-                )
-                + f", {a['eager_s'] / a['compiled_s']:.2f}x",
-                "article_ratio": round(a["eager_s"] / a["compiled_s"], 2),
-                "model": model,
+                "article": f"{times}, {ratio:.2f}x",
+                "article_ratio": round(ratio, 2),
+                "model": a["model"],
                 "analogue": used,
-                "reference": entry(ref, model, precision, ref_batch_size, a["eager_s"]),
+                "why": a["why"],
                 "this_run": mine,
+                "reference": entry(ref, a["model"], a["precision"], ref_batch_size, a["eager_s"]),
             }
         )
     return out
@@ -152,30 +113,20 @@ def chart_data(rows: Sequence[Mapping[str, Any]]):
     """``speedup_chart``'s bars: per row the article's ratio, the reference's and this run's with intervals."""
     bars = []
     for r in (r for r in rows if r.get("article_ratio") is not None):
-        bars.append(
-            {
-                "model": r["model"],
-                "source": "article",
-                "ratio": r["article_ratio"],
-                "low": None,
-                "high": None,
-            }
-        )
+        bars.append({"model": r["model"], "source": "article", "ratio": r["article_ratio"]})
         for src, key in (("H100 reference", "reference"), ("this run", "this_run")):
             e = r.get(key)
             if isinstance(e, Mapping) and e.get("ratio") is not None:
                 label = (
-                    r["model"]
-                    if key == "reference" or not r.get("analogue")
-                    else " ".join(r["analogue"])
+                    " ".join(r["analogue"])
+                    if key == "this_run" and r.get("analogue")
+                    else r["model"]
                 )
                 bars.append(
                     {
                         "model": label,
                         "source": src,
-                        "ratio": e["ratio"],
-                        "low": e.get("low"),
-                        "high": e.get("high"),
+                        **{k: e.get(k) for k in ("ratio", "low", "high")},
                     }
                 )
     return pd.DataFrame(bars, columns=["model", "source", "ratio", "low", "high"])
@@ -217,10 +168,8 @@ def compute_share(
     model: str, batch_size: int, step_ms: float, device_name: str
 ) -> dict[str, Any] | None:
     """The share of ``step_ms`` its arithmetic explains at the device's fp16 peak (``share`` and figures); or None."""
-    peak, gmacs = (
-        next((v for k, v in PEAK_TFLOPS.items() if k in (device_name or "")), None),
-        GMACS.get(model),
-    )
+    peak = next((v for k, v in DATA["peak_tflops"].items() if k in (device_name or "")), None)
+    gmacs = DATA["gmacs"].get(model)
     if peak is None or gmacs is None or not step_ms:
         return None
     tflop = 6 * gmacs * batch_size / 1000.0
@@ -231,3 +180,135 @@ def compute_share(
         "compute_ms": round(compute_ms, 2),
         "share": round(compute_ms / step_ms, 3),
     }
+
+
+def swin_t_reversal(ref, results, batch_size: int, device_name: str = "") -> str:
+    """The share of each fp16 Swin step its arithmetic explains (``compute_share``), on the reference and (a GPU)
+    this run, a line each; returns why the article's Swin-T reversed, in words."""
+    ref_gpu = ref.doc["env"].get("device_name", "") if ref is not None else ""
+    sides = [
+        ("H100 reference", ref, full_batch_size(), ref_gpu),
+        ("this run", results, batch_size, device_name),
+    ]
+    shares = {}
+    for who, src, bs, gpu in sides:
+        for model, mode in [
+            (m, mode) for m in ("swin_t", "swin_b") for mode in ("eager", "default")
+        ]:
+            ms = src.metric(cell_name(model, "fp16", mode, bs), "step_ms_median") if src else None
+            s = shares[who, model, mode] = compute_share(model, bs, ms, gpu) if ms else None
+            if s:
+                print(
+                    f"{who}: {model} fp16 {mode}: {s['step_tflop']:.2f} TFLOP a step = "
+                    f"{s['compute_ms']:.1f} ms at {s['peak_tflops']:.0f} TFLOP/s, "
+                    f"{s['share']:.0%} of its {ms:.1f} ms step"
+                )
+    st = shares.get(("H100 reference", "swin_t", "eager"))
+    if st is None:
+        return "no GPU step time: no share computed"
+    if st["share"] < 0.3:
+        return (
+            f"H100 host-bound: the arithmetic is {st['share']:.0%} of the eager step; "
+            "compile removes overhead (the V100 was another regime)"
+        )
+    return f"compute is {st['share']:.0%} of the H100's step"
+
+
+def article_rows(
+    results, ref, matrix, batch_size: int, analogue=None, why_swin_t: str = ""
+) -> list[dict]:
+    """The article table's rows (``reference.article_table``): the three whole runs first (``speedup_chart``
+    plots them), then ``article.json``'s rows (memory, compile time, CUDA graphs, fp32), each with the
+    reference's figure and this run's. ``matrix``: ``run_matrix``'s result."""
+    rbs = full_batch_size()
+    whole = whole_run_rows(results, ref, batch_size, rbs, analogue=analogue)
+    rb = whole[0]["reference"]
+    rc = (
+        ref.comparison(*(cell_name("swin_b", "fp16", m, rbs) for m in ("eager", "default")))
+        if ref
+        else None
+    )
+    if rb and rc:
+        whole[0]["why"] = (
+            f"H100: steady {rc['ratio']:.2f}x, a whole run {rb['ratio']:.2f}x (compile paid over "
+            f"{rb['steps']} steps); another GPU and PyTorch"
+        )
+    if whole[0]["analogue"]:
+        whole[0]["effect"] += f" (this run: {' '.join(whole[0]['analogue'])}, a smoke analogue)"
+    whole[1]["why"] = why_swin_t
+
+    def figure(src, kind, model, bs):
+        names = [cell_name(model, "fp16", m, bs) for m in ("eager", "default", "reduce-overhead")]
+        if src is None or kind == "fp32":
+            return None
+        if kind == "memory":
+            return memory_entry(src, *names[:2])
+        if kind == "reduce-overhead":
+            return src.comparison(*names[1:])
+        s = src.metric(names[1], "compile_s")
+        return f"{s:.1f} s" if s else None
+
+    fp32 = [
+        c for c in matrix["comparisons"] if results.get(c["a"])["config"]["precision"] == "fp32"
+    ]
+    compile_s = [
+        (results.get(n)["config"]["model"], results.metric(n, "compile_s")) for n in matrix["names"]
+    ]
+    out = []
+    for row in DATA["rows"]:
+        r = {k: v for k, v in row.items() if k not in ("kind", "model")}
+        k, m = row["kind"], row.get("model")
+        r["reference"], r["this_run"] = figure(ref, k, m, rbs), figure(results, k, m, batch_size)
+        if k == "compile_s":
+            r["this_run"] = (
+                ", ".join(f"{m} {s:.1f} s" for m, s in compile_s if s is not None) or None
+            )
+        if k == "fp32" and fp32:
+            r["effect"] += " (this run: gated_mlp, smoke analogue)"
+            r["this_run"] = fp32[0]
+        out.append(r)
+    return whole + out
+
+
+def lever_summary(results, run: Mapping[str, Any], whole: str) -> str:
+    """The next levers in words, computed: each variant's step time against the first's (``compare.takes``; the ms
+    saved only where the interval resolves it), and the regional cold compile against ``whole``'s."""
+    lines, base = [], run["names"][0].removeprefix("lever: ")
+    for c in run["comparisons"]:
+        t = takes(c)
+        line = (
+            f"{c['b'].removeprefix('lever: ')} compiled: {t['time_ratio']:.2f}x [{t['interval']}] "
+        )
+        line += f"the {base}-compiled step's time, {t['verdict']}"
+        if resolved(c):
+            saved = float(np.mean(c["samples"]["a"]) - np.mean(c["samples"]["b"]))
+            line += f", {abs(saved):.2f} ms a step {'saved' if saved > 0 else 'lost'}"
+        lines.append(line)
+    r_s = results.metric(run["names"][-1], "compile_s")
+    w_s = results.metric(whole, "compile_s")
+    if r_s is not None and w_s:
+        lines.append(
+            f"compile, cold: the repeated block {r_s:.1f} s, the whole model {w_s:.1f} s "
+            f"({r_s / w_s:.2f}x; one compile each)"
+        )
+    return "\n".join(lines) or "no lever ran"
+
+
+def profiled_vs_timed(profiled: Mapping[str, Any], timed: Mapping[str, Any] | None) -> str:
+    """The profiled compiled step's time over the profiled eager step's beside the timed comparison's (``takes``),
+    and which way the profiler moved it: a sentence computed from the two."""
+    p = profiled["default"]["trace_step_ms_mean"] / profiled["eager"]["trace_step_ms_mean"]
+    text = f"profiled: the compiled step takes {p:.2f}x eager's time"
+    if timed is None:
+        return text + "; not timed"
+    t, low, high = takes(timed), 1 / timed["high"], 1 / timed["low"]
+    text += f"; timed: {t['time_ratio']:.2f}x [{t['interval']}]. Profiled, "
+    if p >= 1 > high:
+        text += "compile even looks slower."
+    elif p > high:
+        text += "compile looks smaller."
+    elif p < low:
+        text += "compile looks larger (eager's many calls pay more profiler cost)."
+    else:
+        text += "the ratio is within the timed interval."
+    return text + " Read speed-ups from timings."
