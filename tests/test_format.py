@@ -18,7 +18,7 @@ FORMATTED = ["helpers", "doctor/perf_doctor", "benchmarks", "notebooks"]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 # The notebooks reshaped for a learner (issue 43), whose code cells hold no joined statement, no named lambda
 # and no line over 100 characters; the others are formatted, and join the list as they are reshaped.
-RESHAPED: list[str] = ["05_diagnose"]
+RESHAPED: list[str] = ["05_diagnose", "06_distributed"]
 
 
 def ruff() -> list[str]:

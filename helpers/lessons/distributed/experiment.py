@@ -25,7 +25,7 @@ def run_job(
     timeout_s: float = 240.0,
 ) -> dict[str, Any]:
     """``script`` on ``world`` ranks under ``torchrun`` into ``out`` (emptied), a row per rank: ``{ok, rows, times,
-    command}`` (rank 0's step times per variant, ms; the command as typed in a terminal)."""
+    ranks, command}`` (rank 0's step times per variant, ms; what each rank wrote; the command as typed)."""
     out = Path(out)
     shutil.rmtree(out, ignore_errors=True)
     proc = launch.start(script, out, world, plan)
@@ -41,9 +41,10 @@ def run_job(
             error=r["error"],
         )
     ok = all(r["status"] == "ok" for r in rows)
-    times = json.loads((out / "rank0.json").read_text())["times_ms"] if ok else {}
+    docs = [json.loads((out / f"rank{r}.json").read_text()) for r in range(world)] if ok else []
     command = " ".join(["torchrun", *launch.torchrun_command(script, out, world)[3:]])
-    return {"ok": ok, "rows": rows, "times": times, "command": command}
+    times = docs[0]["times_ms"] if docs else {}
+    return {"ok": ok, "rows": rows, "times": times, "ranks": docs, "command": command}
 
 
 def validate_config(
