@@ -224,10 +224,13 @@ def bound_table(diagnoses: Mapping[Any, Any]):
     return pd.DataFrame(rows)
 
 
-def takes_line(c: Mapping[str, Any]) -> str:
-    """One comparison in the lab's convention: "b takes 0.77× a's time (95% interval ...): verdict"."""
+def takes_line(c: Mapping[str, Any], turned: bool = False) -> str:
+    """One comparison in the lab's convention: "b takes 0.77× a's time (95% interval ...): verdict"; ``turned``: a
+    plant against its fix read as what the plant does (``as_slowdown``: "planted ... takes 26× nothing planted's")."""
     from ...measure.compare import takes
+    from .experiment import as_slowdown
 
+    c = as_slowdown(c) if turned else c
     t = takes(c)
     return f"{c['b']} takes {t['time_ratio']:.2f}× {c['a']}'s time (95% interval {t['interval']}): {t['verdict']}"
 

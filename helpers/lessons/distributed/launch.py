@@ -82,8 +82,14 @@ def children(pid: int) -> list[int]:
     return []
 
 
-def stop(proc: subprocess.Popen) -> None:
-    """torchrun and every rank it started (its session)."""
+def stop(proc: subprocess.Popen, pids: list[int] = ()) -> None:
+    """torchrun and every rank it started: its session, and the ranks' pids (torchrun starts each in a session of
+    its own, which killing torchrun's would miss)."""
+    for pid in {*pids, *children(proc.pid)} - {proc.pid}:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)  # a rank that leads its own session, and what it started
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -128,7 +134,7 @@ def wait(
             time.sleep(0.05)
         timed_out = proc.poll() is None
     finally:
-        stop(proc)
+        stop(proc, seen)
     failed = None if timed_out or proc.returncode == 0 else failed_rank(out)
     rows = []
     for r in range(world):
