@@ -16,17 +16,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 FORMATTED = ["helpers", "labtools", "doctor/perf_doctor", "benchmarks", "notebooks"]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-# The notebooks reshaped for a learner (issue 43), whose code cells hold no joined statement, no named lambda
-# and no line over 100 characters; the others are formatted, and join the list as they are reshaped.
-RESHAPED: list[str] = [
-    "01_profiler_basics",
-    "02_data_pipeline",
-    "03_backward_hooks",
-    "04_torch_compile",
-    "07_memory",
-]
-
-
 def ruff() -> list[str]:
     found = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
     if found is None:
@@ -50,8 +39,8 @@ def test_no_joined_statements_or_named_lambdas_in_the_packages():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-@pytest.mark.parametrize("nb", [n for n in NOTEBOOKS if n.stem in RESHAPED], ids=lambda n: n.stem)
-def test_a_reshaped_notebooks_code_is_not_squeezed(nb):
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda n: n.stem)
+def test_a_notebooks_code_is_not_squeezed(nb):
     done = run("check", "--extend-select", "E501", str(nb.relative_to(ROOT)))
     assert done.returncode == 0, done.stdout + done.stderr
 

@@ -300,8 +300,9 @@ DISTRIBUTED = {
     # ranks: processes (gloo on a CPU, one intra-op thread each; NCCL with one GPU each, None: every GPU). batch_size:
     # the global batch (single process: all of it; DDP: batch_size / ranks per rank); micro_batch x accum: the
     # accumulation experiment's optimizer step (small micro-batches, so the all-reduce it saves stands out);
-    # straggler_ms: the planted data-loader delay per batch on rank straggler_rank (several steps long, far beyond
-    # noise); rounds: interleaved timed rounds of the five variants; bucket_caps: the bucket_cap_mb sweep (the model
+    # straggler_ms: the planted data-loader delay per batch on rank straggler_rank, or 0: straggler_share of the DDP
+    # step the rounds measure (a straggler as jobs meet it, 10-20% of a step, not a stalled rank); rounds:
+    # interleaved timed rounds of the five variants; bucket_caps: the bucket_cap_mb sweep (the model
     # holds 2.5 MB of gradients at smoke: 0.25 MB gives one bucket per large weight, 25 MB one bucket: a bucket_cap_mb
     # given explicitly caps the first bucket too).
     # Smoke: one launch of 2 ranks ~25-40 s on a 2-core machine (~10 s of it importing torch in each rank); the
@@ -324,12 +325,13 @@ DISTRIBUTED = {
         classes=10,
         micro_batch=8,
         accum=8,
-        rounds=24,
+        rounds=30,  # of two steps per variant, the second timed (06's docs: the straggler)
         warmup=2,
         bucket_caps=[0.25, 25.0],
         bucket_cap_mb=25.0,
-        straggler_rank=1,
-        straggler_ms=120.0,
+        straggler_rank=0,  # rank 0 runs a little slower (it hosts the rendezvous): a delay on rank 1 hides
+        straggler_ms=0.0,  # 0: the delay is straggler_share of the DDP step, measured in the rounds
+        straggler_share=0.18,  # 18% of the DDP step: 15% of the straggler's
         wait=1,
         warmup_steps=1,
         active=3,
@@ -353,7 +355,8 @@ DISTRIBUTED = {
         bucket_caps=[1.0, 25.0],
         bucket_cap_mb=25.0,
         straggler_rank=1,
-        straggler_ms=50.0,
+        straggler_ms=0.0,
+        straggler_share=0.18,
         wait=1,
         warmup_steps=1,
         active=3,

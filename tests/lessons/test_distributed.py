@@ -4,7 +4,6 @@ rendezvous), the panel's run and validator, the readings of traces (all-reduces 
 traces, the overhead table, HTA on a folder it cannot read, the timelines)."""
 import json
 import os
-import socket
 import sys
 import time
 from pathlib import Path
@@ -35,36 +34,6 @@ def test_ranks_that_fit_are_accepted():
     assert launch.check_ranks(8, 1, cores=2, gpus=8) == 8   # NCCL: one rank per GPU, cores aside
 
 
-def test_a_busy_port_is_replaced_and_the_note_says_so():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        busy = s.getsockname()[1]
-        port, note = launch.pick_port(busy)
-        assert port != busy and "in use" in note and str(port) in note
-        assert launch.tb.port_is_free(port)
-    port, note = launch.pick_port(busy)   # released: the preferred port again
-    assert port == busy and "free" in note
-
-
-def test_the_rank_environment_is_torchruns():
-    env = launch.rank_env(1, 2, 29511)
-    assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"], env["MASTER_PORT"]) == ("1", "2", "1", "29511")
-    assert env["MASTER_ADDR"] == "127.0.0.1" and env["OMP_NUM_THREADS"] == "1"
-
-
-def _procs(tmp_path, *codes):
-    """Processes standing in for ranks: each runs a line of Python, its output in rank<r>.log."""
-    import subprocess
-
-    out = []
-    for r, code in enumerate(codes):
-        with open(tmp_path / f"rank{r}.log", "w") as log:
-            out.append(subprocess.Popen([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT,
-                                        start_new_session=True))
-    return out
-
-
 def _alive(pid):
     try:
         os.kill(pid, 0)
@@ -73,28 +42,40 @@ def _alive(pid):
     return Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
 
 
+def _torchrun(tmp_path, code, world=2, timeout_s=60):
+    """``launch.start`` and ``launch.wait`` on a stand-in rank script (a line of Python per rank)."""
+    (tmp_path / "rank.py").write_text(code)
+    proc = launch.start(tmp_path / "rank.py", tmp_path / "job", world, {})
+    pids = [proc.pid]
+    return launch.wait(proc, tmp_path / "job", world, timeout_s, pids), pids
+
+
 def test_a_dead_rank_stops_the_others_and_is_named(tmp_path):
-    procs = _procs(tmp_path, "import time; time.sleep(60)",
-                   "import sys; print('rank 1: out of luck', file=sys.stderr); sys.exit(3)")
+    code = ("import os, sys, time\nif os.environ['RANK'] == '1':\n"
+            "    print('rank 1: out of luck', file=sys.stderr); sys.exit(3)\ntime.sleep(60)\n")
     t0 = time.monotonic()
-    rows = launch.wait(procs, tmp_path, timeout_s=30)
-    assert time.monotonic() - t0 < 20   # it did not wait for the sleeping rank
-    assert rows[1]["status"] == "failed" and "rank 1 died (exit code 3): rank 1: out of luck" == rows[1]["error"]
+    rows, pids = _torchrun(tmp_path, code)
+    assert time.monotonic() - t0 < 40   # it did not wait for the sleeping rank
+    assert rows[1]["status"] == "failed" and rows[1]["error"] == "rank 1 died (exit code 3): rank 1: out of luck"
     assert rows[0]["status"] == "failed" and rows[0]["error"] == "rank 0 stopped because rank 1 died"
-    assert not any(_alive(p.pid) for p in procs)
+    assert len(pids) == 3 and not any(_alive(p) for p in pids)   # torchrun and its two ranks
 
 
 def test_a_job_past_its_timeout_is_stopped(tmp_path):
-    procs = _procs(tmp_path, "import time; time.sleep(60)", "import time; time.sleep(60)")
-    rows = launch.wait(procs, tmp_path, timeout_s=0.5)
+    rows, pids = _torchrun(tmp_path, "import time\ntime.sleep(60)\n", timeout_s=5)
     assert [r["status"] for r in rows] == ["failed", "failed"]
     assert all("did not finish within" in r["error"] and f"rank {r['rank']}" in r["error"] for r in rows)
-    assert not any(_alive(p.pid) for p in procs)
+    assert not any(_alive(p) for p in pids)
 
 
 def test_ranks_that_finish_are_ok_rows(tmp_path):
-    rows = launch.wait(_procs(tmp_path, "pass", "pass"), tmp_path, timeout_s=30)
+    rows, _ = _torchrun(tmp_path, "pass\n")
     assert [(r["status"], r["error"]) for r in rows] == [("ok", None), ("ok", None)]
+
+
+def test_the_command_is_torchruns():
+    cmd = launch.torchrun_command("ddp_rank.py", "out", 2)
+    assert cmd[1:3] == ["-m", "torch.distributed.run"] and cmd[3:6] == ["--standalone", "--nproc-per-node", "2"]
 
 
 GOOD = {"ranks": 2, "bucket_cap_mb": 25.0, "accum": 4, "no_sync": True, "straggler_ms": 50}
@@ -120,18 +101,6 @@ if os.environ["RANK"] == "0":
     raise SystemExit("rank 0: planted failure, exiting")
 time.sleep(60)
 """
-BINDS = """import json, os, socket, sys
-from pathlib import Path
-if os.environ["RANK"] == "0":   # rank 0 hosts the rendezvous, as torch's TCPStore does
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", int(os.environ["MASTER_PORT"])))
-        except OSError:
-            raise SystemExit("EADDRINUSE: address already in use")
-    Path(sys.argv[1], "rank0.json").write_text(json.dumps({"times_ms": {"ddp": [1.0]}}))
-"""
-
-
 def test_a_job_whose_rank_dies_is_failed_rows_and_its_pids_are_noted(tmp_path):
     """run_job end to end with the real launcher and a rank that dies (the appendix)."""
     (tmp_path / "rank.py").write_text(DIES)
@@ -144,7 +113,7 @@ def test_a_job_whose_rank_dies_is_failed_rows_and_its_pids_are_noted(tmp_path):
     assert rows[0]["error"] == "rank 0 died (exit code 1): rank 0: planted failure, exiting"
     assert rows[1]["error"] == "rank 1 stopped because rank 0 died"
     pids = res.notes[experiment.PIDS_NOTE]
-    assert len(pids) == 2 and not any(_alive(p) for p in pids)
+    assert len(pids) == 3 and not any(_alive(p) for p in pids)   # torchrun and its two ranks
     assert json.loads((tmp_path / "job" / "plan.json").read_text()) == {"die_rank": 0}
 
 
@@ -200,33 +169,6 @@ def test_timelines_one_figure_per_rank(tmp_path):
     _trace(tmp_path / "rank1.1.pt.trace.json", 1, [10, 110])
     figs = views.timelines(tmp_path)
     assert [r for r, _ in figs] == [0, 1] and figs[1][1].axes[0].get_title().startswith("rank 1")
-
-
-def test_a_port_taken_after_the_check_is_read_from_the_logs(tmp_path):
-    (tmp_path / "rank0.log").write_text("RuntimeError: The server socket has failed to listen on any local network "
-                                        "address. port: 29500, code: -98, name: EADDRINUSE, message: address "
-                                        "already in use\n")
-    (tmp_path / "rank1.log").write_text("")
-    assert launch.port_taken(tmp_path, 2)
-    (tmp_path / "rank0.log").write_text("rank 0: planted failure, exiting\n")
-    assert not launch.port_taken(tmp_path, 2)
-
-
-def test_a_port_taken_between_the_check_and_the_rendezvous_starts_the_job_again(tmp_path, monkeypatch):
-    """The race: the port was free when checked, then someone bound it before rank 0 did. The job is started once
-    more on a fresh port, and the note says so."""
-    (tmp_path / "rank.py").write_text(BINDS)
-    res = Results("06_distributed", "smoke", root=tmp_path / "results")
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        taken = busy.getsockname()[1]
-        monkeypatch.setattr(launch, "pick_port", lambda: (taken, f"port {taken} is free"))
-        job = experiment.run_job("race", tmp_path / "rank.py", {}, 2, tmp_path / "job", res, timeout_s=60)
-    assert "started again on port" in job["port_note"] and job["port"] != taken
-    assert job["ok"] and job["times"] == {"ddp": [1.0]}, [r["error"] for r in job["rows"]]
-    pids = res.notes[experiment.PIDS_NOTE]
-    assert len(pids) == 4 and not any(_alive(p) for p in pids)
 
 
 def test_the_panel_run_adds_a_row_or_a_failed_row(tmp_path, monkeypatch):

@@ -51,7 +51,8 @@ def test_distributed_structure():
         "ddp_traces_hold_split_communication", "smaller_buckets_more_all_reduces",
         "no_sync_divides_all_reduces_by_accum", "no_sync_accumulation_faster", "straggler_slows_the_job",
         "doctor_names_the_straggler", "others_wait_for_the_straggler", "too_many_ranks_refused",
-        "busy_port_replaced", "dead_rank_is_a_failed_row"}
+        "dead_rank_is_a_failed_row", "straggler_is_a_fraction_of_the_step", "report_leads_with_the_straggler",
+        "profiled_clock_agrees_with_wall_clock"}
     named = rows["straggler doctor"]
     assert named["metrics"]["named_rank"] == named["config"]["planted_rank"]
     counts = doc["notes"]["all_reduces_per_optimizer_step"]

@@ -76,7 +76,60 @@ def causes_metrics(d) -> dict[str, Any]:
         **judged,
         "causes_ms_sum": round(sum(judged.values()), 3),
     }
+    see = next((c.get("see") for c in d.causes if c["cause"] == d.top), None)
+    if see:  # the doctor's advice for its top cause (it depends on the trace: GPU or CPU-only)
+        m["top_see"] = see
+    idle = gpu_idle_share(d)
+    if idle is not None:  # a GPU trace: the bound label read from the GPU's idle time
+        m |= {"gpu_idle_share": round(idle, 4), "bound": bound(d)}
     return m | ({"trace_dir": str(d.trace_dir)} if d.trace_dir is not None else {})
+
+
+IDLE_BOUND = 0.5  # a GPU idle at least this share of the step waits on the host: host-bound
+
+
+def gpu_idle_share(d) -> float | None:
+    """The share of the step the GPU is idle (neither computing nor communicating); None on a CPU-only trace."""
+    if not d.on_gpu or not d.step_ms or d.damaged:
+        return None
+    busy = (d.ms("compute") or 0.0) + (d.ms("communication") or 0.0)
+    return max(0.0, 1 - busy / d.step_ms)
+
+
+def bound(d) -> str | None:
+    """``"GPU-bound"`` when the GPU is idle less than ``IDLE_BOUND`` of the step, else ``"host-bound"`` (it waits
+    for input, syncs, launches); None on a CPU-only trace. Read from GPU idle time, not from the CPU span against
+    the device span (a loop that synchronises every step makes the CPU span cover the GPU's, whatever the GPU did)."""
+    idle = gpu_idle_share(d)
+    if idle is None:
+        return None
+    return "host-bound" if idle >= IDLE_BOUND else "GPU-bound"
+
+
+def summary(d) -> str:
+    """The doctor's summary, its first line with the bound label from GPU idle time (``bound``)."""
+    lines = d.summary().splitlines()
+    idle = gpu_idle_share(d)
+    if idle is None or d.whole_trace or not lines:
+        return "\n".join(lines)
+    head = (
+        f"{d.steps} step(s), {d.step_ms:.2f} ms per step (GPU trace; {bound(d)}: the GPU idles "
+        f"{idle:.0%} of the step). Top cause: {d.top or 'none'}."
+    )
+    return "\n".join([head, *lines[1:]])
+
+
+def reference_line(notebook: str):
+    """The H100 reference run beside this one, and one line saying where it comes from (or that there is none)."""
+    from ...notebook import reference
+
+    ref, line = reference.lookup(notebook)
+    print(
+        f"Reference run beside yours: {ref.source()}, another machine's numbers, not this run's."
+        if ref is not None
+        else line
+    )
+    return ref
 
 
 def record_diagnosis(
@@ -178,6 +231,60 @@ def measure_fixes(
     )
 
 
+def measure_split(
+    results,
+    make_step: Callable[..., Callable],
+    plants: Mapping[str, Any],
+    diagnosed: Callable[[], Any],
+    *,
+    rounds: int,
+    untimed: int,
+    device,
+    budget=None,
+):
+    """The mixed plant's split: ``diagnosed()`` (its profile) as the row ``mixed plant: input + compute``, then the
+    step ``make_step(**plants)`` timed against itself without its input and without its product (interleaved rounds,
+    no profiler), each compared (a = the mixed step) and set beside the doctor's shares with ``saved_vs_claimed``;
+    noted as ``mixed_split``. ``(table or None, the diagnosis or None)``."""
+    config = dict(plants, device=str(getattr(device, "type", device)))
+    mixed = record_diagnosis(results, "mixed plant: input + compute", config, diagnosed, budget)
+    without = {"input": "mixed without input", "compute": "mixed without compute"}
+    steps = {
+        "mixed": make_step(**plants),
+        without["input"]: make_step(**dict(plants, input_ms=0)),
+        without["compute"]: make_step(**dict(plants, matmul=0)),
+    }
+    timed = time_steps(results, steps, rounds=rounds, untimed=untimed, device=device, budget=budget)
+    if not timed or mixed is None:
+        return None, mixed
+    split = {
+        c: results.compare_times("mixed", b, timed["mixed"].times_ms, timed[b].times_ms)
+        for c, b in without.items()
+    }
+    table = saved_vs_claimed({c: mixed for c in split}, split)
+    results.note("mixed_split", table.round(3).to_dict("records"))
+    return table, mixed
+
+
+def fix_and_measure(
+    results, make_step: Callable, planted: Mapping[str, Any], sizes: Mapping[str, Any], **timing
+):
+    """Each plant that ran timed against its fix (``measure_fixes``) and its saving beside the doctor's claim
+    (``saved_vs_claimed``, noted as ``claimed_vs_measured_saving``): ``(comparisons, that table)``."""
+    ran = {k: sizes[k] for k, d in planted.items() if d is not None}
+    fixes = measure_fixes(results, make_step, ran, **timing)
+    saved = saved_vs_claimed(planted, fixes)
+    results.note("claimed_vs_measured_saving", saved.round(3).to_dict("records"))
+    return fixes, saved
+
+
+def time_guard(params: Mapping[str, Any]):
+    """The time guard of a full-scale run (``helpers.notebook.budget``; ``$PERF_TIME_BUDGET_S`` wins)."""
+    from ...notebook.budget import Budget
+
+    return Budget.from_env(params["budget_s"], reserve_s=params["reserve_s"])
+
+
 def as_slowdown(c: Mapping[str, Any]) -> dict[str, Any]:
     """A plant-against-fix comparison turned round, to read as what the plant does ("... 43× slower")."""
     head, _, tail = str(c.get("verdict", "")).partition(",")
@@ -207,6 +314,27 @@ def baseline_readings(metric: Callable[[str, str], Any]) -> dict[str, float | No
     }
 
 
+def baseline_line(metric: Callable[[str, str], Any], on_gpu: bool, active: int, rounds: int) -> str:
+    """The unplanted step's two readings, profiled and timed, in one line that says which was faster and why."""
+    b = baseline_readings(metric)
+    ratio = b["profiled_over_timed"]
+    if not ratio:
+        return "The step with nothing planted was not both profiled and timed here."
+    clock = "wall time" if on_gpu else "CPU time; the profile: wall time"
+    why = (
+        f"{1 - ratio:.0%} faster, which the profiler's own cost cannot explain (it only adds time): two "
+        "moments and two orders of steps, hence shares, not ms"
+        if ratio < 1
+        else f"{ratio - 1:.0%} slower: the profiler's cost on every op"
+        + ("" if on_gpu else ", and any time other processes held the CPU")
+    )
+    return (
+        f"The step with nothing planted: {b['profiled_ms']:.2f} ms profiled ({active} steps back to back), "
+        f"{b['timed_mean_ms']:.2f} ms mean and {b['timed_median_ms']:.2f} ms median in {rounds} timed rounds "
+        f"without the profiler ({clock}): the profiled step was {why}."
+    )
+
+
 SAVED = [
     "planted",
     "claimed (ms)",
@@ -217,6 +345,7 @@ SAVED = [
     "saved share low",
     "saved share high",
     "agrees",
+    "rule",
 ]
 
 
@@ -224,7 +353,7 @@ def saved_vs_claimed(
     planted: Mapping[str, Any], fixes: Mapping[str, Mapping[str, Any]], agree: float = 0.10
 ):
     """Per plant: the doctor's claim (ms, share of the profiled step) and, where resolved, the unprofiled saving with
-    its interval; ``agrees``: the claim within ``agree`` of that interval."""
+    its interval; ``agrees``: the claim within ``agree`` of that interval; ``rule``: the band it must lie in."""
     rows = []
     for kind, c in fixes.items():
         d = planted.get(kind)
@@ -245,6 +374,7 @@ def saved_vs_claimed(
                 "saved share low": low,
                 "saved share high": high,
                 "agrees": bool(low - agree <= row["claimed share"] <= high + agree),
+                "rule": f"{max(low - agree, 0):.0%}–{min(high + agree, 1):.0%}",
             }
         rows.append(row)
     return pd.DataFrame(rows, columns=SAVED)

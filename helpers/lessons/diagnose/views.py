@@ -1,5 +1,6 @@
 """Notebook 05's tables and chart: the planted cases' verdicts, the same as bars split into causes, the results."""
 
+from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
@@ -54,12 +55,16 @@ def verdicts_chart(verdicts, xlabel: str):
     return fig
 
 
-def results_view(results):
-    """The results table's informative columns: name, mean step, top cause, ms per cause, status."""
+def results_view(results, ref=None):
+    """The results table's informative columns: name, mean step, top cause, ms per cause, status; with ``ref``, the
+    reference's mean step beside each row (``reference.add_column``)."""
+    from ...notebook import reference
+
     t = results.table(METRICS)
-    return t[[c for c in ["experiment", *METRICS, "status"] if c in t.columns]].dropna(
+    t = t[[c for c in ["experiment", *METRICS, "status"] if c in t.columns]].dropna(
         axis="columns", how="all"
     )
+    return reference.add_column(t, ref, "step_ms_mean") if ref is not None else t
 
 
 def _found(metric, name: str, kind: str) -> tuple[str | None, str]:
@@ -77,29 +82,66 @@ def _found(metric, name: str, kind: str) -> tuple[str | None, str]:
     return f"top {top}; {kind} {ms / step:.0%} of the step", "yes" if found else "no"
 
 
+def _number(x) -> bool:
+    """A number, not None or NaN."""
+    return isinstance(x, (int, float)) and x == x
+
+
 def _records(records, mixed: bool) -> tuple[str | None, str]:
-    """``saved_vs_claimed`` records as one cell: the mixed plant's split, or how many savings matched the claim."""
+    """``saved_vs_claimed`` records as one cell: the mixed plant's split, or how many savings matched the claim; each
+    with the rule it was judged by (the found share within 10 points of the planted share's 95% interval)."""
     if not records:
         return None, ""
     ok = "yes" if all(r.get("agrees") is True for r in records) else "no"
     if not mixed:
         n = sum(r.get("agrees") is True for r in records)
-        return f"{n} of {len(records)} savings within 10 points of the claim", ok
-    num = lambda x: isinstance(x, (int, float)) and x == x  # noqa: E731 - a number, not None or NaN
-    return "; ".join(
-        f"{r['planted']} found {r['claimed share']:.0%}, planted "
-        + (f"{r['saved share']:.0%}" if num(r.get("saved share")) else "not resolved")
-        for r in records
-    ), ok
+        return f"{n} of {len(records)} claims within 10 points of the saving's 95% interval", ok
+
+    def one(r):
+        if not _number(r.get("saved share")):
+            return f"{r['planted']} found {r['claimed share']:.0%}, planted: not resolved"
+        band = f"; must lie in {r['rule']}" if r.get("rule") else ""
+        return (
+            f"{r['planted']} found {r['claimed share']:.0%}, planted {r['saved share']:.0%} "
+            f"(95% {r['saved share low']:.0%}–{r['saved share high']:.0%}{band})"
+        )
+
+    return "; ".join(one(r) for r in records), ok
+
+
+FULL_SIZES = {
+    "input": "input_ms",
+    "launch/overhead": "tiny_ops",
+    "compute": "matmul",
+    "host sync": "sync_ms",
+}
 
 
 def planted_table(
-    metric, ref, sizes_here: dict, sizes_full: dict, *, saved=None, mixed=None, why_here=None
+    metric,
+    ref,
+    sizes_here: dict,
+    sizes_full: dict | None = None,
+    *,
+    saved=None,
+    mixed=None,
+    why_here=None,
 ):
     """What was planted against what the doctor found (``reference.article_table``): the reference's full-scale rows
-    beside this run's; ``why_here``: {kind: why this run has no such row}."""
+    (``sizes_full``: the full scale's, by default) beside this run's; ``why_here``: {kind: why this run has no such
+    row} (by default: a CPU-only run cannot judge syncs)."""
     from ...notebook import reference as rf
+    from ...notebook.sizes import DIAGNOSE
     from .experiment import PLANTED, case_name
+
+    if sizes_full is None:
+        sizes_full = {k: DIAGNOSE["full"][v] for k, v in FULL_SIZES.items()}
+    if why_here is None:
+        why_here = (
+            {}
+            if "host sync" in sizes_here
+            else {"host sync": "a CPU-only trace cannot judge syncs"}
+        )
 
     ref_metric = ref.metric if ref is not None else (lambda *_: None)
     notes, why_here = ((ref.doc.get("notes") or {}) if ref is not None else {}), why_here or {}
@@ -120,7 +162,7 @@ def planted_table(
         + [
             dict(
                 effect="mixed plant: input + compute in one step",
-                article="each cause found at its planted share (±10 points)",
+                article="each found share within 10 points of its planted share's 95% interval",
                 reference=_records(notes.get("mixed_split"), True),
                 this_run=_records(mixed, True),
                 why=""
@@ -135,3 +177,71 @@ def planted_table(
             ),
         ]
     )
+
+
+def shares_view(saved, found: str = "claimed", planted: str = "saved"):
+    """``saved_vs_claimed`` as read: each share, the saving's 95% interval and the band the check requires."""
+
+    def pct(x):
+        return f"{x:.0%}" if _number(x) else "–"
+
+    out = pd.DataFrame(
+        {
+            "cause": saved["planted"],
+            f"{found} share": [pct(x) for x in saved["claimed share"]],
+            f"{planted} share": [pct(x) for x in saved["saved share"]],
+            f"{planted} 95%": [
+                f"{lo:.0%}–{hi:.0%}" if _number(lo) and _number(hi) else "not resolved"
+                for lo, hi in zip(saved["saved share low"], saved["saved share high"])
+            ],
+            f"{found} must lie in": saved["rule"].fillna("–"),
+            "agrees": saved["agrees"],
+        }
+    )
+    return out
+
+
+def bound_table(diagnoses: Mapping[Any, Any]):
+    """GPU traces' steps: the bound label from GPU idle time beside the spans the doctor's own label compares."""
+    from .experiment import bound, gpu_idle_share
+
+    rows = []
+    for path, d in diagnoses.items():
+        idle = gpu_idle_share(d)
+        if idle is None:
+            continue
+        rows.append(
+            {
+                "trace": Path(path).parts[-3] if len(Path(path).parts) >= 3 else Path(path).name,
+                "top cause": d.top,
+                "step (ms)": d.step_ms,
+                "GPU idle": f"{idle:.0%}",
+                "bound (GPU idle)": bound(d),
+                "CPU span (ms)": d.host_ms,
+                "device span (ms)": d.device_ms,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def takes_line(c: Mapping[str, Any], turned: bool = False) -> str:
+    """One comparison in the lab's convention: "b takes 0.77× a's time (95% interval ...): verdict"; ``turned``: a
+    plant against its fix read as what the plant does (``as_slowdown``: "planted ... takes 26× nothing planted's")."""
+    from ...measure.compare import takes
+    from .experiment import as_slowdown
+
+    c = as_slowdown(c) if turned else c
+    t = takes(c)
+    return f"{c['b']} takes {t['time_ratio']:.2f}× {c['a']}'s time (95% interval {t['interval']}): {t['verdict']}"
+
+
+def comparisons_view(results):
+    """Every comparison of the run in the one convention: b takes N× a's time, its 95% interval, the verdict."""
+    from ...measure.compare import takes
+
+    rows = [
+        {"b": c["b"], "takes": f"{takes(c)['time_ratio']:.2f}×", "of a's time": c["a"]}
+        | {"95% interval": takes(c)["interval"], "verdict": c["verdict"]}
+        for c in results.comparisons
+    ]
+    return pd.DataFrame(rows)

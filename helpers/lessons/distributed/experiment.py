@@ -24,30 +24,27 @@ def run_job(
     *,
     timeout_s: float = 240.0,
 ) -> dict[str, Any]:
-    """``script`` on ``world`` ranks into ``out`` (emptied), a row per rank: ``{ok, rows, port, port_note, times}``
-    (rank 0's step times per variant, ms). A port taken before rendezvous: one retry on a fresh port."""
+    """``script`` on ``world`` ranks under ``torchrun`` into ``out`` (emptied), a row per rank: ``{ok, rows, times,
+    ranks, command}`` (rank 0's step times per variant, ms; what each rank wrote; the command as typed)."""
     out = Path(out)
-    port, note = launch.pick_port()
-    for attempt in (1, 2):
-        shutil.rmtree(out, ignore_errors=True)
-        procs = launch.start(script, out, world, plan, port)
-        results.note(PIDS_NOTE, (results.notes.get(PIDS_NOTE) or []) + [p.pid for p in procs])
-        rows = launch.wait(procs, out, timeout_s)
-        if attempt == 2 or not launch.port_taken(out, world):
-            break
-        port = launch.free_port()
-        note += f"; taken before rank 0 bound it: started again on port {port}"
+    shutil.rmtree(out, ignore_errors=True)
+    proc = launch.start(script, out, world, plan)
+    pids = [proc.pid]
+    rows = launch.wait(proc, out, world, timeout_s, pids)
+    results.note(PIDS_NOTE, (results.notes.get(PIDS_NOTE) or []) + pids)
     for r in rows:
         results.add(
             f"{name}: rank {r['rank']}",
-            {"world": world, "rank": r["rank"], "port": port},
+            {"world": world, "rank": r["rank"], "launcher": "torchrun"},
             {"returncode": r["returncode"]},
             status=r["status"],
             error=r["error"],
         )
     ok = all(r["status"] == "ok" for r in rows)
-    times = json.loads((out / "rank0.json").read_text())["times_ms"] if ok else {}
-    return {"ok": ok, "rows": rows, "port": port, "port_note": note, "times": times}
+    docs = [json.loads((out / f"rank{r}.json").read_text()) for r in range(world)] if ok else []
+    command = " ".join(["torchrun", *launch.torchrun_command(script, out, world)[3:]])
+    times = docs[0]["times_ms"] if docs else {}
+    return {"ok": ok, "rows": rows, "times": times, "ranks": docs, "command": command}
 
 
 def validate_config(

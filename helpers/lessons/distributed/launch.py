@@ -1,8 +1,9 @@
-"""Starting the ranks from a notebook as ``torchrun`` would, never hanging the kernel or leaving a process."""
+"""Starting the ranks from a notebook with ``torchrun``, never hanging the kernel or leaving a process."""
 
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -11,9 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from ...measure.validate import InvalidValue, validate_whole
-from ...notebook import tensorboard as tb
-
-DEFAULT_PORT = 29500  # torchrun's default MASTER_PORT
 
 
 def gpu_count() -> int:
@@ -37,110 +35,127 @@ def check_ranks(ranks: Any, threads: int = 1, cores: int | None = None, gpus: in
     return ranks
 
 
-def free_port() -> int:
-    """A free port the system hands out (``tensorboard.free_port`` with no preference)."""
-    return tb.free_port(0)
+def torchrun_command(script: Path | str, out: Path | str, world: int) -> list[str]:
+    """``torchrun --standalone --nproc-per-node WORLD script OUT OUT/plan.json``, each rank's output to its own files
+    under ``OUT/logs`` (``--redirects 3``). ``--standalone``: a rendezvous on this machine, on a free port."""
+    out = Path(out)
+    return [
+        *TORCHRUN,
+        "--standalone",
+        "--nproc-per-node",
+        str(world),
+        "--log-dir",
+        str(out / "logs"),
+        "--redirects",
+        "3",
+        str(script),
+        str(out),
+        str(out / "plan.json"),
+    ]
 
 
-def pick_port(preferred: int = DEFAULT_PORT) -> tuple[int, str]:
-    """``(port, note)``: the preferred port when free, else one the system hands out (the note says which)."""
-    if tb.port_is_free(preferred):
-        return preferred, f"port {preferred} is free"
-    port = free_port()
-    return port, f"port {preferred} is in use: took port {port}"
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]  # the torchrun command of this Python
 
 
-def rank_env(rank: int, world: int, port: int) -> dict[str, str]:
-    """torchrun's variables for one rank (one intra-op thread unless the script sets more)."""
-    return dict(
-        os.environ,
-        RANK=str(rank),
-        WORLD_SIZE=str(world),
-        LOCAL_RANK=str(rank),
-        LOCAL_WORLD_SIZE=str(world),
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        OMP_NUM_THREADS="1",
-        KINETO_LOG_LEVEL="5",
-    )
-
-
-def start(
-    script: Path | str, out: Path | str, world: int, plan: dict, port: int
-) -> list[subprocess.Popen]:
-    """``python script OUT OUT/plan.json`` per rank in its own session, output to ``OUT/rank<r>.log``."""
+def start(script: Path | str, out: Path | str, world: int, plan: dict) -> subprocess.Popen:
+    """torchrun in its own session (its ranks with it), one intra-op thread per rank unless the script sets more;
+    its own output to ``OUT/torchrun.log``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "plan.json").write_text(json.dumps(plan))
-    procs = []
-    for r in range(world):
-        with open(out / f"rank{r}.log", "w") as log:
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, str(script), str(out), str(out / "plan.json")],
-                    env=rank_env(r, world, port),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                )
-            )
-    return procs
+    env = dict(os.environ, OMP_NUM_THREADS="1", KINETO_LOG_LEVEL="5")
+    with open(out / "torchrun.log", "w") as log:
+        return subprocess.Popen(
+            torchrun_command(script, out, world),
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
 
-def stop(procs: list[subprocess.Popen]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(p.pid, signal.SIGKILL)
-    for p in procs:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            p.wait(timeout=10)
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started (Linux's /proc), none when it has ended."""
+    with contextlib.suppress(OSError, ValueError):
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    return []
 
 
-def log_text(out: Path, rank: int) -> str:
-    with contextlib.suppress(OSError):
-        return (out / f"rank{rank}.log").read_text(errors="replace")
+def stop(proc: subprocess.Popen, pids: list[int] = ()) -> None:
+    """torchrun and every rank it started: its session, and the ranks' pids (torchrun starts each in a session of
+    its own, which killing torchrun's would miss)."""
+    for pid in {*pids, *children(proc.pid)} - {proc.pid}:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)  # a rank that leads its own session, and what it started
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+
+
+def rank_log(out: Path, rank: int) -> str:
+    """What rank ``rank`` wrote to stderr (torchrun's ``--log-dir``), else ""."""
+    for f in sorted(Path(out).glob(f"logs/*/attempt_*/{rank}/stderr.log")):
+        with contextlib.suppress(OSError):
+            return f.read_text(errors="replace")
     return ""
 
 
-def port_taken(out: Path | str, world: int) -> bool:
-    """Whether a rank's log says the rendezvous port was taken (bound by another program after ``pick_port``)."""
-    return any("EADDRINUSE" in log_text(Path(out), r) for r in range(world))
+def failed_rank(out: Path) -> tuple[int, str] | None:
+    """The rank torchrun reports as the root cause (its error summary: ``rank: N``, ``exitcode: C``), or None."""
+    with contextlib.suppress(OSError):
+        text = (Path(out) / "torchrun.log").read_text(errors="replace")
+        text = (
+            text[text.find("Root Cause") :] if "Root Cause" in text else text
+        )  # the first failure
+        found = re.search(r"rank\s*:\s*(\d+)[^\n]*\n[^\n]*exitcode\s*:\s*(-?\d+)", text)
+        if found:
+            return int(found.group(1)), found.group(2)
+    return None
 
 
-def wait(procs: list[subprocess.Popen], out: Path | str, timeout_s: float) -> list[dict[str, Any]]:
-    """Wait at most ``timeout_s``; a row per rank. The first failure, or the timeout, stops every rank."""
+def wait(
+    proc: subprocess.Popen,
+    out: Path | str,
+    world: int,
+    timeout_s: float,
+    pids: list[int] | None = None,
+) -> list[dict[str, Any]]:
+    """Wait at most ``timeout_s`` for torchrun; a row per rank. Past the timeout every rank is stopped; the ranks'
+    pids seen meanwhile are added to ``pids``."""
     out, t0 = Path(out), time.monotonic()
+    seen = pids if pids is not None else []
     try:
-        while (
-            any(p.poll() is None for p in procs)
-            and time.monotonic() - t0 <= timeout_s
-            and not any(p.poll() not in (None, 0) for p in procs)
-        ):
+        while proc.poll() is None and time.monotonic() - t0 <= timeout_s:
+            seen.extend(c for c in children(proc.pid) if c not in seen)
             time.sleep(0.05)
-        first = next((r for r, p in enumerate(procs) if p.poll() not in (None, 0)), None)
-        timed_out = first is None and any(p.poll() is None for p in procs)
+        timed_out = proc.poll() is None
     finally:
-        stop(procs)
+        stop(proc, seen)
+    failed = None if timed_out or proc.returncode == 0 else failed_rank(out)
     rows = []
-    for r, p in enumerate(procs):
+    for r in range(world):
         row = {
             "rank": r,
-            "pid": p.pid,
+            "pid": proc.pid,
             "status": "failed",
             "error": None,
-            "returncode": p.returncode,
+            "returncode": proc.returncode,
         }
-        if r == first:
-            last = [ln.strip() for ln in log_text(out, r).splitlines() if ln.strip()]
-            row["error"] = (
-                f"rank {r} died (exit code {p.returncode}): {last[-1][:300] if last else 'no message'}"
-            )
-        elif timed_out:
+        if timed_out:
             row["error"] = f"rank {r} did not finish within {timeout_s:.0f} s: stopped"
-        elif first is not None:
-            row["error"] = f"rank {r} stopped because rank {first} died"
+        elif failed is not None and failed[0] == r:
+            last = [ln.strip() for ln in rank_log(out, r).splitlines() if ln.strip()]
+            row["error"] = (
+                f"rank {r} died (exit code {failed[1]}): {last[-1][:300] if last else 'no message'}"
+            )
+        elif failed is not None:
+            row["error"] = f"rank {r} stopped because rank {failed[0]} died"
+        elif proc.returncode != 0:
+            row["error"] = f"torchrun ended with exit code {proc.returncode} (see its log)"
         else:
             row["status"] = "ok"
         rows.append(row)

@@ -239,3 +239,23 @@ def effects_table(here: dict[str, Any], ref, ranks: int, accum: int):
         )
         for k, (effect, article) in effects.items()
     )
+
+
+def clocks(
+    rank0: dict[str, Any], ddp_job: dict[str, Any], times: dict[str, list[float]], folder: str
+) -> dict[str, Any]:
+    """Rank 0's DDP step read four ways (ms): the trace's ProfilerStep spans (``ddp_job``, the profile in
+    ``folder``), ``perf_counter`` around the same profiled steps, the same step back to back without the profiler,
+    and the interleaved rounds (mean, median)."""
+    import statistics
+
+    walls = rank0.get("profiled_ms") or {}
+    span = next((r["step_ms"] for r in ddp_job["ranks"] if r.get("rank") == 0), ddp_job["step_ms"])
+    profiled, back = walls.get(folder, []), walls.get("ddp, back to back", [])
+    return {
+        "trace span": span,
+        "profiled, perf_counter": statistics.fmean(profiled) if profiled else None,
+        "back to back, no profiler": statistics.fmean(back) if back else None,
+        "rounds, mean": statistics.fmean(times["ddp"]),
+        "rounds, median": statistics.median(times["ddp"]),
+    }
