@@ -1,5 +1,5 @@
 """The lesson of notebook ``02_data_pipeline``: ``transforms`` (what the DataLoader workers run), ``experiment``
-(interleaved rows, comparisons, profiles, the panel) and ``views`` (tables, charts)."""
+(interleaved rows, comparisons, profiles, the panel), ``views`` (tables, charts) and ``checks`` (its claims)."""
 
 from . import experiment, transforms, views
 from .experiment import StandIn, make_trainer, summarize

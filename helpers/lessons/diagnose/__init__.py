@@ -1,5 +1,5 @@
 """Notebook ``05_diagnose`` teaches the doctor on planted bottlenecks (written in its cells). Here: ``experiment``
-(validation, profiled cases, plants against fixes, claims against savings) and ``views``."""
+(validation, profiled cases, plants against fixes, claims against savings), ``views`` and ``checks`` (its claims)."""
 
 from .experiment import (
     FIXED,
