@@ -75,9 +75,11 @@ setup: $(STAMP) ## install .venv from the pinned set (online), or offline from W
 # install the trace doctor (doctor/, perf-doctor) editable beside the lab, which depends on it by that name.
 # SETUP_STEPS: the devsetup steps after the install (.ci/run leaves out the browser while it installs Chromium).
 SETUP_STEPS ?= lab-settings browser
+# the lab's extras in a variable: a comma written inside $(if ...) would split its arguments
+LAB_SPEC := .[lab,test]
 $(STAMP): pyproject.toml doctor/pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV_ARGS) $(VENV)
-	$(if $(WHEELS),$(BIN)/python -m pip install -q $(PIP_FROM) -e "./doctor[full]" -e ".[lab,test]",$(BIN)/python -m labtools.install --python $(BIN)/python)
+	$(if $(WHEELS),$(BIN)/python -m pip install -q $(PIP_FROM) -e "./doctor[full]" -e "$(LAB_SPEC)",$(BIN)/python -m labtools.install --python $(BIN)/python)
 	$(BIN)/python -m labtools.devsetup $(SETUP_STEPS)
 	@touch $@
 
