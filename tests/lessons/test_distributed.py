@@ -58,7 +58,8 @@ def test_a_dead_rank_stops_the_others_and_is_named(tmp_path):
     assert time.monotonic() - t0 < 40   # it did not wait for the sleeping rank
     assert rows[1]["status"] == "failed" and rows[1]["error"] == "rank 1 died (exit code 3): rank 1: out of luck"
     assert rows[0]["status"] == "failed" and rows[0]["error"] == "rank 0 stopped because rank 1 died"
-    assert len(pids) == 3 and not any(_alive(p) for p in pids)   # torchrun and its two ranks
+    # torchrun, its two ranks, and any process of theirs seen meanwhile (torchrun may start a helper)
+    assert len(pids) >= 3 and not any(_alive(p) for p in pids)
 
 
 def test_a_job_past_its_timeout_is_stopped(tmp_path):
@@ -113,7 +114,8 @@ def test_a_job_whose_rank_dies_is_failed_rows_and_its_pids_are_noted(tmp_path):
     assert rows[0]["error"] == "rank 0 died (exit code 1): rank 0: planted failure, exiting"
     assert rows[1]["error"] == "rank 1 stopped because rank 0 died"
     pids = res.notes[experiment.PIDS_NOTE]
-    assert len(pids) == 3 and not any(_alive(p) for p in pids)   # torchrun and its two ranks
+    # torchrun, its two ranks, and any process of theirs seen meanwhile (torchrun may start a helper)
+    assert len(pids) >= 3 and not any(_alive(p) for p in pids)
     assert json.loads((tmp_path / "job" / "plan.json").read_text()) == {"die_rank": 0}
 
 

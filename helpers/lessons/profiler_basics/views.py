@@ -13,7 +13,7 @@ from perf_doctor.kernels import short_name
 
 from ...measure import compare, profiling, training
 from ...notebook import reference
-from ...notebook.display import show
+from ...notebook.display import show, wrapped
 
 WIDTH = 120  # characters of one line in a JupyterLab output area at 1400 px with the file browser open (~124)
 NAME_WIDTH = 36  # ``max_name_column_width``: a CPU table (name + 6 columns of 14) within WIDTH
@@ -226,7 +226,14 @@ def results_view(results, ref=None):
         "deterministic": lambda v: "deterministic" if v is True else "not deterministic",
     }
     caption = "Every row: " + ", ".join(words[c](v) for c, v in same.items()) + "." if same else ""
-    return reference.add_column(df, ref, "step_ms_mean"), caption
+    # a failed row's reason is a sentence: under the table, not in a column that widens it past the page
+    if "error" in df.columns:
+        failed = [
+            f"{e}: {err}" for e, err in zip(df["experiment"], df["error"]) if isinstance(err, str)
+        ]
+        df = df.drop(columns="error")
+        caption = "\n".join([caption, *(f"failed, {f}" for f in failed)]).strip()
+    return reference.add_column(df, ref, "step_ms_mean"), wrapped(caption)
 
 
 def comparisons_view(results):
