@@ -178,8 +178,12 @@ def _one_rank(job: tuple) -> tuple:
     return rank, worker, f, rep, comms
 
 
-def _each_rank(jobs: list[tuple], workers: int):
-    """``_one_rank`` for every rank: in this process, or ``workers`` processes (forked, each rank's trace in one)."""
+def _each_rank(jobs: list[tuple], workers: int, rank_map=None):
+    """``_one_rank`` for every rank: in this process, ``workers`` processes (forked, each rank's trace in one), or
+    ``rank_map(_one_rank, jobs)``, another engine's map (``cluster``: a rank it lost is its error's line)."""
+    if rank_map is not None:
+        done = rank_map(_one_rank, jobs)
+        return [(*j[:3], r, None) if isinstance(r, str) else r for j, r in zip(jobs, done)]
     if workers <= 1 or len(jobs) < 3:
         return map(_one_rank, jobs)
     import concurrent.futures as cf
@@ -193,9 +197,12 @@ def _each_rank(jobs: list[tuple], workers: int):
 
 
 @ev.memoizing
-def diagnose_job(path: Path | str, *, views: bool = True, workers: int = 1) -> dict[str, Any]:
+def diagnose_job(
+    path: Path | str, *, views: bool = True, workers: int = 1, rank_map=None
+) -> dict[str, Any]:
     """The job report of a folder of ranks (the module docstring; one worker or a file: that trace's report); ranks read
-    by ``workers`` processes; above ``RANK_VIEWS_MAX`` ranks each rank's library views are left out (a note says so)."""
+    by ``workers`` processes or by ``rank_map`` (``cluster.dask_ranks``: a Dask cluster's); above ``RANK_VIEWS_MAX``
+    ranks each rank's library views are left out (a note says so)."""
     try:
         found, notes = find_workers(path)
     except TraceError as exc:
@@ -223,7 +230,7 @@ def diagnose_job(path: Path | str, *, views: bool = True, workers: int = 1) -> d
         )
     reps, rows, comms, failed = [], [], {}, []
     for rank, worker, f, rep, comm in _each_rank(
-        [(r, w, f, rank_views, views) for r, w, f in ranks], workers
+        [(r, w, f, rank_views, views) for r, w, f in ranks], workers, rank_map
     ):
         if isinstance(rep, str):
             failed.append(
