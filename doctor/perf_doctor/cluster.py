@@ -13,6 +13,9 @@ reads one rank at a time (``one_rank_at_a_time``: the doctor's memo is one per p
 rank that fails on its worker (a corrupt trace, a worker that died reading it: Dask gives it to another, then gives
 up with ``KilledWorker``) comes back as its error's line, a failed rank in the report; the others go on. Without
 Dask, or a scheduler that cannot be reached: ``DoctorError``, one line (the command's exit status 2).
+
+The local processes' map is here too (``process_ranks``, what ``diagnose_job(folder, workers=N)`` uses): forked
+processes, and a rank whose process dies (killed, out of memory) is a failed rank as on a cluster.
 """
 
 from __future__ import annotations
@@ -28,9 +31,8 @@ from .report import DoctorError
 LOCAL = "local"  # --scheduler local: a LocalCluster started and closed by the doctor
 INSTALL = "pip install 'perf-doctor[dask]'"
 CONNECT_S = 10.0  # seconds to reach a scheduler before saying it cannot be reached
-LOCAL_RETRIES = (
-    1  # a LocalCluster's rank whose worker died is given to one more worker, then failed
-)
+# a LocalCluster's rank whose worker died is given to one more worker, then failed
+LOCAL_RETRIES = 1
 _reading = threading.Lock()  # one rank at a time in a worker process
 
 
@@ -40,8 +42,7 @@ def need_dask():
         import distributed
     except ImportError:
         raise DoctorError(
-            f"--scheduler needs Dask, which is not installed: {INSTALL} (or pip install "
-            f"'dask[distributed]')"
+            f"--scheduler needs Dask, which is not installed: {INSTALL} (or 'dask[distributed]')"
         ) from None
     return distributed
 
@@ -65,6 +66,60 @@ def lost(path, exc: BaseException) -> str:
             f"other ranks are read"
         )
     return f"{path}: failed on its worker ({first_line(exc)})"
+
+
+def _result(fut, path) -> tuple[Any, bool]:
+    """A local process's answer for one rank, or its failure's line; and whether its process died."""
+    import concurrent.futures.process as cfp
+
+    try:
+        return fut.result(), False
+    except cfp.BrokenProcessPool:
+        return (
+            f"{path}: its process died reading it (killed, or out of memory); the other ranks are read",
+            True,
+        )
+    except Exception as exc:  # a reader's error, not a DoctorError: this rank fails, not the job
+        return f"{path}: failed in its process ({first_line(exc)})", False
+
+
+def process_ranks(workers: int) -> Callable:
+    """The local processes' rank map: ``workers`` forked processes share the ranks; when one dies (killed, out of
+    memory), the pool is broken and the ranks it had not answered are read again, each in a process of its own
+    (``workers`` at a time), so that only the rank that kills its process fails."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+
+    def rank_map(fn: Callable, jobs: list[tuple]) -> list:
+        out: list = [None] * len(jobs)
+        pool = cf.ProcessPoolExecutor(min(workers, len(jobs)), mp_context=ctx)
+        lost = []
+        try:
+            futures = {pool.submit(fn, job): i for i, job in enumerate(jobs)}
+            for fut in cf.as_completed(futures):
+                i = futures[fut]
+                out[i], broken = _result(fut, jobs[i][2])
+                if broken:  # this rank, or another in the pool, killed its process
+                    lost.append(i)
+        finally:
+            pool.shutdown(cancel_futures=True)
+        running: dict = {}
+        lost.sort()
+        while lost or running:  # the ranks lost with the pool, each alone
+            while lost and len(running) < workers:
+                i = lost.pop(0)
+                alone = cf.ProcessPoolExecutor(1, mp_context=ctx)
+                running[alone.submit(fn, jobs[i])] = (i, alone)
+            done, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
+            for fut in done:
+                i, alone = running.pop(fut)
+                out[i] = _result(fut, jobs[i][2])[0]
+                alone.shutdown()
+        return out
+
+    return rank_map
 
 
 class DaskRanks:

@@ -29,6 +29,7 @@ from typing import Any
 from . import diagnosis as dg
 from . import events as ev
 from . import gaps
+from .cluster import process_ranks
 from .files import TraceError, find_workers
 from .report import (
     DoctorError,
@@ -179,21 +180,13 @@ def _one_rank(job: tuple) -> tuple:
 
 
 def _each_rank(jobs: list[tuple], workers: int, rank_map=None):
-    """``_one_rank`` for every rank: in this process, ``workers`` processes (forked, each rank's trace in one), or
-    ``rank_map(_one_rank, jobs)``, another engine's map (``cluster``: a rank it lost is its error's line)."""
-    if rank_map is not None:
-        done = rank_map(_one_rank, jobs)
-        return [(*j[:3], r, None) if isinstance(r, str) else r for j, r in zip(jobs, done)]
-    if workers <= 1 or len(jobs) < 3:
+    """``_one_rank`` for every rank: in this process, or handed to an engine, ``rank_map(_one_rank, jobs)``: ``workers``
+    processes (``cluster.process_ranks``: forked, each rank's trace in one), or a Dask cluster's (``cluster``). A rank
+    the engine lost (its process or worker died) comes back as its error's line."""
+    if rank_map is None and (workers <= 1 or len(jobs) < 3):
         return map(_one_rank, jobs)
-    import concurrent.futures as cf
-    import multiprocessing as mp
-
-    pool = cf.ProcessPoolExecutor(min(workers, len(jobs)), mp_context=mp.get_context("fork"))
-    try:
-        return list(pool.map(_one_rank, jobs))
-    finally:
-        pool.shutdown(cancel_futures=True)
+    done = (rank_map or process_ranks(workers))(_one_rank, jobs)
+    return [(*j[:3], r, None) if isinstance(r, str) else r for j, r in zip(jobs, done)]
 
 
 @ev.memoizing

@@ -1,8 +1,8 @@
 """A job's ranks read on a Dask cluster (perf_doctor.cluster, issue 44 item 6): a LocalCluster of 2 workers on
 127.0.0.1 gives the same job report as the local processes, from Python and from ``perf-doctor job FOLDER
---scheduler local``; a corrupt rank and a rank whose worker dies are failed ranks and the others go on; an
-unreachable scheduler and a missing Dask are one line and exit status 2. Skipped where Dask is not installed (the
-``[dask]`` extra), but for the missing-Dask line."""
+--scheduler local``; a corrupt rank and a rank whose worker dies are failed ranks and the others go on, on a cluster
+and in the local processes; an unreachable scheduler and a missing Dask are one line and exit status 2. Skipped where
+Dask is not installed (the ``[dask]`` extra), but for the local processes and the missing-Dask line."""
 import json
 import os
 import socket
@@ -74,6 +74,27 @@ def test_the_map_hook_takes_any_engine(folder):
     rep = job.diagnose_job(folder, rank_map=losing, views=False)
     assert rep["ranks"][3]["error"].endswith(": lost") and rep["ranks"][3]["step_ms"] is None
     assert [r["rank"] for r in rep["ranks"] if "error" not in r] == [0, 1, 2]
+
+
+def dies_on_rank_2(j):
+    """``job``'s rank reader, but its process dies on rank 2 (as one killed for its memory)."""
+    if j[0] == 2:
+        os._exit(1)
+    return job._one_rank(j)
+
+
+def test_a_local_process_that_dies_is_a_failed_rank(folder):
+    """The local processes (``--jobs``): the pool a dying process breaks is not the job's end; the ranks it had not
+    answered are read again, each alone, and only rank 2 fails."""
+    from perf_doctor import cluster
+
+    rep = job.diagnose_job(folder, views=False,
+                           rank_map=lambda fn, jobs: cluster.process_ranks(2)(dies_on_rank_2, jobs))
+    by = {r["rank"]: r for r in rep["ranks"]}
+    assert "its process died" in by[2]["error"] and by[2]["step_ms"] is None
+    assert all("error" not in by[r] and by[r]["steps"] == 6 for r in (0, 1, 3))
+    assert rep["straggler"]["rank"] == 1 and rep["verdict"].startswith("3 ranks")
+    assert public(job.diagnose_job(folder, workers=2)) == public(job.diagnose_job(folder, workers=1))
 
 
 @needs_dask
