@@ -18,6 +18,8 @@ function returns numbers or DataFrames; ``Trace.timeline`` and ``show`` draw. It
   ``compare_traces``, two traces' steps compared (``stats``: the ratio, its interval, the noise floor and the
   verdict); ``cli``: the command line, ``perf-doctor PATH`` or ``compare BEFORE AFTER``, and the exit statuses
   (``EXIT_CODES``); ``backward``: two clocks per autograd node, a node's forward op and line
+- ``cluster``: a job's ranks read on a Dask cluster, an existing one or a local one (``dask_ranks``; the ``[dask]``
+  extra), reduced to the same job report
 """
 
 from .backward import backward_ops, forward_origin

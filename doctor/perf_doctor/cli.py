@@ -13,6 +13,10 @@ interval, the noise floor, a verdict and each cause's change in ms. ``--fail-if-
 slower beyond the noise by PCT% of BEFORE's step or more, or when the doctor cannot tell (a gate that cannot see does
 not pass). Not comparable (other devices, models) or inconclusive (under 3 steps a side, other shapes): the reasons,
 status 3, gate or not; ``--force`` compares anyway.
+
+``job FOLDER`` is the report of a folder of ranks by name; ``--scheduler ADDRESS`` reads its ranks on a Dask cluster
+(``tcp://host:8786``), ``--scheduler local`` on ``--jobs`` workers started on 127.0.0.1 and closed after
+(``cluster``, the ``[dask]`` extra: without it, one line says what to install, status 2).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from .compare import compare_text, compare_traces
 from .job import diagnose_job, job_text
 from .stats import direction
 from .stream import progress_to
+from .cluster import dask_ranks
 from .quality import finite
 from .report import SCHEMA_VERSION, DoctorError, trace_text
 
@@ -66,9 +71,12 @@ __all__ = [
 ]
 
 
-def report(path: Path | str, *, views: bool = True, workers: int = 1) -> dict[str, Any]:
-    """Everything the command prints, as one JSON-ready dict: a trace's or a folder of ranks' report."""
-    return diagnose_job(path, views=views, workers=workers)
+def report(
+    path: Path | str, *, views: bool = True, workers: int = 1, rank_map=None
+) -> dict[str, Any]:
+    """Everything the command prints, as one JSON-ready dict: a trace's or a folder of ranks' report (its ranks read
+    by ``workers`` processes, or ``rank_map``: ``cluster.dask_ranks``)."""
+    return diagnose_job(path, views=views, workers=workers, rank_map=rank_map)
 
 
 def json_report(rep: dict[str, Any]) -> str:
@@ -165,17 +173,24 @@ def report_main(argv: list[str]) -> int:
         "--jobs",
         type=positive(int),
         default=min(os.cpu_count() or 1, 4),
-        help="a folder of ranks: ranks read at once, one process each (default: the cores, at most 4)",
+        help="a folder of ranks: ranks read at once, one process each (default: the cores, at most 4; "
+        "with --scheduler local, the cluster's workers)",
+    )
+    ap.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="a folder of ranks: read them on a Dask cluster, its scheduler's address (tcp://host:8786; every "
+        "worker sees the folder at the same path), or 'local' for --jobs workers on 127.0.0.1 (Dask: pip "
+        "install 'perf-doctor[dask]')",
     )
     ap.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     args = ap.parse_args(argv)
     if args.max_mb:
         os.environ["PERF_TRACE_MAX_MB"] = str(args.max_mb)
     try:
-        with progress_to(
-            sys.stderr
-        ):  # issue 32 item 7: a read over ~2 s shows a bar on a terminal's stderr
-            rep = report(args.path, workers=args.jobs)
+        # issue 32 item 7: a read over ~2 s shows a bar on a terminal's stderr
+        with progress_to(sys.stderr), dask_ranks(args.scheduler, args.jobs) as rank_map:
+            rep = report(args.path, workers=args.jobs, rank_map=rank_map)
     except DoctorError as exc:
         print(f"doctor: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -249,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv[:1] == ["compare"] and not Path("compare").exists():
             return compare_main(argv[1:])
+        if argv[:1] == ["job"] and not Path("job").exists():  # perf-doctor job FOLDER
+            return report_main(argv[1:])
         return report_main(argv)
     except KeyboardInterrupt:
         print("doctor: interrupted (Ctrl-C): no report", file=sys.stderr)

@@ -29,6 +29,7 @@ from typing import Any
 from . import diagnosis as dg
 from . import events as ev
 from . import gaps
+from .cluster import process_ranks
 from .files import TraceError, find_workers
 from .report import (
     DoctorError,
@@ -178,24 +179,23 @@ def _one_rank(job: tuple) -> tuple:
     return rank, worker, f, rep, comms
 
 
-def _each_rank(jobs: list[tuple], workers: int):
-    """``_one_rank`` for every rank: in this process, or ``workers`` processes (forked, each rank's trace in one)."""
-    if workers <= 1 or len(jobs) < 3:
+def _each_rank(jobs: list[tuple], workers: int, rank_map=None):
+    """``_one_rank`` for every rank: in this process, or handed to an engine, ``rank_map(_one_rank, jobs)``: ``workers``
+    processes (``cluster.process_ranks``: forked, each rank's trace in one), or a Dask cluster's (``cluster``). A rank
+    the engine lost (its process or worker died) comes back as its error's line."""
+    if rank_map is None and (workers <= 1 or len(jobs) < 3):
         return map(_one_rank, jobs)
-    import concurrent.futures as cf
-    import multiprocessing as mp
-
-    pool = cf.ProcessPoolExecutor(min(workers, len(jobs)), mp_context=mp.get_context("fork"))
-    try:
-        return list(pool.map(_one_rank, jobs))
-    finally:
-        pool.shutdown(cancel_futures=True)
+    done = (rank_map or process_ranks(workers))(_one_rank, jobs)
+    return [(*j[:3], r, None) if isinstance(r, str) else r for j, r in zip(jobs, done)]
 
 
 @ev.memoizing
-def diagnose_job(path: Path | str, *, views: bool = True, workers: int = 1) -> dict[str, Any]:
+def diagnose_job(
+    path: Path | str, *, views: bool = True, workers: int = 1, rank_map=None
+) -> dict[str, Any]:
     """The job report of a folder of ranks (the module docstring; one worker or a file: that trace's report); ranks read
-    by ``workers`` processes; above ``RANK_VIEWS_MAX`` ranks each rank's library views are left out (a note says so)."""
+    by ``workers`` processes or by ``rank_map`` (``cluster.dask_ranks``: a Dask cluster's); above ``RANK_VIEWS_MAX``
+    ranks each rank's library views are left out (a note says so)."""
     try:
         found, notes = find_workers(path)
     except TraceError as exc:
@@ -223,7 +223,7 @@ def diagnose_job(path: Path | str, *, views: bool = True, workers: int = 1) -> d
         )
     reps, rows, comms, failed = [], [], {}, []
     for rank, worker, f, rep, comm in _each_rank(
-        [(r, w, f, rank_views, views) for r, w, f in ranks], workers
+        [(r, w, f, rank_views, views) for r, w, f in ranks], workers, rank_map
     ):
         if isinstance(rep, str):
             failed.append(

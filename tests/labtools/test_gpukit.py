@@ -68,6 +68,9 @@ def test_versions_are_constraints_txts():
 
 # what of labtools runs on the GPU machine: the runner, and the kit's own install
 ON_THE_MACHINE = ("runner", "headless", "kernel", "pack", "gpukit", "wheelhouse")
+# the doctor's optional engines, imported only when asked for (perf_doctor.cluster: --scheduler, the [dask] extra);
+# a notebook's run never reads a job on a cluster
+OPTIONAL = ("dask", "distributed")
 
 
 def _third_party_imports() -> set[str]:
@@ -93,7 +96,8 @@ def _third_party_imports() -> set[str]:
                                if not ln.lstrip().startswith(("%", "!"))))
     # the project's own: helpers and labtools from the checkout, perf_doctor from the kit's wheel (doctor_wheel); pip
     # the machine's (the kit's install runs it; its vendored packaging only for `lock`, here)
-    return {m for m in mods if m not in sys.stdlib_module_names and m not in ("helpers", "labtools", "perf_doctor", "pip")}
+    return {m for m in mods if m not in sys.stdlib_module_names
+            and m not in ("helpers", "labtools", "perf_doctor", "pip", *OPTIONAL)}
 
 
 def test_every_import_of_a_run_is_in_the_kit_or_on_the_machine():
