@@ -629,7 +629,9 @@ def commit() -> str:
             [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            [*git, "status", "--porcelain", "--", ".", ":!docs"], capture_output=True, text=True
+            [*git, "status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs"],
+            capture_output=True,
+            text=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
