@@ -42,6 +42,7 @@ import math
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -81,7 +82,7 @@ STRENGTHS = (0.15, 0.5, 0.85)  # a single plant's share of the step
 # (``plant_shares``: with both of its causes planted, shares alone cannot tell plant from base)
 MIXES = ({"input": 0.45, "compute": 0.2}, {"compute": 0.45, "input": 0.2})
 MIXES += ({"launch/overhead": 0.45, "input": 0.2},)
-WAIT, WARMUP, ACTIVE = 1, 1, 8  # the profiler's schedule for each planted entry
+WAIT, WARMUP, ACTIVE = 1, 1, 20  # the profiler's schedule for each planted entry
 
 
 # --- planted steps ----------------------------------------------------------------------------------------------
@@ -410,13 +411,28 @@ def unjudged(d) -> bool:
     return bool(un and top is not None and un > top)
 
 
+def step_shares(d) -> dict[str, float]:
+    """Each judged cause's share of the step: the median over the steps (``per_step``), so that a burst of the
+    machine's load in one step moves it little; the mean step's where the steps are not recorded."""
+    out = {}
+    for c in CAUSES:
+        if d.ms(c) is None:
+            continue
+        each = getattr(d, "per_step", {}).get(c)
+        times = getattr(d, "step_times", [])
+        if each and len(each) == len(times) and all(t > 0 for t in times):
+            out[c] = statistics.median(x / t for x, t in zip(each, times))
+        else:
+            out[c] = (d.ms(c) or 0.0) / d.step_ms
+    return out
+
+
 def plant_shares(d, base) -> dict[str, float]:
     """The share of ``d``'s step each cause's plant holds, read against the unplanted ``base``: the planted step is
     the base's work stretched to ``R`` of the step plus the plants, so a cause's share is ``p + R·b`` (``b``: its
     share of the base); ``R`` is read from the cause that shrank most against the base (an unplanted one), and
-    ``p = share - R·b``. Shares, not ms: a profile's wall time stretches with the machine's load, alike for all."""
-    s = {c: (d.ms(c) or 0.0) / d.step_ms for c in CAUSES if d.ms(c) is not None}
-    b = {c: (base.ms(c) or 0.0) / base.step_ms for c in s}
+    ``p = share - R·b``. Shares (``step_shares``), not ms: a profile's wall time stretches with the machine's load."""
+    s, b = step_shares(d), step_shares(base)
     ratios = [s[c] / b[c] for c in s if b.get(c, 0.0) >= MIN_FINDING_SHARE]
     rest = min([1.0, *ratios])
     return {c: s[c] - rest * b.get(c, 0.0) for c in s}
