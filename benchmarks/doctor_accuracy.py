@@ -17,7 +17,7 @@ A labelled corpus, each entry with the cause it is known to have (``label``) and
 
 What the doctor *names* (``named_cause``): for an entry with an unplanted *base* profiled beside it (every planted
 entry, and 05's reference plants against 05's ``none``), the cause whose ms per step rose most over the base's (the
-doctor's reading of what the plant added), or ``none`` where no cause rose by ``MIN_FINDING_SHARE`` of the step; for
+doctor's reading of what the plant added; a planted entry against the base profiled just before it), or ``none`` where no cause rose by ``MIN_FINDING_SHARE`` of the step; for
 the others, its top cause (``none`` where it judges none; ``not judged`` where its headline says the idle it cannot
 attribute outweighs the top cause). The confusion matrix counts label × named cause.
 
@@ -206,6 +206,9 @@ class Entry:
     claimed: dict[str, float] = field(default_factory=dict)
     reading: dict[str, float] = field(default_factory=dict)
     shares: dict[str, float] = field(default_factory=dict)  # the plants' target shares
+    base_trace: Path | None = (
+        None  # the base profiled again just before this entry (planted: ``profile``)
+    )
     timed_ms: float | None = None  # the planted step's mean CPU time, unprofiled (``time_savings``)
 
 
@@ -393,15 +396,21 @@ def tracelens_entries() -> list[Entry]:
 
 # --- reading --------------------------------------------------------------------------------------------------
 def profile(entries: list[Entry], folder: Path) -> None:
-    """Profile each planted entry into ``folder`` (its ``trace``)."""
+    """Profile each planted entry into ``folder`` (its ``trace``), each read against the base profiled just before
+    it (``base_trace``): the machine's load drifts, and a plant is read against the base under the same load."""
     from helpers.measure.profiling import profile_steps, trace_files
 
-    for i, e in enumerate(x for x in entries if x.kwargs is not None):
-        out = folder / f"{i:02d}"
+    def one(kwargs, out: Path) -> Path:
         profile_steps(
-            plant(**e.kwargs), wait=WAIT, warmup=WARMUP, active=ACTIVE, trace_dir=out, sync=False
+            plant(**kwargs), wait=WAIT, warmup=WARMUP, active=ACTIVE, trace_dir=out, sync=False
         )
-        e.trace = trace_files(out)[0]
+        return trace_files(out)[0]
+
+    by = {e.name: e for e in entries}
+    for i, e in enumerate(x for x in entries if x.kwargs is not None):
+        if e.base is not None:
+            e.base_trace = one(by[e.base].kwargs, folder / f"{i:02d}-base")
+        e.trace = one(e.kwargs, folder / f"{i:02d}")
 
 
 def unjudged(d) -> bool:
@@ -456,6 +465,7 @@ def read(entries: list[Entry]) -> None:
     ds = {e.name: diagnose(e.trace) for e in entries}
     for e in entries:
         d, b = ds[e.name], ds.get(e.base) if e.base else None
+        b = diagnose(e.base_trace) if e.base_trace is not None else b
         e.named, e.top, e.step_ms = named_cause(d, b), d.top, d.step_ms
         p = plant_shares(d, b) if b is not None else {}
         for c in {*e.plants, *e.saved}:
