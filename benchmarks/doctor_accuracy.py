@@ -1,7 +1,7 @@
-"""How often the doctor is right: ``python benchmarks/doctor_accuracy.py [--rounds 20] [--no-write]`` (or
-``python -m benchmarks.doctor_accuracy``), by hand, not by ``make test`` (it profiles 27 runs of 22 training steps and
-times each plant's step against its step without it: about a minute and a half on 2 cores; the savings depend on the
-machine).
+"""How often the doctor is right: ``python benchmarks/doctor_accuracy.py [--rounds 20] [--repeats 2]
+[--no-write]`` (or ``python -m benchmarks.doctor_accuracy``), by hand, not by ``make test`` (it profiles 2 × 27
+runs of 22 training steps and times each plant's step against its step without it: about two minutes on 2 cores;
+the savings depend on the machine).
 
 A labelled corpus, each entry with the cause it is known to have (``label``) and how that is known (``how``):
 
@@ -17,17 +17,22 @@ A labelled corpus, each entry with the cause it is known to have (``label``) and
   window, ``GPU idle`` (any idle cause: input, host sync, launch/overhead, memory) where idle is.
 
 What the doctor *names* (``named_cause``): for an entry with an unplanted *base* profiled beside it (every planted
-entry, and 05's reference plants against 05's ``none``), the cause whose ms per step rose most over the base's (the
-doctor's reading of what the plant added; a planted entry against the base profiled just before it), or ``none`` where no cause rose by ``MIN_FINDING_SHARE`` of the step; for
-the others, its top cause (``none`` where it judges none; ``not judged`` where its headline says the idle it cannot
-attribute outweighs the top cause). The confusion matrix counts label × named cause.
+entry, against the base profiled just before it; 05's reference plants against 05's ``none``), the cause with the
+largest plant share (``plant_shares``: each cause's share of the median step, less the base's share scaled to what
+is left of the base), or ``none`` under ``MIN_FINDING_SHARE`` of the step; for the others, its top cause (``none``
+where it judges none; ``not judged`` where its headline says the idle it cannot attribute outweighs the top cause).
+The confusion matrix counts label × named cause.
 
 The saving (``savings``): for each plant of each planted entry, the step with the plant and the step without it are
 timed unprofiled, in interleaved rounds, on the process's CPU time with one intra-op thread
 (``helpers.measure.timing.interleaved_times(cpu_time=True)``); the measured saving is the difference of their means
 (with a 95% half-width), as a share of the timed step. The doctor's side is its share of the step for the plant's
-cause (the most fixing it could save) and, against the base, its share for the plant (``plant_shares``). The H100 reference's
-05 plants add the savings their notebook measured (wall time on the H100, ``timed:`` rows of its ``results.json``).
+cause (the most fixing it could save) and, against the base, its share for the plant (``plant_shares``). The H100
+reference's 05 plants add the savings their notebook measured (wall time on the H100, ``timed:`` rows of its
+``results.json``).
+
+The planted corpus is profiled ``--repeats`` times (default 2): the first profile is counted, the others' readings
+are shown beside it (``again``), so the spread from one profile to the next on a loaded machine is in the table.
 
 The script writes its tables between ``START`` and ``END`` in ``docs/doctor.md`` (``--no-write``: prints them), with
 the date, the machine and the commit: never typed. ``tests/traces/test_accuracy.py`` regenerates them on a subset.
@@ -210,7 +215,10 @@ class Entry:
     base_trace: Path | None = (
         None  # the base profiled again just before this entry (planted: ``profile``)
     )
-    timed_ms: float | None = None  # the planted step's mean CPU time, unprofiled (``time_savings``)
+    timed_ms: float | None = None
+    again: list[tuple[str, dict[str, float]]] = field(
+        default_factory=list
+    )  # (named, reading) of each repeat  # the planted step's mean CPU time, unprofiled (``time_savings``)
 
 
 def planted_entries(cal: dict[str, Any], which: set[str] | None = None) -> list[Entry]:
@@ -551,6 +559,7 @@ CORPUS_HEAD = [
     "how labelled",
     "read",
     "named",
+    "again",
     "top cause",
     "step (ms)",
 ]
@@ -559,6 +568,7 @@ SAVINGS_HEAD = [
     "plant",
     "doctor: its cause",
     "doctor: the plant",
+    "again",
     "measured saving",
     "error (points)",
     "measured (ms)",
@@ -581,6 +591,7 @@ def corpus_table(entries: list[Entry]) -> list[str]:
                     e.how,
                     read,
                     f"{e.named}{mark}",
+                    " / ".join(n for n, _ in e.again) or "·",
                     e.top,
                     f"{e.step_ms:.2f}",
                 ]
@@ -607,6 +618,8 @@ def saving_rows(entries: list[Entry]) -> list[dict[str, Any]]:
                     "ms": ms,
                     "hw": hw,
                     "error": e.reading[c] - ms / e.timed_ms,
+                    "again": [r[c] - ms / e.timed_ms for _, r in e.again if c in r],
+                    "again_reading": [r[c] for _, r in e.again if c in r],
                 }
             )
     return rows
@@ -623,6 +636,7 @@ def savings_table(rows: list[dict[str, Any]]) -> list[str]:
                     r["plant"],
                     f"{r['claimed']:.0%}",
                     f"{r['reading']:.0%}",
+                    " / ".join(f"{x:.0%}" for x in r["again_reading"]) or "·",
                     f"{r['measured']:.0%}",
                     f"{100 * r['error']:+.1f}",
                     ms,
@@ -665,12 +679,19 @@ def commit() -> str:
     return head + ("+dirty" if dirty else "")
 
 
-def render(entries: list[Entry], rounds: int, cal: dict[str, Any] | None) -> str:
+def render(entries: list[Entry], rounds: int, cal: dict[str, Any] | None, repeats: int = 2) -> str:
     """The block written between ``START`` and ``END``: provenance, the matrix, the savings, the corpus."""
     m = confusion(entries)
     n = len(scored(entries))
     rows = saving_rows(entries)
     mae = lambda rs: sum(abs(r["error"]) for r in rs) / len(rs) if rs else float("nan")  # noqa: E731
+    repeats_done = max((len(e.again) for e in entries), default=0)
+    agains = [
+        mae([dict(r, error=r["again"][i]) for r in rows if len(r["again"]) > i])
+        for i in range(repeats_done)
+    ]
+    redone = [e for e in scored(entries) if e.again]
+    alike = sum(all(n == e.named for n, _ in e.again) for e in redone)
     here = [r for r in rows if r["hw"] is not None]  # planted here (the H100's have no half-width)
     weak = [
         r for e in entries for r in here if r["entry"] == e.name and min(e.shares.values()) < 0.3
@@ -679,8 +700,8 @@ def render(entries: list[Entry], rounds: int, cal: dict[str, Any] | None) -> str
     lines = [
         START,
         "",
-        f"Written by `python benchmarks/doctor_accuracy.py --rounds {rounds}` on {when}, {machine()}, commit "
-        f"{commit()}."
+        f"Written by `python benchmarks/doctor_accuracy.py --rounds {rounds} --repeats {repeats}` on {when}, "
+        f"{machine()}, commit {commit()}."
         + (
             f" Planted steps calibrated here: the unplanted step {cal['base_ms']:.2f} ms of CPU time."
             if cal
@@ -688,7 +709,13 @@ def render(entries: list[Entry], rounds: int, cal: dict[str, Any] | None) -> str
         ),
         "",
         f"**Confusion matrix** ({n} entries; bold: right; `GPU idle` is right for any idle cause): "
-        f"{on_diagonal(m)} of {n} right.",
+        f"{on_diagonal(m)} of {n} right"
+        + (
+            f"; the planted corpus profiled {repeats_done + 1} times, {alike} of its {len(redone)} entries "
+            "are named alike every time (`again`: the other profiles' readings)."
+            if redone
+            else "."
+        ),
         "",
         *matrix_table(m),
         "",
@@ -697,7 +724,9 @@ def render(entries: list[Entry], rounds: int, cal: dict[str, Any] | None) -> str
         f"plant is removed (planted here: {rounds} interleaved rounds of process CPU time, one thread, the mean "
         "difference ± its 95% half-width; the H100 rows: its notebook's timed rows, wall time, 20 rounds). "
         f"Mean absolute error of the plant share: {100 * mae(here):.1f} points over the {len(here)} plants made "
-        f"here ({100 * mae(weak):.1f} over the {len(weak)} at under 30% of the step), "
+        f"here ({100 * mae(weak):.1f} over the {len(weak)} at under 30% of the step"
+        + "".join(f"; profiled again: {100 * a:.1f}" for a in agains)
+        + "), "
         f"{100 * mae([r for r in rows if r not in here]):.1f} over the H100's.",
         "",
         *savings_table(rows),
@@ -740,14 +769,25 @@ def docs_block(path: Path = DOCS) -> str | None:
 
 
 def run(
-    rounds: int = 20, which: set[str] | None = None, real: bool = True, folder: Path | None = None
+    rounds: int = 20,
+    which: set[str] | None = None,
+    real: bool = True,
+    folder: Path | None = None,
+    repeats: int = 2,
 ) -> tuple[list[Entry], dict[str, Any]]:
     """Build, profile, read and time the corpus (``which``: only these planted entries; ``real``: with the H100
-    and TraceLens traces); the entries and the calibration."""
+    and TraceLens traces; ``repeats``: the planted entries profiled and read that many times, the first counted,
+    the others in ``again``); the entries and the calibration."""
     cal = calibrate()
     entries = planted_entries(cal, which)
     with tempfile.TemporaryDirectory(prefix="doctor_accuracy_", dir=folder) as tmp:
-        profile(entries, Path(tmp))
+        profile(entries, Path(tmp) / "0")
+        for r in range(1, repeats):
+            redo = planted_entries(cal, which)
+            profile(redo, Path(tmp) / str(r))
+            read(redo)
+            for e, f in zip(entries, redo):
+                e.again.append((f.named, dict(f.reading)))
         entries += (h100_entries() + tracelens_entries()) if real else []
         read(entries)
     time_savings(entries, rounds)
@@ -758,12 +798,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=20, help="interleaved timing rounds (default 20)")
     ap.add_argument(
+        "--repeats", type=int, default=2, help="profiles of the planted corpus (default 2)"
+    )
+    ap.add_argument(
         "--no-write", action="store_true", help="print the tables, leave docs/doctor.md"
     )
     args = ap.parse_args(argv)
     t0 = time.time()
-    entries, cal = run(args.rounds)
-    block = render(entries, args.rounds, cal)
+    entries, cal = run(args.rounds, repeats=args.repeats)
+    block = render(entries, args.rounds, cal, args.repeats)
     print(block)
     if not args.no_write:
         write_docs(block)

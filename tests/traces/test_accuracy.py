@@ -26,7 +26,7 @@ SUBSET = {
 @pytest.fixture(scope="module")
 def regenerated(tmp_path_factory):
     entries, cal = acc.run(rounds=2, which=SUBSET, folder=tmp_path_factory.mktemp("accuracy"))
-    return entries, acc.render(entries, 2, cal)
+    return entries, acc.render(entries, 2, cal, 2)
 
 
 def cell(text: str) -> int:
@@ -46,7 +46,8 @@ def test_the_docs_block_is_the_scripts_format(regenerated):
         acc.SAVINGS_HEAD,
         acc.CORPUS_HEAD,
     ]
-    stamp = r"Written by `python benchmarks/doctor_accuracy.py --rounds \d+` on \d{4}-\d\d-\d\d \d\d:\d\d UTC, "
+    stamp = r"Written by `python benchmarks/doctor_accuracy.py --rounds \d+ --repeats \d+` on "
+    stamp += r"\d{4}-\d\d-\d\d \d\d:\d\d UTC, "
     stamp += r".+, \d+ cores, .+, commit ([0-9a-f]{7,}|unknown)"
     for text in (block, docs):
         assert re.search(stamp, text), text[:400]
@@ -78,6 +79,8 @@ def test_the_matrix_adds_up(regenerated, which):
         assert row[-1] == f"{sum(ok)}/{sum(counts)}", row
         total, right = total + sum(counts), right + sum(ok)
     assert f"{right} of {total} right" in block
+    again = [r[6] for r in corpus[1:] if r[1] == "planted" and r[4] != "base"]
+    assert again and all(a != "·" for a in again), again  # the planted corpus was profiled again
     marks = [r[5][-1] for r in corpus[1:] if r[4] != "base"]
     assert len(marks) == total and marks.count("✓") == right, marks
 
@@ -108,6 +111,7 @@ def test_the_reference_plants_are_named_and_their_savings_read(regenerated):
     rows = {(r["entry"], r["plant"]): r for r in acc.saving_rows(entries)}
     sync = rows[("05 host sync", "host sync")]
     assert 0 < sync["reading"] < 1 and 0 < sync["measured"] < 1 and sync["hw"] is None
+    assert sync["again"] == []  # a reference trace is read once
     planted = [r for r in rows.values() if r["hw"] is not None]
     assert {r["entry"] for r in planted} == SUBSET - {
         "none"
