@@ -18,8 +18,8 @@ A labelled corpus, each entry with the cause it is known to have (``label``) and
 
 What the doctor *names* (``named_cause``): for an entry with an unplanted *base* profiled beside it (every planted
 entry, against the base profiled just before it; 05's reference plants against 05's ``none``), the cause with the
-largest plant share (``plant_shares``: each cause's share of the median step, less the base's share scaled to what
-is left of the base), or ``none`` under ``MIN_FINDING_SHARE`` of the step; for the others, its top cause (``none``
+largest plant share (``plant_shares``: each cause's median share of a step, less the base's share scaled by the
+base's median step over the planted one's), or ``none`` under ``MIN_FINDING_SHARE`` of the step; for the others, its top cause (``none``
 where it judges none; ``not judged`` where its headline says the idle it cannot attribute outweighs the top cause).
 The confusion matrix counts label × named cause.
 
@@ -84,8 +84,7 @@ NAMED = (*CAUSES, NONE, NOT_JUDGED)  # its columns
 # planted steps: notebook 05's MLP (batch x FEATURES -> HIDDEN -> 10), sized so the unplanted step takes ~10-20 ms
 BATCH, FEATURES, HIDDEN = 128, 256, 1024
 STRENGTHS = (0.15, 0.5, 0.85)  # a single plant's share of the step
-# two plants at once; each mix leaves one of the base's own causes unplanted, so the base's remainder can be read
-# (``plant_shares``: with both of its causes planted, shares alone cannot tell plant from base)
+# two plants at once (the larger is the label)
 MIXES = ({"input": 0.45, "compute": 0.2}, {"compute": 0.45, "input": 0.2})
 MIXES += ({"launch/overhead": 0.45, "input": 0.2},)
 WAIT, WARMUP, ACTIVE = 1, 1, 20  # the profiler's schedule for each planted entry
@@ -447,12 +446,12 @@ def step_shares(d) -> dict[str, float]:
 
 def plant_shares(d, base) -> dict[str, float]:
     """The share of ``d``'s step each cause's plant holds, read against the unplanted ``base``: the planted step is
-    the base's work stretched to ``R`` of the step plus the plants, so a cause's share is ``p + R·b`` (``b``: its
-    share of the base); ``R`` is read from the cause that shrank most against the base (an unplanted one), and
-    ``p = share - R·b``. Shares (``step_shares``), not ms: a profile's wall time stretches with the machine's load."""
+    the base's work, ``R`` of the step, plus the plants, so a cause's share is ``p + R·b`` (``b``: its share of the
+    base) and ``p = share - R·b``; ``R`` is the base's median step over the planted one's (at most 1). Shares and
+    medians (``step_shares``): a burst of the machine's load in one step moves them little."""
     s, b = step_shares(d), step_shares(base)
-    ratios = [s[c] / b[c] for c in s if b.get(c, 0.0) >= MIN_FINDING_SHARE]
-    rest = min([1.0, *ratios])
+    steps = lambda x: statistics.median(x.step_times) if x.step_times else x.step_ms  # noqa: E731
+    rest = min(1.0, steps(base) / steps(d))
     return {c: s[c] - rest * b.get(c, 0.0) for c in s}
 
 
