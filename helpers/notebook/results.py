@@ -274,13 +274,28 @@ class Results:
         return frame(pd.DataFrame(rows, columns=["id", "claim", "holds"]))
 
     def comparisons_table(self):
-        """The comparisons as a DataFrame: b against a, the metric, the ratio a/b, its interval, the verdict."""
+        """The comparisons in the one convention of tables and prose: ``b`` takes ``b / a``× ``a``'s figure (its
+        time, or its memory for a memory metric), the 95% interval, the noise floor and the verdict."""
         import pandas as pd
 
-        cols = ["b", "a", "metric", "ratio", "low", "high", "floor", "verdict"]
-        return frame(
-            pd.DataFrame([{k: c.get(k) for k in cols} for c in self.comparisons], columns=cols)
-        )
+        from ..measure.compare import takes
+
+        cols = ["b", "a", "metric", "b / a", "interval", "floor", "verdict"]
+        rows = []
+        for c in self.comparisons:
+            t = takes(c)
+            rows.append(
+                {
+                    "b": c.get("b"),
+                    "a": c.get("a"),
+                    "metric": c.get("metric"),
+                    "b / a": t["time_ratio"],
+                    "interval": t["interval"],
+                    "floor": c.get("floor"),
+                    "verdict": t["verdict"],
+                }
+            )
+        return frame(pd.DataFrame(rows, columns=cols))
 
     def savefig(self, fig, name: str) -> Path:
         path = self.dir / f"{name}.png"

@@ -102,7 +102,9 @@ def test_comparisons_are_kept_in_results_json(tmp_path):
     del doc["comparisons"][0]["samples"], doc["comparisons"][0]["floor_from"]
     assert any("keeps no samples" in p for p in results.validate(doc))
     assert any("noise floor" in p for p in results.validate(doc))
-    assert list(r.comparisons_table().columns) == ["b", "a", "metric", "ratio", "low", "high", "floor", "verdict"]
+    table = r.comparisons_table()   # one convention: b takes (b / a)x a's figure
+    assert list(table.columns) == ["b", "a", "metric", "b / a", "interval", "floor", "verdict"]
+    assert table["b / a"].iloc[0] == round(1 / r.comparisons[0]["ratio"], 3)
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
