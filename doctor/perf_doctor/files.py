@@ -6,6 +6,7 @@ subfolder is skipped and named in the notes, never silently.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import re
@@ -139,3 +140,22 @@ def find_workers(path_or_dir: Path | str) -> tuple[list[tuple[int | None, str, P
             f"the newest of each is read"
         )
     return out, notes
+
+
+def shown_path(path: str, room: int = 120 - len("before: ")) -> str:
+    """A path as a report's first lines show it: relative to the current folder where it lies inside it, and shortened
+    in the middle ("...") to ``room`` characters, the file's own name kept, so that the answer stays on the lines
+    after it whatever the folder's depth (``--json`` keeps the path whole)."""
+    text = str(path)
+    try:
+        text = str(Path(text).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        # beside the current folder (a notebook's ../runs/...): relative still, a few levels up at most
+        with contextlib.suppress(ValueError, OSError):
+            near = os.path.relpath(Path(text).resolve(), Path.cwd().resolve())
+            if Path(near).parts[:3].count("..") < 3:
+                text = near
+    if len(text) <= room:
+        return text
+    tail = max(room - room // 3 - 3, min(len(Path(text).name), room - 3))
+    return text[: room - 3 - tail] + "..." + text[-tail:]

@@ -30,6 +30,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from .files import shown_path  # noqa: F401 (the report's first lines; compare and job use it from here)
 from .memory import memory_lines, memory_report
 from . import diagnosis as dg
 from . import events as ev
@@ -54,21 +55,6 @@ UNKNOWN_COLUMNS = (
 def see_text(see: str) -> str:
     """Advice as the report prints it: each notebook it names as "notebook 04_torch_compile" (the one teaching it)."""
     return re.sub(r"(?<![Nn]otebook )\b(\d\d_[a-z]\w*)", r"notebook \1", see or "")
-
-
-def shown_path(path: str, room: int = WIDTH - len("before: ")) -> str:
-    """A path as a report's first lines show it: relative to the current folder where it lies inside it, and shortened
-    in the middle ("...") to ``room`` characters, the file's own name kept, so that the answer stays on the lines
-    after it whatever the folder's depth (``--json`` keeps the path whole)."""
-    text = str(path)
-    try:
-        text = str(Path(text).resolve().relative_to(Path.cwd().resolve()))
-    except (ValueError, OSError):
-        pass
-    if len(text) <= room:
-        return text
-    tail = max(room - room // 3 - 3, min(len(Path(text).name), room - 3))
-    return text[: room - 3 - tail] + "..." + text[-tail:]
 
 
 def fit(lines: list[str], width: int = WIDTH) -> list[str]:

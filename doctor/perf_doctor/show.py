@@ -13,6 +13,7 @@ from pathlib import Path
 from . import events as ev
 from .kernels import short_name
 from .load import TraceError
+from .files import shown_path
 from .timeline import sync_split
 from .views import Trace, open_trace
 
@@ -91,7 +92,7 @@ def show(path_or_dir, steps: int = 3, top: int = 10, title: str | None = None) -
     ranges = ev.step_windows(t.doc)  # the steps as the Overview (and the doctor) count them
     mean_ms = sum(b - a for _, a, b in ranges) / len(ranges) / 1000.0 if ranges else None
     name = Path(t.label).name if t.path is not None else t.label
-    where = f" (in {Path(t.label).parent})" if t.path is not None else ""
+    where = f" (in {shown_path(str(Path(t.label).parent))})" if t.path is not None else ""
     say(
         f"**{title + ': ' if title else ''}{name}**{where}: {len(ranges)} ProfilerStep(s)"
         + (f", {mean_ms:.2f} ms per step on average" if ranges else "")

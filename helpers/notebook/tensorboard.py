@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from .env import runs_dir
+from .reference import shown
 
 HOST = "127.0.0.1"
 _started_pids: set[int] = set()
@@ -235,7 +236,7 @@ def start(
         else:
             _remember_started(info.port)
         url = f"http://{HOST}:{info.port}/"
-        msg = f"TensorBoard answered at {url} with the runs in {logdir}."
+        msg = f"TensorBoard answered at {url} with the runs in {shown(logdir)}."
         if display:
             _display_inline(info.port)
         print(msg)

@@ -1,6 +1,7 @@
 """Notebook 06's runs: one launch of the ranks as results rows (``run_job``) and the panel's run."""
 
 import json
+import os
 import shutil
 import statistics
 from pathlib import Path
@@ -42,7 +43,13 @@ def run_job(
         )
     ok = all(r["status"] == "ok" for r in rows)
     docs = [json.loads((out / f"rank{r}.json").read_text()) for r in range(world)] if ok else []
-    command = " ".join(["torchrun", *launch.torchrun_command(script, out, world)[3:]])
+    here = (
+        Path.cwd()
+    )  # the command as typed from this folder: its paths relative to it, never absolute
+    parts = launch.torchrun_command(
+        os.path.relpath(Path(script).resolve(), here), os.path.relpath(out.resolve(), here), world
+    )
+    command = " ".join(["torchrun", *parts[3:]])
     times = docs[0]["times_ms"] if docs else {}
     return {"ok": ok, "rows": rows, "times": times, "ranks": docs, "command": command}
 
