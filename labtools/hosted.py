@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SIM = ROOT / "build" / "hosted-sim"
 LINE = "pip install ./doctor ."  # README: `%pip install ./doctor .` in the clone's folder
 # The lines a notebook's first code cell starts with: without the lab, one line says what to run.
-FIRST_CELL = """try:  # the lab and its doctor (README, "In a hosted notebook")
+FIRST_CELL = """try:
     import helpers  # noqa: F401
     import perf_doctor  # noqa: F401
 except ModuleNotFoundError:
