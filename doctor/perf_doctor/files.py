@@ -150,10 +150,10 @@ def shown_path(path: str, room: int = 120 - len("before: ")) -> str:
     try:
         text = str(Path(text).resolve().relative_to(Path.cwd().resolve()))
     except (ValueError, OSError):
-        # beside the current folder (a notebook's ../runs/...): relative still, a few levels up at most
+        # near the current folder (a notebook's ../runs/...): relative still, three levels up at most
         with contextlib.suppress(ValueError, OSError):
             near = os.path.relpath(Path(text).resolve(), Path.cwd().resolve())
-            if Path(near).parts[:3].count("..") < 3:
+            if Path(near).parts[:4].count("..") < 4:  # e.g. ../../../data/reference/...
                 text = near
     if len(text) <= room:
         return text
