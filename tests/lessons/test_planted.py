@@ -13,7 +13,9 @@ from tests.planted import make_step
 SCHEDULE = dict(wait=0, warmup=1, active=2)
 
 
-@pytest.mark.parametrize("kind,size", [("input", 2), ("launch/overhead", 2000), ("compute", 512)])
+# compute at 1024 (a ~25 ms product): at 512 (3 ms) a unit phase on three workers once read the Python between
+# ops (wall time under contention) as larger, and named launch/overhead
+@pytest.mark.parametrize("kind,size", [("input", 2), ("launch/overhead", 2000), ("compute", 1024)])
 def test_planted_cpu_case_top_cause(kind, size, tmp_path, monkeypatch):
     monkeypatch.setenv("PERF_RUNS_DIR", str(tmp_path / "runs"))
     res = Results("05_diagnose", "smoke", root=tmp_path / "results")
