@@ -104,3 +104,9 @@ def takes(comparison: Mapping[str, Any]) -> dict[str, Any]:
         "interval": f"{1 / c['high']:.2f}–{1 / c['low']:.2f}",
         "verdict": c["verdict"],
     }
+
+
+def takes_line(comparison: Mapping[str, Any]) -> str:
+    """``takes`` as a sentence: "b takes 1.17× a's time (95% interval 1.10–1.25): slower"."""
+    c, t = comparison, takes(comparison)
+    return f"{c['b']} takes {t['time_ratio']:.2f}× {c['a']}'s time (95% interval {t['interval']}): {t['verdict']}"

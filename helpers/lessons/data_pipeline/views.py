@@ -4,7 +4,7 @@ import math
 
 import pandas as pd
 
-from ...measure.compare import compare_times, not_measured, takes
+from ...measure.compare import compare_times, not_measured, takes, takes_line
 from ...notebook import reference
 from .experiment import predicted_samples_per_s
 
@@ -41,19 +41,14 @@ def show(df, precision: int = 2) -> None:
         show_frame(df, precision=precision)
 
 
-def took(c) -> str:
-    """A comparison in the lab's one convention: "b takes 0.81× a's time (95% interval 0.70–0.93; faster)"."""
-    t = takes(c)
-    return f"{c['b']} takes {t['time_ratio']:.2f}× {c['a']}'s time (95% interval {t['interval']}; {t['verdict']})"
-
-
 def said(c, what: str, saved_ms: float | None = None) -> str:
-    """``took(c)``, the ms per step saved where the interval resolves a difference; or why it was not measured."""
+    """``compare.takes_line(c)``, the ms per step saved where the interval resolves a difference; or why it was
+    not measured."""
     if not c:
         return not_measured(what, "a row failed or was skipped for time")
     resolved = c["verdict"] in ("faster", "slower")
     extra = f"; {saved_ms:.1f} ms per step saved" if saved_ms and resolved and saved_ms > 0 else ""
-    return took(c) + extra
+    return takes_line(c) + extra
 
 
 def comparisons_table(results):

@@ -225,14 +225,12 @@ def bound_table(diagnoses: Mapping[Any, Any]):
 
 
 def takes_line(c: Mapping[str, Any], turned: bool = False) -> str:
-    """One comparison in the lab's convention: "b takes 0.77× a's time (95% interval ...): verdict"; ``turned``: a
-    plant against its fix read as what the plant does (``as_slowdown``: "planted ... takes 26× nothing planted's")."""
-    from ...measure.compare import takes
+    """``compare.takes_line``; ``turned``: a plant against its fix read as what the plant does (``as_slowdown``:
+    "planted ... takes 26× nothing planted's")."""
+    from ...measure.compare import takes_line as line
     from .experiment import as_slowdown
 
-    c = as_slowdown(c) if turned else c
-    t = takes(c)
-    return f"{c['b']} takes {t['time_ratio']:.2f}× {c['a']}'s time (95% interval {t['interval']}): {t['verdict']}"
+    return line(as_slowdown(c) if turned else c)
 
 
 def comparisons_view(results):

@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping
 
 from ...measure import device as dev
 from ...measure import profiling, timing, training
-from ...measure.compare import takes
+from ...measure.compare import takes, takes_line  # noqa: F401 (takes_line: the notebook's, pb.takes_line)
 from ...measure.validate import Whole, check_values
 from ...notebook import env, reference, tensorboard
 from ...notebook.budget import Budget
@@ -31,12 +31,6 @@ def reference_run(notebook: str = NOTEBOOK):
     where = ref and f"{ref.source()}; its numbers were measured there, not in this run"
     print(f"Reference run beside yours: {where}." if ref else "No reference GPU run here.")
     return ref
-
-
-def takes_line(c: Mapping[str, Any]) -> str:
-    """A comparison in the one convention: ``b takes 1.17× a's time (95% interval ...): verdict``."""
-    t = takes(c)
-    return f"{c['b']} takes {t['time_ratio']:.2f}× {c['a']}'s time (95% interval {t['interval']}): {t['verdict']}"
 
 
 def overhead_rounds(
