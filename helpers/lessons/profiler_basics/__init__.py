@@ -2,7 +2,7 @@
 (alternating runs, the panel's experiment), ``views`` (tables, charts) and ``checks`` (the lesson's claims)."""
 
 from .model import SmallCNN
-from .experiment import *  # noqa: F403 - the tests also reach is_label, busy_within_span, kernels_intact
+from .experiment import *  # noqa: F403 - the tests also reach is_label
 from .views import *  # noqa: F403 - and averages_frame, call_levels, NAME_WIDTH, WIDTH
 from . import experiment, views
 
@@ -13,20 +13,17 @@ __all__ = [  # what the notebook calls
     "overhead_rounds",
     "reference_run",
     "run_profiled_step",
-    "takes_line",
     "time_guard",
     "timer_rounds",
     "top_op",
     "validate_panel",
     "article_table",
-    "comparisons_view",
     "orders_table",
     "phase_calls",
     "phase_chart",
     "reference_timers",
     "results_view",
+    "fits",
     "show_table",
     "step_figures",
-    "experiment",
-    "views",
 ]

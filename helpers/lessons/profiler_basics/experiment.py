@@ -7,7 +7,6 @@ from typing import Any, Callable, Mapping
 
 from ...measure import device as dev
 from ...measure import profiling, timing, training
-from ...measure.compare import takes, takes_line  # noqa: F401 (takes_line: the notebook's, pb.takes_line)
 from ...measure.validate import Whole, check_values
 from ...notebook import env, reference, tensorboard
 from ...notebook.budget import Budget
@@ -94,22 +93,12 @@ def top_op(ev, on_gpu: bool) -> tuple[str, float]:
     )
 
 
-def busy_within_span(busy_ms: float, span_ms: float, rtol: float = 0.001) -> bool:
-    """Whether kernels' total time fits the recorded steps' GPU span (more: earlier steps' kernels counted)."""
-    return busy_ms <= (1 + rtol) * span_ms
-
-
 def kernel_times(doc) -> dict[str, int]:
     """A trace's kernel count and how many have no duration (as ``export_chrome_trace`` wrote on an H100)."""
     kernels = [
         e for e in doc.get("traceEvents", []) if isinstance(e, dict) and e.get("cat") == "kernel"
     ]
     return {"kernels": len(kernels), "zero_duration": sum(1 for e in kernels if not e.get("dur"))}
-
-
-def kernels_intact(counts: Mapping[str, int]) -> bool:
-    """``kernel_times``: there are kernels and every one has a duration (a CPU trace has none: not intact)."""
-    return counts["kernels"] > 0 and counts["zero_duration"] == 0
 
 
 def validate_panel(values: Mapping[str, Any], device) -> dict[str, Any]:
@@ -130,19 +119,15 @@ def run_profiled_step(
     budget=None,
 ) -> dict[str, Any]:
     """``make_step(batch_size, precision)``'s step timed and profiled as a results row (bad input, failure: failed)."""
-    det = (
-        " det"
-        if deterministic is True
-        else ("" if deterministic is False else f" det={deterministic!r}")
-    )
-    name = f"step bs={batch_size} {precision}{det}"
+    name = f"step bs={batch_size} {precision}"
+    if deterministic is not False:
+        name += " det" if deterministic is True else f" det={deterministic!r}"
     cfg = {"batch_size": batch_size, "precision": precision, "deterministic": deterministic}
 
     def experiment():
         v = validate_panel(cfg, device)
-        guard = (
-            budget.limit() if budget is not None else contextlib.nullcontext()
-        )  # after the values' checks
+        # the time guard starts once the values are checked
+        guard = budget.limit() if budget is not None else contextlib.nullcontext()
         with guard, env.deterministic(v["deterministic"]):
             step = make_step(v["batch_size"], v["precision"])
             dev.reset_peak_memory(device)

@@ -1,9 +1,8 @@
 """Notebook 01's tables and charts: non-wrapping ``key_averages()`` tables, the three orders, the phase chart, the
-results, comparisons and article tables."""
+results and article tables."""
 
 import math
 import re
-from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -34,99 +33,64 @@ def _key(attr: str) -> str:
     return attr.replace("cuda", "device")  # as ``table(sort_by=...)`` reads its key
 
 
-def averages_frame(
-    avgs, sort_by: str, row_limit: int = 10, columns: str = "time", on_gpu: bool = False
-):
-    """The rows ``avgs.table(sort_by, row_limit)`` prints as a DataFrame of ``columns`` (time, memory or shapes)."""
+def averages_frame(avgs, sort_by: str, row_limit=10, columns="time", on_gpu=False):
+    """The rows ``avgs.table(sort_by, row_limit)`` prints as a DataFrame: times (ms) and the self-time share, memory
+    (MB), or times by input shape (``columns``); on a GPU the device's figures."""
     t = "device" if on_gpu else "cpu"
-    everything = (
-        sum(
-            getattr(e, f"self_{t}_time_total")
-            for e in avgs
-            if not on_gpu
-            or (not trace_events.is_host(e) and not getattr(e, "is_user_annotation", False))
-        )
-        or 1.0
-    )
-    out = []
-    for e in sorted(avgs, key=lambda e: getattr(e, _key(sort_by)), reverse=True)[:row_limit]:
-        r: dict[str, Any] = {
-            "name": short_name(e.key),
-            **({"input_shapes": str(e.input_shapes)} if columns == "shapes" else {}),
-            "calls": e.count,
-        }
-        if columns == "time":
-            r |= (
-                {"self_cpu_ms": e.self_cpu_time_total / 1e3, "cpu_total_ms": e.cpu_time_total / 1e3}
-                if on_gpu
-                else {}
-            )
-            r[f"self_{t}_share"] = getattr(e, f"self_{t}_time_total") / everything
-        r[f"self_{t}_ms"] = getattr(e, f"self_{t}_time_total") / 1e3
-        if columns != "memory":
-            r[f"{t}_total_ms"] = getattr(e, f"{t}_time_total") / 1e3
-        if columns == "time":
-            r[f"{t}_avg_ms"] = getattr(e, f"{t}_time_total") / 1e3 / max(e.count, 1)
-        if columns == "memory":
-            r |= {
-                f"{k}_mem_mb": getattr(e, f"{k}_memory_usage") / 2**20
-                for k in ("cpu", "self_cpu") + (("device", "self_device") if on_gpu else ())
-            }
-        out.append(r)
-    return pd.DataFrame(out)
+    top = sorted(avgs, key=lambda e: getattr(e, _key(sort_by)), reverse=True)[:row_limit]
+    df = pd.DataFrame({"name": [short_name(e.key) for e in top], "calls": [e.count for e in top]})
+    if columns == "shapes":
+        df.insert(1, "input_shapes", [str(e.input_shapes) for e in top])
+    if columns == "memory":
+        for k in (f"self_{t}", t):
+            df[f"{k}_mem_mb"] = [getattr(e, f"{k}_memory_usage") / 2**20 for e in top]
+        return df
+    if on_gpu:  # the CPU's queueing time beside the GPU's
+        df["self_cpu_ms"] = [e.self_cpu_time_total / 1e3 for e in top]
+    df[f"self_{t}_ms"] = [getattr(e, f"self_{t}_time_total") / 1e3 for e in top]
+    df[f"{t}_total_ms"] = [getattr(e, f"{t}_time_total") / 1e3 for e in top]
+    if columns == "time":  # of the footer's total: host rows on a CPU, kernels on a GPU
+        own = [e for e in avgs if trace_events.is_host(e) != on_gpu]
+        own = [e for e in own if not profiling.is_device_annotation(e)]
+        everything = sum(getattr(e, f"self_{t}_time_total") for e in own) / 1e3 or 1.0
+        df[f"self_{t}_share"] = df[f"self_{t}_ms"] / everything
+    return df
 
 
-def show_table(
-    avgs, sort_by: str, row_limit: int = 10, columns: str = "time", on_gpu: bool = False
-) -> None:
+def show_table(avgs, sort_by: str, row_limit=10, columns="time", on_gpu=False) -> None:
     """Print ``avgs.table(...)`` where it fits ``WIDTH``; else its width and the rows as a DataFrame."""
     text = avgs.table(sort_by=sort_by, row_limit=row_limit, max_name_column_width=NAME_WIDTH)
     if fits(text):
         print("\n".join(line.rstrip() for line in text.splitlines()))
         return
-    print(
-        f"key_averages().table(): {max(len(line.rstrip()) for line in text.splitlines())} characters wide "
-        f"(~{WIDTH} fit here), as a DataFrame:"
-    )
+    wide = max(len(line.rstrip()) for line in text.splitlines())
+    print(f"key_averages().table() is {wide} characters wide (~{WIDTH} fit here); as a DataFrame:")
     show(averages_frame(avgs, sort_by, row_limit, columns, on_gpu), precision=3)
 
 
 def call_levels(prof) -> dict[str, int]:
     """Each host row's smallest level in its thread's call tree (0: top level)."""
     out: dict[str, int] = {}
-    for e in (
-        e
-        for e in prof.events()
-        if trace_events.is_host(e) and not profiling.is_device_annotation(e)
-    ):
-        depth, parent = 0, e.cpu_parent
-        while parent is not None:
-            depth, parent = depth + 1, parent.cpu_parent
-        out[e.key] = min(out.get(e.key, depth), depth)
+    for e in prof.events():
+        if trace_events.is_host(e) and not profiling.is_device_annotation(e):
+            depth, parent = 0, e.cpu_parent
+            while parent is not None:
+                depth, parent = depth + 1, parent.cpu_parent
+            out[e.key] = min(out.get(e.key, depth), depth)
     return out
 
 
-def orders_table(prof, keys: Mapping[str, str], active: int, top: int = 3):
+def orders_table(prof, keys, active: int, top: int = 3):
     """The host rows in the three orders of ``keys``: top rows, call level, calls per step, times (ms)."""
     rows = [e for e in profiling.host_averages(prof) if trace_events.is_host(e)]
     levels = call_levels(prof)
-    val = {o: (lambda e, k=k: getattr(e, _key(k)) / 1e3) for o, k in keys.items()}
-    return pd.DataFrame(
-        [
-            {
-                "order": o,
-                "rank": i,
-                "name": e.key,
-                "level": levels.get(e.key),
-                "calls_per_step": e.count / active,
-                "self_ms": val["self"](e),
-                "total_ms": val["total"](e),
-                "per_call_ms": val["per call"](e),
-            }
-            for o in keys
-            for i, e in enumerate(sorted(rows, key=val[o], reverse=True)[:top], 1)
-        ]
-    )
+    cols = {o: f"{o}_ms".replace(" ", "_") for o in keys}  # "per call": per_call_ms
+    df = pd.DataFrame({"name": [e.key for e in rows], "level": [levels.get(e.key) for e in rows]})
+    df["calls_per_step"] = [e.count / active for e in rows]
+    for o, k in keys.items():
+        df[cols[o]] = [getattr(e, _key(k)) / 1e3 for e in rows]
+    ranked = [df.nlargest(top, cols[o]).assign(order=o, rank=range(1, top + 1)) for o in keys]
+    return pd.concat(ranked, ignore_index=True)[["order", "rank", *df.columns]]
 
 
 def phase_calls(prof, on_gpu: bool) -> dict[str, list[float]]:
@@ -138,119 +102,69 @@ def phase_calls(prof, on_gpu: bool) -> dict[str, list[float]]:
     if not on_gpu:
         return {p: [(b - a) / 1000.0 for a, b in r] for p, r in ranges.items()}
     launches = profiling.device_launches(prof)
-    mine = {
-        p: [[(s, t) for launch, s, t in launches if a <= launch <= b] for a, b in r]
-        for p, r in ranges.items()
-    }
-    return {
-        p: [
-            (max(t for _, t in m) - min(s for s, _ in m)) / 1000.0 if m else math.nan for m in spans
+    out = {}
+    for p, r in ranges.items():
+        spans = [[(s, t) for launch, s, t in launches if a <= launch <= b] for a, b in r]
+        out[p] = [
+            (max(t for _, t in m) - min(s for s, _ in m)) / 1e3 if m else math.nan for m in spans
         ]
-        for p, spans in mine.items()
-    }
+    return out
 
 
-def phase_chart(
-    pt,
-    on_gpu: bool,
-    active: int,
-    title: str,
-    calls: Mapping[str, list[float]] | None = None,
-    cpu_calls: Mapping[str, list[float]] | None = None,
-):
+def _whiskers(means, calls):
+    """Each phase's fastest and slowest step as error bars about its mean (steps without a figure left out)."""
+    steps = [[x for x in calls[p] if x == x] or [m] for p, m in zip(training.PHASES, means)]
+    low = [m - min(s) for m, s in zip(means, steps)]
+    return np.clip([low, [max(s) - m for m, s in zip(means, steps)]], 0.0, None)
+
+
+def phase_chart(pt, on_gpu: bool, active: int, title: str, calls=None, cpu_calls=None):
     """Per phase: GPU beside CPU time on a GPU, CPU time on a CPU; whiskers from ``calls`` / ``cpu_calls``."""
     import matplotlib.pyplot as plt
 
-    def bars(col, data):
-        v = [pt.loc[p, col] / active for p in training.PHASES]
-        if not data:
-            return v, None
-        c = [[x for x in data[p] if x == x] or [m] for p, m in zip(training.PHASES, v)]
-        return v, [
-            [max(m - min(x), 0.0) for m, x in zip(v, c)],
-            [max(max(x) - m, 0.0) for m, x in zip(v, c)],
-        ]
-
     fig, ax = plt.subplots(figsize=(6, 3))
     y = np.arange(len(training.PHASES))
-    kw = dict(capsize=3, error_kw={"elinewidth": 1})
+    bars = [
+        ("gpu_ms", calls, "GPU time (runs)", -0.2),
+        ("cpu_ms", cpu_calls, "CPU time (queues)", 0.2),
+    ]
+    for col, data, label, dy in bars if on_gpu else [("cpu_ms", calls, None, 0.0)]:
+        v = [pt.loc[p, col] / active for p in training.PHASES]
+        err = _whiskers(v, data) if data else None
+        ax.barh(y + dy, v, 0.4 if on_gpu else 0.8, xerr=err, label=label, capsize=3)
     if on_gpu:
-        (gv, ge), (cv, ce) = bars("gpu_ms", calls), bars("cpu_ms", cpu_calls)
-        ax.barh(y - 0.2, gv, 0.4, xerr=ge, label="GPU time (runs)", color="#4c72b0", **kw)
-        ax.barh(y + 0.2, cv, 0.4, xerr=ce, label="CPU time (queues)", color="#dd8452", **kw)
         ax.legend()
-    else:
-        v, e = bars("cpu_ms", calls)
-        ax.barh(y, v, xerr=e, color=["#4c72b0", "#dd8452", "#55a868"], **kw)
     ax.set_yticks(y, training.PHASES)
     ax.invert_yaxis()
-    ax.set(
-        xlabel=f"{'GPU' if on_gpu else 'CPU'} ms per step"
-        + (" (whiskers: fastest to slowest)" if calls else ""),
-        title=title,
-    )
+    whiskers = " (whiskers: fastest to slowest)" if calls else ""
+    ax.set(xlabel=f"{'GPU' if on_gpu else 'CPU'} ms per step{whiskers}", title=title)
     return fig
 
 
 def results_view(results, ref=None):
-    """The step rows' informative columns, what every row shares as a caption: ``(table, caption)``."""
+    """The step rows; what every row shares and each failed row's reason as a caption: ``(table, caption)``."""
     df = results.table()
-    df = df[~df["experiment"].isin(OWN_SECTION)]
-    df = pd.concat([df[df["status"] == "ok"], df[df["status"] != "ok"]], ignore_index=True)
+    df = df[~df["experiment"].isin(OWN_SECTION)].reset_index(drop=True)
     for col, default in DEFAULTS.items():
-        df[col] = (
-            [default if v is None or v != v else v for v in df[col]]
-            if col in df.columns
-            else default
-        )
-    df = df[[c for c in VIEW if c in df.columns]].assign(
-        error=lambda d: d["error"].where(d["error"] != "")
-    )
-    if "top_op" in df.columns:
-        df["top_op"] = [short_name(v) if isinstance(v, str) else v for v in df["top_op"]]
-    df = df.dropna(axis=1, how="all")
+        df[col] = [default if pd.isna(v) else v for v in df[col]] if col in df.columns else default
+    df = df[[c for c in VIEW if c in df.columns]].dropna(axis=1, how="all")
+    shared = ("batch_size", "precision", "deterministic", "status")
     same = {
-        c: df[c].iloc[0]
-        for c in ("batch_size", "precision", "deterministic", "status")
-        if c in df.columns and len(df) and df[c].nunique(dropna=False) == 1
+        c: df[c].iloc[0] for c in shared if c in df.columns and df[c].nunique(dropna=False) == 1
     }
-    if "batch_size" in same and "samples_per_s" in df.columns:
-        df = df.drop(columns="samples_per_s")
-    df = df.drop(columns=list(same)).assign(
-        profiled=lambda d: d["profiled"].map({True: "yes", False: "no"})
-    )
+    if "batch_size" in same:
+        df = df.drop(columns="samples_per_s", errors="ignore")  # the step time says the same
     words = {
         "batch_size": lambda v: f"batch size {int(v)}",
         "precision": str,
+        "deterministic": lambda v: "deterministic" if str(v) == "True" else "not deterministic",
         "status": lambda v: f"status {v}",
-        "deterministic": lambda v: "deterministic" if v is True else "not deterministic",
     }
-    caption = "Every row: " + ", ".join(words[c](v) for c, v in same.items()) + "." if same else ""
+    caption = [f"Every row: {', '.join(words[c](v) for c, v in same.items())}."] if same else []
     # a failed row's reason is a sentence: under the table, not in a column that widens it past the page
-    if "error" in df.columns:
-        failed = [
-            f"{e}: {err}" for e, err in zip(df["experiment"], df["error"]) if isinstance(err, str)
-        ]
-        df = df.drop(columns="error")
-        caption = "\n".join([caption, *(f"failed, {f}" for f in failed)]).strip()
-    return reference.add_column(df, ref, "step_ms_mean"), wrapped(caption)
-
-
-def comparisons_view(results):
-    """The comparisons in the one convention: b takes ``time_ratio``× a's time, its 95% interval, the verdict."""
-    rows = [
-        {
-            "b": c["b"],
-            "a": c["a"],
-            "metric": c["metric"],
-            **compare.takes(c),
-            "floor": c.get("floor"),
-        }
-        for c in results.comparisons
-    ]
-    return pd.DataFrame(
-        rows, columns=["b", "a", "metric", "time_ratio", "interval", "verdict", "floor"]
-    )
+    caption += [f"failed, {e}: {err}" for e, err in zip(df["experiment"], df["error"]) if err]
+    df = df.drop(columns=[*same, "error"])
+    return reference.add_column(df, ref, "step_ms_mean"), wrapped("\n".join(caption))
 
 
 def step_figures(results):
