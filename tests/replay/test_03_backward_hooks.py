@@ -26,8 +26,8 @@ def test_with_stack_line_follows_what_the_trace_holds():
     line, and the lesson must say so (the notebook names the gather line only when ``exact``)."""
     origin = tr.forward_origin(doc("with_stack"), "GatherBackward0")
     line = hooks.stack_line(origin)
-    assert line == {"file": "timm/layers/patch_dropout.py", "line": 7, "function": "patch_dropout_forward",
-                    "exact": False}
+    assert line == {"file": "timm/layers/patch_dropout.py", "line": 7, "exact": False}
+    assert "patch_dropout_forward" in " ".join(origin["stack"])
     exact = hooks.stack_line({"call_from": "timm/layers/patch_dropout.py:45", "stack": []})
     assert exact["exact"] and exact["line"] == 45 and hooks.stack_line(None) is None
 

@@ -1,15 +1,7 @@
-"""The helpers of notebook ``03_backward_hooks``: ``experiment`` (runs), ``views`` (tables, chart), ``checks`` (its claims) and ``patch_dropout``
-(the fix). The hooks and deterministic switch are in the notebook's cells."""
+"""The helpers of notebook ``03_backward_hooks``: ``experiment`` (runs), ``views`` (tables, chart), ``checks`` (its
+claims) and ``patch_dropout`` (the fix). The hooks and deterministic switch are in the notebook's cells."""
 
-from .experiment import (
-    MATRIX,
-    SELECT_NODE,
-    Lab,
-    config_name,
-    matrix_name,
-    trace_metrics,
-    validate_config,
-)
+from .experiment import MATRIX, SELECT_NODE, Lab, matrix_name, trace_metrics, validate_config
 from .patch_dropout import METHODS, IndexingPatchDropout, select_by_index, set_patch_dropout
 from .views import (
     PREFIX,
@@ -26,30 +18,3 @@ from .views import (
     trace_diff,
     two_clocks,
 )
-
-__all__ = [
-    "MATRIX",
-    "SELECT_NODE",
-    "Lab",
-    "config_name",
-    "matrix_name",
-    "trace_metrics",
-    "validate_config",
-    "METHODS",
-    "IndexingPatchDropout",
-    "select_by_index",
-    "set_patch_dropout",
-    "PREFIX",
-    "article_rows",
-    "matrix_counts",
-    "matrix_table",
-    "module_table",
-    "ops_tree",
-    "ops_under",
-    "reread",
-    "results_chart",
-    "runs_table",
-    "stack_line",
-    "trace_diff",
-    "two_clocks",
-]
