@@ -16,10 +16,7 @@ from ...notebook import budget as budget_mod, env
 from ...notebook import tensorboard as tb
 from .patch_dropout import METHODS, set_patch_dropout
 
-SELECT_NODE = {
-    "gather": "GatherBackward0",
-    "indexing": "IndexBackward0",
-}  # selects the kept patches
+SELECT_NODE = {"gather": "GatherBackward0", "indexing": "IndexBackward0"}  # selects kept patches
 MATRIX = [(det, method) for det in (True, False) for method in METHODS]  # deterministic rows first
 NUM_CLASSES, LR, MOMENTUM, SEED = 1000, 0.001, 0.9, 0
 
@@ -67,15 +64,7 @@ class Lab:
     """The lesson's experiments on one device, recorded in ``results`` (profiles and traces in ``profs``, ``docs``)."""
 
     def __init__(
-        self,
-        notebook: str,
-        params: Mapping[str, Any],
-        device,
-        results,
-        *,
-        patch_drop_rate: float = 0.5,
-        cpu_threads: int | None = 1,
-        budget: budget_mod.Budget | None = None,
+        self, notebook, params, device, results, *, patch_drop_rate=0.5, cpu_threads=1, budget=None
     ):
         self.notebook, self.results, self.p, self.budget = notebook, results, dict(params), budget
         self.device, self.patch_drop_rate = torch.device(device), patch_drop_rate
@@ -133,12 +122,12 @@ class Lab:
 
     def run_config(
         self,
-        deterministic: Any = True,
-        method: Any = "gather",
-        batch_size: Any = None,
-        name: str | None = None,
-        timed: bool = True,
-        guarded: bool = True,
+        deterministic=True,
+        method="gather",
+        batch_size=None,
+        name=None,
+        timed=True,
+        guarded=True,
     ) -> dict[str, Any]:
         """Time (``timed``) and profile one configuration: its results row. Values are checked first, then the run goes
         through the time guard (``guarded``); a bad value or failure is a failed row."""
@@ -176,38 +165,35 @@ class Lab:
 
         return self.results.record(name, cfg, experiment)
 
-    def time(
-        self, step: Callable[[], Any], deterministic: bool = True, steps: int | None = None
-    ) -> timing.StepTimes:
+    def time(self, step, deterministic: bool = True, steps: int | None = None) -> timing.StepTimes:
         """``step`` alone: ``warmup`` calls, then ``steps`` timed ones (default: the ``steps`` parameter; on a CPU on
         process CPU time)."""
         fns = {"step": (deterministic, step)}
         return self.interleaved(fns, rounds=steps or self.p["steps"], guarded=False)["step"]
 
     def run_matrix(self) -> dict[tuple[bool, str], dict[str, Any]]:
-        """Profile the ``MATRIX`` configurations, untimed: ``{(deterministic, method): row}``."""
-        return {
+        """Profile the ``MATRIX`` configurations, untimed: ``{(deterministic, method): row}``; notes the profiled
+        steps and each profile's syncs per step."""
+        rows = {
             (d, m): self.run_config(d, m, name=matrix_name(d, m), timed=False) for d, m in MATRIX
         }
+        ok = {matrix_name(*k): r["metrics"] for k, r in rows.items() if r["status"] == "ok"}
+        self.results.note("profiled_steps", self.p["active"])
+        self.results.note("syncs_per_step", {n: m["syncs_per_step"] for n, m in ok.items()})
+        return rows
 
-    def interleaved(
-        self,
-        steps: Mapping[Any, tuple[bool, Callable[[], Any]]],
-        rounds: int | None = None,
-        guarded: bool = True,
-    ):
+    def interleaved(self, steps: Mapping[Any, tuple], rounds: int | None = None, guarded=True):
         """Time ``steps`` ({key: (deterministic, step_fn)}) in turns (on a CPU on process CPU time) under the time
         guard (``guarded``): ``{key: StepTimes}``."""
 
-        def run():  # a contextmanager decorates: each call of a step enters its deterministic mode anew
+        # a contextmanager decorates: each call of a step enters its deterministic mode anew
+        fns = {k: env.deterministic(d)(fn) for k, (d, fn) in steps.items()}
+        rounds = self.rounds if rounds is None else rounds
+
+        def run():
             with timing.torch_threads(self.threads), timing.gc_paused():
-                return timing.interleaved_times(
-                    {k: env.deterministic(d)(fn) for k, (d, fn) in steps.items()},
-                    self.rounds if rounds is None else rounds,
-                    self.device,
-                    warmup=self.p["warmup"],
-                    cpu_time=True,
-                )
+                warmup = self.p["warmup"]
+                return timing.interleaved_times(fns, rounds, self.device, warmup, cpu_time=True)
 
         return self.guard(run)()
 
@@ -252,10 +238,8 @@ class Lab:
             env.seed_everything(SEED + 2)  # the same kept patches for both methods
             loss = loss_fn(model(x), y)
             loss.backward()
-            outs[method] = (
-                loss.detach(),
-                {n: p.grad.detach().clone() for n, p in model.named_parameters()},
-            )
+            grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+            outs[method] = (loss.detach(), grads)
         (la, ga), (lb, gb) = outs["gather"], outs["indexing"]
         loss = equal_outputs(la, lb, rtol=1e-6, atol=1e-7)
         grads = equal_outputs(ga, gb, rtol=1e-5, atol=1e-6)

@@ -180,22 +180,14 @@ def reread(entry: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def matrix_counts(rows: Mapping[tuple[bool, str], Mapping[str, Any]], on_gpu: bool):
-    """Per ``MATRIX`` profile: syncs per backward by kind (and, on a GPU, the GPU idle after them), the selecting
+    """Per ``MATRIX`` profile: syncs per backward by kind (on a GPU also the GPU idle after them), the selecting
     node's host time and how often ``GatherBackward0`` and ``IndexBackward0`` ran."""
-    cols = [
-        "syncs_per_step",
-        *[f"{k}_per_step" for k in tr.KINDS],
-        *(["sync_gpu_idle_per_step_ms"] if on_gpu else []),
-        "select_backward_host_ms",
-        "gather_backward_calls",
-        "index_backward_calls",
-    ]
-    recs = {
-        matrix_name(*k): {c: r["metrics"].get(c) for c in cols} | {"error": r["error"]}
-        for k, r in rows.items()
-    }
-    df = pd.DataFrame(recs).T
-    return df.drop(columns="error") if not df["error"].any() else df
+    kinds = [f"{k}_per_step" for k in tr.KINDS] + (["sync_gpu_idle_per_step_ms"] if on_gpu else [])
+    calls = ["select_backward_host_ms", "gather_backward_calls", "index_backward_calls"]
+    metrics = {matrix_name(*k): {**r["metrics"], "error": r["error"]} for k, r in rows.items()}
+    df = pd.DataFrame(metrics).T
+    errors = ["error"] if df["error"].any() else []
+    return df.reindex(columns=["syncs_per_step", *kinds, *calls, *errors])
 
 
 def ops_under(profs: Mapping[str, Any], node: str = "GatherBackward0") -> dict[str, list[str]]:
