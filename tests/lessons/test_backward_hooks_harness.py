@@ -251,13 +251,13 @@ def test_time_matrix_times_the_four_configurations_on_one_model(lab, monkeypatch
         for key, run in steps.items():
             with profile(activities=[ProfilerActivity.CPU]) as prof:
                 run()
-            nodes[key] = {n for n in hooks.SELECT_NODE.values() if n in {e.name for e in prof.events()}}
+            nodes[key] = {n for n in experiment.SELECT_NODE.values() if n in {e.name for e in prof.events()}}
         return real_times(steps, rounds, device, warmup, cpu_time)
 
     monkeypatch.setattr(experiment.timing, "interleaved_times", spy)
     times = lab.time_matrix(rounds=1)
     assert len(builds) == 1 and list(times) == hooks.MATRIX
-    assert nodes == {k: {hooks.SELECT_NODE[k[1]]} for k in hooks.MATRIX}
+    assert nodes == {k: {experiment.SELECT_NODE[k[1]]} for k in hooks.MATRIX}
 
 
 # -- views ---------------------------------------------------------------------------------------------------------

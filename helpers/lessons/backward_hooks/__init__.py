@@ -1,25 +1,15 @@
-"""The helpers of notebook ``03_backward_hooks``: ``experiment`` (runs), ``views`` (tables, chart), ``checks`` (its claims) and ``patch_dropout``
-(the fix). The hooks and deterministic switch are in the notebook's cells."""
+"""The helpers of notebook ``03_backward_hooks``: ``experiment`` (runs), ``views`` (tables, chart), ``checks`` (its
+claims) and ``patch_dropout`` (the fix). The hooks and deterministic switch are in the notebook's cells."""
 
-from .experiment import (
-    MATRIX,
-    SELECT_NODE,
-    Lab,
-    config_name,
-    matrix_name,
-    trace_metrics,
-    validate_config,
-)
-from .patch_dropout import METHODS, IndexingPatchDropout, select_by_index, set_patch_dropout
+from .experiment import MATRIX, Lab, matrix_name, trace_metrics, validate_config
+from .patch_dropout import METHODS, IndexingPatchDropout
 from .views import (
     PREFIX,
     article_rows,
     matrix_counts,
     matrix_table,
     module_table,
-    ops_tree,
     ops_under,
-    reread,
     results_chart,
     runs_table,
     stack_line,
@@ -29,24 +19,18 @@ from .views import (
 
 __all__ = [
     "MATRIX",
-    "SELECT_NODE",
     "Lab",
-    "config_name",
     "matrix_name",
     "trace_metrics",
     "validate_config",
     "METHODS",
     "IndexingPatchDropout",
-    "select_by_index",
-    "set_patch_dropout",
     "PREFIX",
     "article_rows",
     "matrix_counts",
     "matrix_table",
     "module_table",
-    "ops_tree",
     "ops_under",
-    "reread",
     "results_chart",
     "runs_table",
     "stack_line",

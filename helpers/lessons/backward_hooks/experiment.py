@@ -1,7 +1,5 @@
-"""Notebook 03's runs: the ViT step built, timed and profiled per configuration (``Lab``), its trace read by
-``trace_metrics``, the matrix timed in interleaved rounds. Bad values and failures become failed rows; a time guard
-(``notebook.budget.Budget``) skips or stops runs. On a CPU every step runs with one intra-op thread and is timed on
-the process's CPU time (``time.process_time``), as 01 times its CPU rounds."""
+"""Notebook 03's runs (``Lab``): the ViT step built, timed and profiled per configuration, bad values and failures as
+failed rows, under a time guard. On a CPU a step runs on one thread, timed on process CPU time, as in 01."""
 
 from typing import Any, Callable, Mapping
 
@@ -18,12 +16,9 @@ from ...notebook import budget as budget_mod, env
 from ...notebook import tensorboard as tb
 from .patch_dropout import METHODS, set_patch_dropout
 
-SELECT_NODE = {
-    "gather": "GatherBackward0",
-    "indexing": "IndexBackward0",
-}  # the node that selects the kept patches
+SELECT_NODE = {"gather": "GatherBackward0", "indexing": "IndexBackward0"}  # selects kept patches
 MATRIX = [(det, method) for det in (True, False) for method in METHODS]  # deterministic rows first
-NUM_CLASSES = 1000
+NUM_CLASSES, LR, MOMENTUM, SEED = 1000, 0.001, 0.9, 0
 
 
 def validate_config(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -53,20 +48,15 @@ def trace_metrics(doc: Mapping[str, Any], method: str) -> dict[str, Any]:
     counts = tr.count_syncs(doc)
     n = max(counts["phases"], 1)
     ops = tr.backward_ops(doc).set_index("op")
-    node = SELECT_NODE[method]
+    node = ops.loc[SELECT_NODE[method]] if SELECT_NODE[method] in ops.index else {}
+    idle_ms = float(tr.sync_costs(doc, phase="backward")["gpu_idle_us"].sum()) / 1e3
     return {
         "syncs_per_step": counts["per_step"],
         "backward_phases": counts["phases"],
         **{f"{kind}_per_step": c / n for kind, c in counts["by_kind"].items()},
-        "sync_gpu_idle_per_step_ms": float(
-            tr.sync_costs(doc, phase="backward")["gpu_idle_us"].sum()
-        )
-        / 1e3
-        / n,
-        "select_backward_host_ms": float(ops.loc[node, "host_ms"]) if node in ops.index else None,
-        "select_backward_device_ms": float(ops.loc[node, "device_ms"])
-        if node in ops.index
-        else None,
+        "sync_gpu_idle_per_step_ms": idle_ms / n,
+        "select_backward_host_ms": node.get("host_ms"),
+        "select_backward_device_ms": node.get("device_ms"),
     }
 
 
@@ -74,37 +64,14 @@ class Lab:
     """The lesson's experiments on one device, recorded in ``results`` (profiles and traces in ``profs``, ``docs``)."""
 
     def __init__(
-        self,
-        notebook: str,
-        params: Mapping[str, Any],
-        device,
-        results,
-        *,
-        patch_drop_rate: float = 0.5,
-        lr: float = 0.001,
-        momentum: float = 0.9,
-        seed: int = 0,
-        cpu_threads: int | None = 1,
-        budget: budget_mod.Budget | None = None,
+        self, notebook, params, device, results, *, patch_drop_rate=0.5, cpu_threads=1, budget=None
     ):
-        self.notebook, self.device, self.results, self.p = (
-            notebook,
-            torch.device(device),
-            results,
-            dict(params),
-        )
-        self.threads = (
-            cpu_threads if self.device.type == "cpu" else None
-        )  # None: the device's own setting
+        self.notebook, self.results, self.p, self.budget = notebook, results, dict(params), budget
+        self.device, self.patch_drop_rate = torch.device(device), patch_drop_rate
+        self.threads = cpu_threads if self.device.type == "cpu" else None  # None: the device's own
         self.batch_size, self.rounds = params["batch_size"], params["rounds"]
-        self.patch_drop_rate, self.lr, self.momentum, self.seed = (
-            patch_drop_rate,
-            lr,
-            momentum,
-            seed,
-        )
         self.acts = profiling.activities(self.device)
-        self.profs, self.docs, self.budget = {}, {}, budget  # profiles and traces by row name
+        self.profs, self.docs = {}, {}  # profiles and traces by row name
 
     def guard(self, fn: Callable[[], Any], guarded: bool = True) -> Callable[[], Any]:
         """``fn`` under the time guard (``Budget.wrap``: ``OverBudget`` once it is spent), or as it is without one."""
@@ -122,7 +89,7 @@ class Lab:
         """From the seed: timm's ViT (patch dropout by ``method``), loss, SGD, a batch: ``(model, loss_fn, step)``."""
         from timm.models.vision_transformer import VisionTransformer
 
-        env.seed_everything(self.seed)
+        env.seed_everything(SEED)
         p = self.p
         model = VisionTransformer(
             img_size=p["image_size"],
@@ -135,12 +102,9 @@ class Lab:
         )
         model = set_patch_dropout(model, method).to(self.device).train()
         loss_fn = nn.CrossEntropyLoss()
-        opt = torch.optim.SGD(model.parameters(), lr=self.lr, momentum=self.momentum)
-        return (
-            model,
-            loss_fn,
-            training.make_train_step(model, opt, loss_fn, *self.batch(batch_size)),
-        )
+        opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+        step = training.make_train_step(model, opt, loss_fn, *self.batch(batch_size))
+        return model, loss_fn, step
 
     def profile(self, step: Callable[[], Any], name: str | None = None, deterministic: bool = True):
         """Profile ``step`` in ``deterministic`` mode (``name``: a TensorBoard trace): ``(prof, trace_dir)``."""
@@ -158,12 +122,12 @@ class Lab:
 
     def run_config(
         self,
-        deterministic: Any = True,
-        method: Any = "gather",
-        batch_size: Any = None,
-        name: str | None = None,
-        timed: bool = True,
-        guarded: bool = True,
+        deterministic=True,
+        method="gather",
+        batch_size=None,
+        name=None,
+        timed=True,
+        guarded=True,
     ) -> dict[str, Any]:
         """Time (``timed``) and profile one configuration: its results row. Values are checked first, then the run goes
         through the time guard (``guarded``); a bad value or failure is a failed row."""
@@ -193,50 +157,43 @@ class Lab:
                 "index_backward_calls": names.count("IndexBackward0"),
                 "trace_dir": str(tdir),
             }
+            times = t.times_ms if t else None
             tb.log_experiment(
-                self.notebook,
-                name,
-                cfg,
-                m,
-                step_times_ms=t.times_ms if t else None,
-                batch_size=batch_size,
+                self.notebook, name, cfg, m, step_times_ms=times, batch_size=batch_size
             )
             return m
 
         return self.results.record(name, cfg, experiment)
 
-    def time(
-        self, step: Callable[[], Any], deterministic: bool = True, steps: int | None = None
-    ) -> timing.StepTimes:
+    def time(self, step, deterministic: bool = True, steps: int | None = None) -> timing.StepTimes:
         """``step`` alone: ``warmup`` calls, then ``steps`` timed ones (default: the ``steps`` parameter; on a CPU on
         process CPU time)."""
         fns = {"step": (deterministic, step)}
         return self.interleaved(fns, rounds=steps or self.p["steps"], guarded=False)["step"]
 
     def run_matrix(self) -> dict[tuple[bool, str], dict[str, Any]]:
-        """Profile the ``MATRIX`` configurations, untimed: ``{(deterministic, method): row}``."""
-        return {
+        """Profile the ``MATRIX`` configurations, untimed: ``{(deterministic, method): row}``; notes the profiled
+        steps and each profile's syncs per step."""
+        rows = {
             (d, m): self.run_config(d, m, name=matrix_name(d, m), timed=False) for d, m in MATRIX
         }
+        ok = {matrix_name(*k): r["metrics"] for k, r in rows.items() if r["status"] == "ok"}
+        self.results.note("profiled_steps", self.p["active"])
+        self.results.note("syncs_per_step", {n: m["syncs_per_step"] for n, m in ok.items()})
+        return rows
 
-    def interleaved(
-        self,
-        steps: Mapping[Any, tuple[bool, Callable[[], Any]]],
-        rounds: int | None = None,
-        guarded: bool = True,
-    ):
+    def interleaved(self, steps: Mapping[Any, tuple], rounds: int | None = None, guarded=True):
         """Time ``steps`` ({key: (deterministic, step_fn)}) in turns (on a CPU on process CPU time) under the time
         guard (``guarded``): ``{key: StepTimes}``."""
 
-        def run():  # a contextmanager decorates: each call of a step enters its deterministic mode anew
+        # a contextmanager decorates: each call of a step enters its deterministic mode anew
+        fns = {k: env.deterministic(d)(fn) for k, (d, fn) in steps.items()}
+        rounds = self.rounds if rounds is None else rounds
+
+        def run():
             with timing.torch_threads(self.threads), timing.gc_paused():
-                return timing.interleaved_times(
-                    {k: env.deterministic(d)(fn) for k, (d, fn) in steps.items()},
-                    self.rounds if rounds is None else rounds,
-                    self.device,
-                    warmup=self.p["warmup"],
-                    cpu_time=True,
-                )
+                warmup = self.p["warmup"]
+                return timing.interleaved_times(fns, rounds, self.device, warmup, cpu_time=True)
 
         return self.guard(run)()
 
@@ -253,11 +210,9 @@ class Lab:
 
             return run
 
+        over = None
         try:
-            times, over = (
-                self.interleaved({(d, m): (d, with_method(m)) for d, m in MATRIX}, rounds),
-                None,
-            )
+            times = self.interleaved({(d, m): (d, with_method(m)) for d, m in MATRIX}, rounds)
         except budget_mod.OverBudget as exc:
             times, over = {}, exc
 
@@ -267,16 +222,10 @@ class Lab:
             return t.metrics(self.batch_size)
 
         for d, m in MATRIX:
-            self.results.record(
-                f"interleaved {matrix_name(d, m)}",
-                {
-                    "deterministic": d,
-                    "method": m,
-                    "batch_size": self.batch_size,
-                    "timing": "interleaved",
-                },
-                lambda t=times.get((d, m)): metrics(t),
-            )
+            cfg = {"deterministic": d, "method": m, "batch_size": self.batch_size}
+            cfg["timing"] = "interleaved"
+            name = f"interleaved {matrix_name(d, m)}"
+            self.results.record(name, cfg, lambda t=times.get((d, m)): metrics(t))
         return times
 
     def equivalence(self) -> dict[str, Any]:
@@ -284,20 +233,16 @@ class Lab:
         outs = {}
         for method in METHODS:
             model, loss_fn, _ = self.build(method)
-            env.seed_everything(self.seed + 1)
+            env.seed_everything(SEED + 1)
             x, y = self.batch()
-            env.seed_everything(self.seed + 2)  # the same kept patches for both methods
+            env.seed_everything(SEED + 2)  # the same kept patches for both methods
             loss = loss_fn(model(x), y)
             loss.backward()
-            outs[method] = (
-                loss.detach(),
-                {n: p.grad.detach().clone() for n, p in model.named_parameters()},
-            )
+            grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+            outs[method] = (loss.detach(), grads)
         (la, ga), (lb, gb) = outs["gather"], outs["indexing"]
-        loss, grads = (
-            equal_outputs(la, lb, rtol=1e-6, atol=1e-7),
-            equal_outputs(ga, gb, rtol=1e-5, atol=1e-6),
-        )
+        loss = equal_outputs(la, lb, rtol=1e-6, atol=1e-7)
+        grads = equal_outputs(ga, gb, rtol=1e-5, atol=1e-6)
         return {
             "loss_equal": loss["exact"],
             "loss_close": loss["close"],

@@ -6,7 +6,6 @@ from typing import Any, Mapping
 import pandas as pd
 
 import perf_doctor as tr
-from perf_doctor import events as ev
 from perf_doctor.kernels import short_name
 
 from ...measure import profiling
@@ -44,88 +43,34 @@ def two_clocks(doc: Mapping[str, Any]):
     return ops
 
 
-def _per_name(doc: Mapping[str, Any]) -> dict[tuple[str, str], list[float]]:
-    """``{(kind, name): [calls, us]}``: kernels' device time; ops' device time launched inside (host time without device
-    work), counted once per launch."""
-    out: dict[tuple[str, str], list[float]] = {}
-    work = ev.device_work(doc)
-    for e in work:
-        r = out.setdefault(("kernel", short_name(str(e.get("name", "")))), [0, 0.0])
-        r[0] += 1
-        r[1] += float(e.get("dur", 0.0))
-    ops = [
-        e
-        for e in ev.complete(doc)
-        if ev.kind(e) == "op" and not str(e.get("name", "")).startswith(WRAPPER)
-    ]
-    dev = {ev.corr(e): float(e.get("dur", 0.0)) for e in work}
-    marks = [(float(e["ts"]), 1, e) for e in ops] + [
-        (float(e["ts"]), 0, e) for e in ev.launches(doc).values() if ev.corr(e) in dev
-    ]
-    by_tid: dict[Any, list] = {}
-    for m in marks:
-        by_tid.setdefault(m[2].get("tid"), []).append(m)
-    for items in by_tid.values():
-        stack: list = []
-        for ts, is_op, e in sorted(
-            items, key=lambda m: (m[0], -m[1], -float(m[2].get("dur", 0.0)))
-        ):
-            while stack and float(stack[-1]["ts"]) + float(stack[-1].get("dur", 0.0)) <= ts:
-                stack.pop()
-            if is_op:
-                r = out.setdefault(("op", str(e["name"])), [0, 0.0])
-                r[0] += 1
-                if not work:
-                    r[1] += (
-                        float(e.get("dur", 0.0))
-                        if str(e["name"]) not in {s["name"] for s in stack}
-                        else 0.0
-                    )
-                stack.append(e)
-            else:
-                for name in {str(s["name"]) for s in stack}:
-                    out[("op", name)][1] += dev[ev.corr(e)]
-    return out
+def _per_step(doc: Mapping[str, Any]):
+    """Calls and ms per profiled step of each op (device time launched inside it, on a CPU host time) and kernel,
+    from torch-tb-profiler's Operator and Kernel views (``perf_doctor.Trace``)."""
+    t, steps = tr.open_trace(doc), max(len(tr.step_ranges(doc)), 1)
+    ops = t.operators()
+    ops = ops[~ops["name"].str.startswith(WRAPPER)]
+    ms = ops["device_total_ms"] if t.has_gpu else ops["host_total_ms"]
+    frames = [pd.DataFrame({"name": ops["name"], "kind": "op", "calls": ops["calls"], "ms": ms})]
+    if t.has_gpu:
+        k = t.kernels()
+        kernels = {"name": k["name"].map(short_name), "kind": "kernel", "calls": k["calls"]}
+        frames.append(pd.DataFrame({**kernels, "ms": k["total_ms"]}))
+    return pd.concat(frames).groupby(["name", "kind"]).sum() / steps
 
 
-def trace_diff(
-    a: Mapping[str, Any],
-    b: Mapping[str, Any],
-    labels: tuple[str, str] = ("default", "deterministic"),
-    top: int | None = 12,
-):
-    """The first ``top`` ops and kernels whose calls per step (on a GPU: or time, by > 0.01 ms) differ, ``delta_ms``."""
-    la, lb = labels
-    timed = all(ev.device_work(d) for d in (a, b))
-    steps = [max(len(tr.step_ranges(d)), 1) for d in (a, b)]
-    per = [
-        {k: (c / n, us / 1000.0 / n) for k, (c, us) in _per_name(doc).items()}
-        for doc, n in zip((a, b), steps)
-    ]
-    recs = []
-    for key in sorted(set(per[0]) | set(per[1])):
-        (ca, ma), (cb, mb) = per[0].get(key, (0.0, 0.0)), per[1].get(key, (0.0, 0.0))
-        if ca != cb or (timed and abs(mb - ma) > 0.01):
-            recs.append(
-                {
-                    "name": key[1],
-                    "kind": key[0],
-                    f"calls_{la}": ca,
-                    f"calls_{lb}": cb,
-                    f"ms_{la}": ma,
-                    f"ms_{lb}": mb,
-                    "delta_ms": mb - ma,
-                }
-            )
-    cols = ["name", "kind", f"calls_{la}", f"calls_{lb}", f"ms_{la}", f"ms_{lb}", "delta_ms"]
-    df = pd.DataFrame(recs, columns=cols)
-    if df.empty:
-        return df
-    df["_t"], df["_c"] = df["delta_ms"].abs(), (df[f"calls_{lb}"] - df[f"calls_{la}"]).abs()
-    df = df.sort_values(
-        ["_t", "_c", "name"] if timed else ["_c", "_t", "name"], ascending=[False, False, True]
-    )
-    return df[cols].head(top if top else len(df)).reset_index(drop=True)
+def trace_diff(a: Mapping[str, Any], b: Mapping[str, Any], top: int = 12):
+    """The first ``top`` ops and kernels whose calls per step (on a GPU: or time, by > 0.01 ms) differ from trace ``a``
+    (default mode) to ``b`` (deterministic), largest change first."""
+    timed = tr.has_gpu(a) and tr.has_gpu(b)
+    df = _per_step(a).join(_per_step(b), how="outer", lsuffix="_default", rsuffix="_deterministic")
+    df = df.fillna(0.0).reset_index()
+    df["delta_ms"] = df["ms_deterministic"] - df["ms_default"]
+    df["_calls"] = (df["calls_deterministic"] - df["calls_default"]).abs()
+    df["_ms"] = df["delta_ms"].abs()
+    df = df[(df["_calls"] > 0) | (timed & (df["_ms"] > 0.01))]
+    order = ["_ms", "_calls"] if timed else ["_calls", "_ms"]
+    df = df.sort_values(order + ["name"], ascending=[False, False, True]).head(top)
+    return df.drop(columns=["_calls", "_ms"]).reset_index(drop=True)
 
 
 def ops_tree(prof, node: str = "GatherBackward0") -> list[tuple[int, str]]:
@@ -144,21 +89,15 @@ def ops_tree(prof, node: str = "GatherBackward0") -> list[tuple[int, str]]:
 
 def _tidy(df):
     """Without ``status`` when every row is ok and ``error`` when it is empty."""
-    drop = [
-        c
-        for c, empty in (("status", (df["status"] == "ok").all()), ("error", not df["error"].any()))
-        if empty
-    ]
-    return df.drop(columns=drop)
+    ok, no_error = (df["status"] == "ok").all(), not df["error"].any()
+    return df.drop(columns=[c for c, empty in (("status", ok), ("error", no_error)) if empty])
 
 
 def matrix_table(results, on_gpu: bool, ref=None):
     """Per ``MATRIX`` configuration: interleaved step time and its profile's counts, ``ref``'s beside."""
-    prof_cols = (["syncs_per_step", "sync_gpu_idle_per_step_ms"] if on_gpu else []) + [
-        "select_backward_host_ms",
-        "gather_backward_calls",
-        "index_backward_calls",
-    ]
+    prof_cols = ["select_backward_host_ms", "gather_backward_calls", "index_backward_calls"]
+    if on_gpu:
+        prof_cols = ["syncs_per_step", "sync_gpu_idle_per_step_ms"] + prof_cols
     recs = []
     for d, m in MATRIX:
         name = matrix_name(d, m)
@@ -190,9 +129,10 @@ def runs_table(results, on_gpu: bool):
     df = results.table(cols)
     if df.empty or "method" not in df.columns:
         return df
-    keep = df["method"].notna() & df["experiment"].map(
-        lambda n: "bs=" in n or n.startswith("baseline")
+    one_at_a_time = df["experiment"].str.contains("bs=") | df["experiment"].str.startswith(
+        "baseline"
     )
+    keep = df["method"].notna() & one_at_a_time
     return _tidy(df[keep].drop(columns=["timing"], errors="ignore").reset_index(drop=True))
 
 
@@ -207,37 +147,22 @@ def results_chart(times: Mapping[tuple[bool, str], Any], modules, title: str):
         [max(0.0, m - times[c].p25) for m, c in zip(mid, cells)],
         [max(0.0, times[c].p75 - m) for m, c in zip(mid, cells)],
     ]
-    ax1.bar(
-        [matrix_name(*c).replace(" ", "\n") for c in cells],
-        mid,
-        yerr=err,
-        capsize=4,
-        color=["#c44e52", "#8172b2", "#4c72b0", "#55a868"][: len(cells)],
-    )
+    ax1.bar([matrix_name(*c).replace(" ", "\n") for c in cells], mid, yerr=err, capsize=4)
     ax1.set(ylabel="step time, interleaved mean (ms)", title=title)
     top = modules[modules["depth"].between(1, 2)].head(8).iloc[::-1]
-    ax2.barh(top["module"], top["share"] * 100, color="#dd8452")
+    ax2.barh(top["module"], top["share"] * 100)
     ax2.set(xlabel="share of backward time (%)", title="Backward time per module (hook ranges)")
     fig.tight_layout()
     return fig
 
 
 _CALL = re.compile(r"^(?P<file>.+\.py):(?P<line>\d+)(?P<start> \(function start\))?$")
-_FRAME = re.compile(r"^(?P<file>.+\.py)\((?P<line>\d+)\): (?P<function>.+)$")
 
 
 def stack_line(origin: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """``file``, ``line``, ``function``, ``exact`` of a ``traces.forward_origin`` result; None without one."""
+    """``file``, ``line``, ``exact`` (the calling line, not the function's def) of a ``forward_origin`` result."""
     m = _CALL.match(str((origin or {}).get("call_from") or ""))
-    if m is None:
-        return None
-    frame = next((f for f in (_FRAME.match(str(s)) for s in origin.get("stack") or []) if f), None)
-    return {
-        "file": m["file"],
-        "line": int(m["line"]),
-        "function": frame["function"] if frame else None,
-        "exact": m["start"] is None,
-    }
+    return m and {"file": m["file"], "line": int(m["line"]), "exact": m["start"] is None}
 
 
 def reread(entry: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -250,31 +175,19 @@ def reread(entry: Mapping[str, Any] | None) -> dict[str, Any] | None:
     verdict = "faster" if lo > 1 else "slower" if hi < 1 else "no difference"
     if verdict != "no difference" and max(r, 1 / r) < 1 + SMALL:
         verdict += ", small"
-    return {
-        **entry,
-        "verdict": verdict,
-        "floor": 0.0,
-        "floor_from": "re-read from the recorded interval",
-    }
+    entry = {**entry, "floor": 0.0, "floor_from": "re-read from the recorded interval"}
+    return {**entry, "verdict": verdict}
 
 
 def matrix_counts(rows: Mapping[tuple[bool, str], Mapping[str, Any]], on_gpu: bool):
-    """Per ``MATRIX`` profile: syncs per backward by kind (and, on a GPU, the GPU idle after them), the selecting
+    """Per ``MATRIX`` profile: syncs per backward by kind (on a GPU also the GPU idle after them), the selecting
     node's host time and how often ``GatherBackward0`` and ``IndexBackward0`` ran."""
-    cols = [
-        "syncs_per_step",
-        *[f"{k}_per_step" for k in tr.KINDS],
-        *(["sync_gpu_idle_per_step_ms"] if on_gpu else []),
-        "select_backward_host_ms",
-        "gather_backward_calls",
-        "index_backward_calls",
-    ]
-    recs = {
-        matrix_name(*k): {c: r["metrics"].get(c) for c in cols} | {"error": r["error"]}
-        for k, r in rows.items()
-    }
-    df = pd.DataFrame(recs).T
-    return df.drop(columns="error") if not df["error"].any() else df
+    kinds = [f"{k}_per_step" for k in tr.KINDS] + (["sync_gpu_idle_per_step_ms"] if on_gpu else [])
+    calls = ["select_backward_host_ms", "gather_backward_calls", "index_backward_calls"]
+    metrics = {matrix_name(*k): {**r["metrics"], "error": r["error"]} for k, r in rows.items()}
+    df = pd.DataFrame(metrics).T
+    errors = ["error"] if df["error"].any() else []
+    return df.reindex(columns=["syncs_per_step", *kinds, *calls, *errors])
 
 
 def ops_under(profs: Mapping[str, Any], node: str = "GatherBackward0") -> dict[str, list[str]]:
