@@ -392,28 +392,42 @@ SHORT = {"launch/overhead": "launch", "communication": "comm", "host sync": "syn
 
 
 def job_text(job: dict[str, Any]) -> str:
-    """The text report of a job, answer first (verdict, straggler, what to do), then the ranks, causes and GPU idle."""
+    """The text report of a job, answer first (the straggler and what to do about it when there is one, the verdict, what
+    to do), then the ranks, causes and GPU idle."""
     import pandas as pd
 
-    out = [
-        f"job: {shown_path(job['trace'], 100)} ({len(job['ranks'])} ranks)",
-        f"Verdict: {job['verdict']}",
-    ]
-    s = job["straggler"]
-    out.append(
-        f"Straggler: rank {s['rank']}: the others wait {s['ms']:.2f} ms per step for it in collectives (it is "
-        f"the last to {s['last_in']} of {s['of']}); "
-        + (
-            f"its cause: {s['cause']} (+{s['extra_ms']:.2f} ms per step over the other ranks' median)"
-            if s.get("explains")
-            else f"its cause is not in the trace (the most above the others' median: {s.get('cause') or 'none'}, "
-            f"+{s.get('extra_ms') or 0:.2f} ms per step, under half the wait)"
+    out = [f"job: {shown_path(job['trace'], 100)} ({len(job['ranks'])} ranks)"]
+    judged = [c for c in job["diagnosis"] if c["ms"] is not None]
+    if s := job[
+        "straggler"
+    ]:  # the straggler first: the other ranks' top cause is mostly waiting for it
+        share = s["ms"] / job["step_ms"] if job["step_ms"] else 0.0
+        see = next((c["see"] for c in judged if c["cause"] == s["cause"]), None)
+        out.append(
+            f"Straggler: rank {s['rank']}: the others wait {s['ms']:.2f} ms per step for it ({share:.0%} of "
+            f"the step) in collectives (it is the last to {s['last_in']} of {s['of']}); "
+            + (
+                f"its cause: {s['cause']} (+{s['extra_ms']:.2f} ms per step over the other ranks' median)"
+                if s.get("explains")
+                else "its cause is not in the trace (the most above the others' median: "
+                f"{s.get('cause') or 'none'}, +{s.get('extra_ms') or 0:.2f} ms per step, under half the wait)"
+            )
         )
-        if s
-        else "Straggler: none stands out"
-    )
-    if judged := [c for c in job["diagnosis"] if c["ms"] is not None]:
-        out.append(f"What to do ({judged[0]['cause']}): {see_text(judged[0]['see'])}")
+        out.append(
+            f"What to do (straggler: rank {s['rank']}, {share:.0%} of the step): "
+            + (
+                f"fix its {s['cause']} first: {see_text(see)}"
+                if s.get("explains") and see
+                else "look outside its profiled steps (a slower device or host, its data, work before the "
+                "step)"
+            )
+        )
+    out.append(f"Verdict: {job['verdict']}")
+    if not s:
+        out.append("Straggler: none stands out")
+    if judged:
+        then = "Then" if s else "What to do"
+        out.append(f"{then} ({judged[0]['cause']}): {see_text(judged[0]['see'])}")
     out.append("")
     out += quality_lines(job["quality"])
     cols = [c["cause"] for c in job["diagnosis"]]

@@ -86,3 +86,25 @@ def test_ranks_read_in_worker_processes_give_the_same_job(tmp_path):
         job.RANK_VIEWS_MAX = old
     assert any("views left out" in n for n in many["notes"]) and many["straggler"]["rank"] == 1
     assert many["idle_causes"] == one["idle_causes"]
+
+
+def test_the_job_report_leads_with_the_straggler(tmp_path):
+    """``perf-doctor job FOLDER`` (job_text): with a straggler, the first finding and the first "What to do" name the
+    slow rank and its share of the step, before the verdict and the job's top cause (compute here); without one the
+    report opens with the verdict as before."""
+    rep = job.diagnose_job(write_job(_dir(tmp_path, "slow"), slow=2), views=False)
+    lines = [ln for ln in job.job_text(rep).splitlines() if not ln.startswith(" ")]
+    share = f"{rep['straggler']['ms'] / rep['step_ms']:.0%} of the step"
+    assert lines[1].startswith("Straggler: rank 2: the others wait") and share in lines[1], lines[:3]
+    todo = next(ln for ln in lines if ln.startswith("What to do"))
+    assert todo == lines[2] and todo.startswith(f"What to do (straggler: rank 2, {share}): fix its input"), todo
+    assert lines[3].startswith("Verdict:") and lines[4].startswith("Then (compute)"), lines[3:5]
+    calm = job.diagnose_job(write_job(_dir(tmp_path, "calm"), slow=None), views=False)
+    lines = [ln for ln in job.job_text(calm).splitlines() if not ln.startswith(" ")]
+    assert lines[1].startswith("Verdict:") and lines[2] == "Straggler: none stands out", lines[:4]
+    assert lines[3].startswith("What to do (compute)"), lines[3]
+
+
+def _dir(root, name):
+    (root / name).mkdir()
+    return root / name

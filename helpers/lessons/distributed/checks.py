@@ -125,7 +125,7 @@ LESSON = [  # evaluated in Results
     ),
     Claim(
         "report_leads_with_the_straggler",
-        "the job's report opens with the straggler: its verdict names the planted rank",
+        "the job's report (perf-doctor job FOLDER) opens with the planted rank as the straggler",
         _leads,
     ),
     Claim(

@@ -10,9 +10,7 @@ from typing import Any
 from ...measure.validate import InvalidValue, validate_bool, validate_positive
 from . import launch
 
-PIDS_NOTE = (
-    "rank_pids"  # every rank's pid: a test checks that none is left running after the notebook
-)
+PIDS_NOTE = "rank_pids"  # every rank's pid: a test checks that none is left running
 
 
 def run_job(
@@ -43,20 +41,14 @@ def run_job(
         )
     ok = all(r["status"] == "ok" for r in rows)
     docs = [json.loads((out / f"rank{r}.json").read_text()) for r in range(world)] if ok else []
-    here = (
-        Path.cwd()
-    )  # the command as typed from this folder: its paths relative to it, never absolute
-    parts = launch.torchrun_command(
-        os.path.relpath(Path(script).resolve(), here), os.path.relpath(out.resolve(), here), world
-    )
+    # the command as typed from this folder: relative paths, never absolute
+    parts = launch.torchrun_command(os.path.relpath(script), os.path.relpath(out), world)
     command = " ".join(["torchrun", *parts[3:]])
     times = docs[0]["times_ms"] if docs else {}
     return {"ok": ok, "rows": rows, "times": times, "ranks": docs, "command": command}
 
 
-def validate_config(
-    values: dict[str, Any], cores: int | None = None, gpus: int = 0
-) -> dict[str, Any]:
+def validate_config(values: dict[str, Any], cores: int | None = None, gpus: int = 0) -> dict:
     """The panel's values checked: ranks, bucket MB > 0, accumulation 1..64, no_sync a bool, straggler 0..2000 ms."""
     v = dict(values)
     v["ranks"] = launch.check_ranks(v.get("ranks"), cores=cores, gpus=gpus)
@@ -72,51 +64,25 @@ def validate_config(
     return v
 
 
-def try_config(
-    results,
-    script: Path | str,
-    base: dict,
-    out: Path | str,
-    *,
-    ranks: int,
-    bucket_cap_mb: float,
-    accum: int,
-    no_sync: bool,
-    straggler_ms: float,
-    timeout_s: float = 240.0,
-):
-    """The panel's run (a few timed rounds, no profiles): one ``panel`` row or a failed row; returns the panel rows."""
-    plan = dict(
-        base,
-        bucket_cap_mb=bucket_cap_mb,
-        accum=accum,
-        straggler_ms=straggler_ms,
-        rounds=4,
-        warmup=1,
-        profile=False,
+def try_config(results, script: Path | str, base: dict, out: Path | str, timeout_s=240.0, **cfg):
+    """The panel's run of ``cfg`` (ranks, bucket_cap_mb, accum, no_sync, straggler_ms: a few timed rounds, no
+    profiles): one ``panel`` row or a failed row; returns the panel rows."""
+    keep = {k: cfg[k] for k in ("bucket_cap_mb", "accum", "straggler_ms")}
+    plan = dict(base, **keep, rounds=4, warmup=1, profile=False)
+    job = run_job(
+        f"panel {cfg['ranks']} ranks", script, plan, cfg["ranks"], out, results, timeout_s=timeout_s
     )
-    job = run_job(f"panel {ranks} ranks", script, plan, ranks, out, results, timeout_s=timeout_s)
-    cfg = {
-        "ranks": ranks,
-        "bucket_cap_mb": bucket_cap_mb,
-        "accum": accum,
-        "no_sync": no_sync,
-        "straggler_ms": straggler_ms,
-    }
     if job["ok"]:
         t = {k: statistics.fmean(v) for k, v in job["times"].items()}
-        results.add(
-            "panel",
-            cfg,
-            {
-                "ddp_step_ms": t["ddp"],
-                "straggler_step_ms": t["straggler"],
-                "accum_step_ms": t["accum no_sync" if no_sync else "accum sync"],
-            },
-        )
+        accum = t["accum no_sync" if cfg["no_sync"] else "accum sync"]
+        metrics = {
+            "ddp_step_ms": t["ddp"],
+            "straggler_step_ms": t["straggler"],
+            "accum_step_ms": accum,
+        }
+        results.add("panel", cfg, metrics)
     else:
-        results.add(
-            "panel", cfg, status="failed", error=next(r["error"] for r in job["rows"] if r["error"])
-        )
+        error = next(r["error"] for r in job["rows"] if r["error"])
+        results.add("panel", cfg, status="failed", error=error)
     t = results.table()
     return t[t["experiment"] == "panel"].dropna(axis=1, how="all")

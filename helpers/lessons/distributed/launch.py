@@ -39,19 +39,10 @@ def torchrun_command(script: Path | str, out: Path | str, world: int) -> list[st
     """``torchrun --standalone --nproc-per-node WORLD script OUT OUT/plan.json``, each rank's output to its own files
     under ``OUT/logs`` (``--redirects 3``). ``--standalone``: a rendezvous on this machine, on a free port."""
     out = Path(out)
-    return [
-        *TORCHRUN,
-        "--standalone",
-        "--nproc-per-node",
-        str(world),
-        "--log-dir",
-        str(out / "logs"),
-        "--redirects",
-        "3",
-        str(script),
-        str(out),
-        str(out / "plan.json"),
-    ]
+    # each rank's output in its own files
+    logs = ["--log-dir", str(out / "logs"), "--redirects", "3"]
+    args = [str(script), str(out), str(out / "plan.json")]
+    return [*TORCHRUN, "--standalone", "--nproc-per-node", str(world), *logs, *args]
 
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]  # the torchrun command of this Python
@@ -108,9 +99,8 @@ def failed_rank(out: Path) -> tuple[int, str] | None:
     """The rank torchrun reports as the root cause (its error summary: ``rank: N``, ``exitcode: C``), or None."""
     with contextlib.suppress(OSError):
         text = (Path(out) / "torchrun.log").read_text(errors="replace")
-        text = (
-            text[text.find("Root Cause") :] if "Root Cause" in text else text
-        )  # the first failure
+        # the first failure
+        text = text[text.find("Root Cause") :] if "Root Cause" in text else text
         found = re.search(r"rank\s*:\s*(\d+)[^\n]*\n[^\n]*exitcode\s*:\s*(-?\d+)", text)
         if found:
             return int(found.group(1)), found.group(2)
@@ -138,25 +128,24 @@ def wait(
     failed = None if timed_out or proc.returncode == 0 else failed_rank(out)
     rows = []
     for r in range(world):
-        row = {
-            "rank": r,
-            "pid": proc.pid,
-            "status": "failed",
-            "error": None,
-            "returncode": proc.returncode,
-        }
-        if timed_out:
-            row["error"] = f"rank {r} did not finish within {timeout_s:.0f} s: stopped"
-        elif failed is not None and failed[0] == r:
-            last = [ln.strip() for ln in rank_log(out, r).splitlines() if ln.strip()]
-            row["error"] = (
-                f"rank {r} died (exit code {failed[1]}): {last[-1][:300] if last else 'no message'}"
-            )
-        elif failed is not None:
-            row["error"] = f"rank {r} stopped because rank {failed[0]} died"
-        elif proc.returncode != 0:
-            row["error"] = f"torchrun ended with exit code {proc.returncode} (see its log)"
-        else:
-            row["status"] = "ok"
-        rows.append(row)
+        error = _error(r, proc, out, timeout_s if timed_out else None, failed)
+        status = "failed" if error else "ok"
+        code = proc.returncode
+        rows.append(
+            {"rank": r, "pid": proc.pid, "status": status, "error": error, "returncode": code}
+        )
     return rows
+
+
+def _error(r: int, proc, out: Path, timed_out_s: float | None, failed) -> str | None:
+    """Rank ``r``'s error line: past the timeout, dead, stopped for another's death, or torchrun's failure."""
+    if timed_out_s is not None:
+        return f"rank {r} did not finish within {timed_out_s:.0f} s: stopped"
+    if failed is not None and failed[0] == r:
+        last = [ln.strip() for ln in rank_log(out, r).splitlines() if ln.strip()]
+        return f"rank {r} died (exit code {failed[1]}): {last[-1][:300] if last else 'no message'}"
+    if failed is not None:
+        return f"rank {r} stopped because rank {failed[0]} died"
+    if proc.returncode != 0:
+        return f"torchrun ended with exit code {proc.returncode} (see its log)"
+    return None

@@ -1,9 +1,6 @@
 """Notebook 06's readings of the ranks' traces, as tables and figures."""
 
-import contextlib
-import io
-import logging
-import warnings
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +10,9 @@ from perf_doctor import events as ev
 from perf_doctor import load
 from perf_doctor.files import find_workers
 from perf_doctor.job import diagnose_job
+from perf_doctor.views import open_trace, quiet
+
+from ...notebook import reference as rf
 
 ALL_REDUCE = ("gloo:all_reduce", "nccl:all_reduce")
 
@@ -23,13 +23,9 @@ def all_reduces(folder: Path | str) -> dict[int, float]:
     for i, (rank, _, f) in enumerate(find_workers(folder)[0]):
         doc = load.load_trace(f)
         steps = [(a, b) for _, a, b in ev.step_ranges(doc)]
-        n = sum(
-            1
-            for e in ev.complete(doc)
-            if ev.is_host(e)
-            and str(e.get("name", "")).startswith(ALL_REDUCE)
-            and any(a <= float(e["ts"]) < b for a, b in steps)
-        )
+        host = [e for e in ev.complete(doc) if ev.is_host(e)]
+        starts = [float(e["ts"]) for e in host if str(e.get("name", "")).startswith(ALL_REDUCE)]
+        n = sum(a <= t < b for t in starts for a, b in steps)
         out[rank if rank is not None else i] = n / max(len(steps), 1)
     return out
 
@@ -65,37 +61,26 @@ def overhead_table(single: dict[str, Any], ddp: dict[str, Any], world: int):
 
 def bucket_table(traces: Path | str, caps: list[float]):
     """Per ``bucket_cap_mb``: rank 0's all-reduces per step, step, exposed and overlapped ms, share."""
-    rows = []
-    for cap in caps:
-        s = comm_split(Path(traces) / f"bucket {cap:g}")
-        rows.append(
-            {
-                "bucket_cap_mb": cap,
-                "all-reduces/step": all_reduces(Path(traces) / f"bucket {cap:g}")[0],
-                "step ms": s["step_ms"],
-                "exposed ms": s["exposed_ms"],
-                "overlapped ms": s["overlapped_ms"],
-                "overlap share": s["overlap_share"],
-            }
-        )
-    return pd.DataFrame(rows).set_index("bucket_cap_mb")
+    folders = {cap: Path(traces) / f"bucket {cap:g}" for cap in caps}
+    t = pd.DataFrame({cap: comm_split(f) for cap, f in folders.items()}).T
+    t = t.drop(columns=["job", "other_ms"]).astype(float)
+    t.insert(0, "all-reduces/step", [all_reduces(f)[0] for f in folders.values()])
+    t.columns = ["all-reduces/step", "step ms", "exposed ms", "overlapped ms", "overlap share"]
+    return t.rename_axis("bucket_cap_mb")
 
 
 def waits_table(before: dict[str, Any], after: dict[str, Any]):
     """Two ``diagnose_job`` reports per rank (without, with a straggler): step, top cause, waits ms."""
+    jobs = {"no straggler": before, "straggler": after}
     rows = [
-        {
-            "rank": r["rank"],
-            "job": label,
-            "step ms": r["step_ms"],
-            "top cause": r["top_cause"],
-            "waits ms": r["waits_ms"],
-        }
-        for label, job in (("no straggler", before), ("straggler", after))
+        dict(r, job=k)
+        for k, job in jobs.items()
         for r in job.get("ranks") or []
         if "error" not in r
     ]
-    return pd.DataFrame(rows).sort_values(["rank", "job"], ascending=[True, False])
+    t = pd.DataFrame(rows)[["rank", "job", "step_ms", "top_cause", "waits_ms"]]
+    t.columns = ["rank", "job", "step ms", "top cause", "waits ms"]
+    return t.sort_values(["rank", "job"], ascending=[True, False])
 
 
 def hta_overlap(folder: Path | str):
@@ -104,15 +89,8 @@ def hta_overlap(folder: Path | str):
         from hta.trace_analysis import TraceAnalysis
     except ImportError:
         return None
-    logging.getLogger("hta").setLevel(logging.ERROR)
-    buf = io.StringIO()
     try:
-        with (
-            warnings.catch_warnings(),
-            contextlib.redirect_stdout(buf),
-            contextlib.redirect_stderr(buf),
-        ):
-            warnings.simplefilter("ignore")
+        with quiet():  # its prints, logs and warnings
             return TraceAnalysis(trace_dir=str(folder)).get_comm_comp_overlap(visualize=False)
     except Exception:  # noqa: BLE001 - traces HTA cannot read: no figure
         return None
@@ -120,8 +98,6 @@ def hta_overlap(folder: Path | str):
 
 def timelines(folder: Path | str, steps: int = 1) -> list[tuple[int, Any]]:
     """``[(rank, figure)]`` of each rank's first ``steps`` profiled steps (closed: ``display(fig)``)."""
-    from perf_doctor.views import open_trace
-
     workers = [
         (rank if rank is not None else i, f)
         for i, (rank, _, f) in enumerate(find_workers(folder)[0])
@@ -132,8 +108,6 @@ def timelines(folder: Path | str, steps: int = 1) -> list[tuple[int, Any]]:
 def speedup(entry: dict[str, Any], ranks: int, slow: float = 1.25) -> dict[str, Any]:
     """DDP against the single process: ``mean_ratio``, ``super_linear`` (> ``ranks``), and from ``samples``
     ``median_ratio`` and ``slow_steps`` (over ``slow`` × median) of ``n``."""
-    import statistics
-
     s = entry.get("samples") or {}
     a, b = s.get("a") or [], s.get("b") or []
     med = statistics.median(a) / statistics.median(b) if a and b else None
@@ -154,101 +128,70 @@ def grad_mb(plan: dict[str, Any]) -> float:
     return 4 * (n + d * plan["classes"] + plan["classes"]) / 2**20
 
 
+EFFECTS = {  # effect: (what it is, what data-parallel training should show: its "article")
+    "ddp": ("DDP {ranks} ranks vs single process (same batch)", "{ranks}× at best ({ranks} ranks)"),
+    "no_sync": ("accumulation under no_sync", "{accum} → 1 all-reduces per optimizer step; faster"),
+    "buckets": ("overlapped all-reduce share, by bucket_cap_mb", "smaller buckets overlap more"),
+    "straggler": ("one slow rank", "every rank waits for it; the doctor names it"),
+}
+NO_SYNC = "accumulation under no_sync"
+
+
+def _effects(d: dict[str, Any], ranks: int, accum: int) -> dict[str, tuple]:
+    """One run's side of ``effects_table``: effect -> (text or None, reproduces?)."""
+    out = dict.fromkeys(EFFECTS, (None, ""))
+    if c := d.get("ddp"):
+        med = f"; medians {d['median']:.2f}x" if d.get("median") else ""
+        out["ddp"] = (rf.ratio_text(c) + med, rf.agreement(ranks, c))
+    if ar := d.get("all_reduces"):
+        ok = all(r["accum sync"] == accum * r["accum no_sync"] > 0 for r in ar)
+        text = f"{ar[0]['accum sync']:g} → {ar[0]['accum no_sync']:g} all-reduces; "
+        out["no_sync"] = (text + rf.ratio_text(d.get("no_sync")), "yes" if ok else "no")
+    bs = d.get("bucket_sweep") or []
+    share = [r.get("overlap share") for r in bs]
+    if len(bs) > 1 and all(isinstance(x, float) for x in share):
+        text = ", ".join(f"{r['bucket_cap_mb']:g} MB: {x:.0%}" for r, x in zip(bs, share))
+        out["buckets"] = (text, "yes" if share[0] > share[-1] else "no")
+    if st := d.get("straggler"):
+        ok = st["verdict"].startswith("slower") and d.get("named") == d.get("straggler_rank")
+        text = rf.ratio_text(st) + f"; the doctor names rank {d.get('named')}"
+        out["straggler"] = (text, "yes" if ok else "no")
+    return out
+
+
 def effects_table(here: dict[str, Any], ref, ranks: int, accum: int):
     """06's effects in ``reference.article_table``, the H100 reference beside this run (``here``: its comparisons,
     notes' records and ``why``)."""
-    from ...notebook import reference as rf
-
-    notes = (ref.doc.get("notes") or {}) if ref is not None else {}
-    theirs = (
-        {}
-        if ref is None
-        else {
+    theirs = {}
+    if ref is not None:
+        notes = ref.doc.get("notes") or {}
+        old = ref.comparison("accumulation, every backward syncs", NO_SYNC)  # the H100's name
+        planted = (ref.row("straggler doctor") or {}).get("config", {})
+        theirs = {
             "ddp": ref.comparison("single process", f"DDP {ranks} ranks"),
-            "no_sync": ref.comparison("synced accumulation", "accumulation under no_sync")
-            or ref.comparison("accumulation, every backward syncs", "accumulation under no_sync"),
+            "no_sync": ref.comparison("synced accumulation", NO_SYNC) or old,
             "straggler": ref.comparison(f"DDP {ranks} ranks", "DDP with a straggler"),
             "all_reduces": notes.get("all_reduces_per_optimizer_step"),
             "bucket_sweep": notes.get("bucket_sweep"),
             "named": ref.metric("straggler doctor", "named_rank"),
-            "straggler_rank": (ref.row("straggler doctor") or {})
-            .get("config", {})
-            .get("planted_rank"),
+            "straggler_rank": planted.get("planted_rank"),
         }
-    )
-
-    def cells(d):  # effect -> (text or None, reproduces?)
-        c, ar, bs, st = (
-            d.get("ddp"),
-            d.get("all_reduces") or [],
-            d.get("bucket_sweep") or [],
-            d.get("straggler"),
-        )
-        share = [r.get("overlap share") for r in bs]
-        med = f"; medians {d['median']:.2f}x" if d.get("median") else ""
-        return {
-            "ddp": (rf.ratio_text(c) + med, rf.agreement(ranks, c)) if c else (None, ""),
-            "no_sync": (
-                f"{ar[0]['accum sync']:g} → {ar[0]['accum no_sync']:g} all-reduces; "
-                + rf.ratio_text(d.get("no_sync")),
-                "yes"
-                if all(r["accum sync"] == accum * r["accum no_sync"] > 0 for r in ar)
-                else "no",
-            )
-            if ar
-            else (None, ""),
-            "buckets": (
-                ", ".join(f"{r['bucket_cap_mb']:g} MB: {s:.0%}" for r, s in zip(bs, share)),
-                "yes" if share[0] > share[-1] else "no",
-            )
-            if len(bs) > 1 and all(isinstance(s, float) for s in share)
-            else (None, ""),
-            "straggler": (
-                rf.ratio_text(st) + f"; the doctor names rank {d.get('named')}",
-                "yes"
-                if st["verdict"].startswith("slower") and d.get("named") == d.get("straggler_rank")
-                else "no",
-            )
-            if st
-            else (None, ""),
-        }
-
-    effects = {
-        "ddp": (
-            f"DDP {ranks} ranks vs single process (same global batch)",
-            f"{ranks}× at best ({ranks} ranks)",
-        ),
-        "no_sync": (
-            "accumulation under no_sync",
-            f"{accum} → 1 all-reduces per optimizer step; faster",
-        ),
-        "buckets": (
-            "overlapped share of the all-reduce, by bucket_cap_mb",
-            "smaller buckets overlap more",
-        ),
-        "straggler": ("one slow rank", "every rank waits for it; the doctor names it"),
-    }
-    t, m = cells(theirs), cells(here)
+    t, m = _effects(theirs, ranks, accum), _effects(here, ranks, accum)
     return rf.article_table(
-        dict(
-            effect=effect,
-            article=article,
-            reference=t[k],
-            this_run=m[k],
-            why=here.get("why", {}).get(k, ""),
-        )
-        for k, (effect, article) in effects.items()
+        {
+            "effect": effect.format(ranks=ranks),
+            "article": article.format(ranks=ranks, accum=accum),
+            "reference": t[k],
+            "this_run": m[k],
+            "why": here.get("why", {}).get(k, ""),
+        }
+        for k, (effect, article) in EFFECTS.items()
     )
 
 
-def clocks(
-    rank0: dict[str, Any], ddp_job: dict[str, Any], times: dict[str, list[float]], folder: str
-) -> dict[str, Any]:
+def clocks(rank0: dict, ddp_job: dict, times: dict[str, list[float]], folder: str) -> dict:
     """Rank 0's DDP step read four ways (ms): the trace's ProfilerStep spans (``ddp_job``, the profile in
-    ``folder``), ``perf_counter`` around the same profiled steps, the same step back to back without the profiler,
-    and the interleaved rounds (mean, median)."""
-    import statistics
-
+    ``folder``), ``perf_counter`` around the same steps, back to back without the profiler, and the rounds."""
     walls = rank0.get("profiled_ms") or {}
     span = next((r["step_ms"] for r in ddp_job["ranks"] if r.get("rank") == 0), ddp_job["step_ms"])
     profiled, back = walls.get(folder, []), walls.get("ddp, back to back", [])
