@@ -193,3 +193,15 @@ def test_the_panel_run_adds_a_row_or_a_failed_row(tmp_path, monkeypatch):
         {"error": None}, {"error": "rank 1 died (exit code 1): boom"}]})
     table = experiment.try_config(res, "ddp_rank.py", {"rounds": 24}, tmp_path, **kw)
     assert table.iloc[-1]["status"] == "failed" and table.iloc[-1]["error"] == "rank 1 died (exit code 1): boom"
+
+
+@pytest.mark.parametrize(("verdict", "holds"), [("slower", True), ("faster", False), ("no difference", None)])
+def test_the_straggler_claim_is_made_only_where_the_interval_resolves_it(verdict, holds):
+    from helpers.lessons.distributed import checks as lesson_checks
+    from helpers.notebook.checks import judge
+
+    ratio = {"slower": 0.8, "faster": 1.2, "no difference": 1.0}[verdict]
+    cmp = {"a": "DDP 2 ranks", "b": lesson_checks.STRAGGLER, "metric": "step_ms_mean", "ratio": ratio,
+           "low": ratio - 0.05, "high": ratio + 0.05, "verdict": verdict}
+    claim = [c for c in lesson_checks.CLAIMS if c.id == "straggler_slows_the_job"]
+    assert judge({"comparisons": [cmp]}, claim)[0]["holds"] is holds

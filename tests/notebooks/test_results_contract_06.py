@@ -46,10 +46,13 @@ def test_distributed_structure():
     by_b = {c["b"]: c for c in doc["comparisons"]}
     assert doc["checks"]["no_sync_accumulation_faster"] == (
         compare.direction(by_b["accumulation under no_sync"]) == "faster")
-    assert doc["checks"]["straggler_slows_the_job"] == (compare.direction(by_b["DDP with a straggler"]) == "slower")
-    assert set(doc["checks"]) == {
+    straggler = compare.direction(by_b["DDP with a straggler"])
+    # made only where the rounds' interval resolves it (a loaded machine's often spans 1): then it holds when slower
+    assert doc["checks"].get("straggler_slows_the_job", None) == (
+        None if straggler is None else straggler == "slower")
+    assert set(doc["checks"]) - {"straggler_slows_the_job"} == {
         "ddp_traces_hold_split_communication", "smaller_buckets_more_all_reduces",
-        "no_sync_divides_all_reduces_by_accum", "no_sync_accumulation_faster", "straggler_slows_the_job",
+        "no_sync_divides_all_reduces_by_accum", "no_sync_accumulation_faster",
         "doctor_names_the_straggler", "others_wait_for_the_straggler", "too_many_ranks_refused",
         "dead_rank_is_a_failed_row", "straggler_is_a_fraction_of_the_step", "report_leads_with_the_straggler",
         "profiled_clock_agrees_with_wall_clock"}

@@ -240,7 +240,11 @@ def article_rows(ref, results, ops, comparisons: list, on_gpu: bool) -> list[dic
             reference=_rank_text(ref_g) if ref_g else None,
             this_run=_rank_text(my_g) if my_g is not None else None,
             agrees="no: 0 syncs" if no_sync else "-",
-            why="no sync on these releases: the deterministic path is slow, not synchronising",
+            why=(
+                "no sync on these releases: the deterministic path is slow, not synchronising"
+                if no_sync
+                else "a sync was counted: see the syncs table"
+            ),
         ),
         dict(
             effect="GatherBackward0 device time, det vs nondet gather",
