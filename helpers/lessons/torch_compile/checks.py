@@ -165,15 +165,6 @@ def compiled_optimizer_faster(facts):
     return facts.direction(base["name"], opt["name"]) == "faster"
 
 
-def within_budget(facts):
-    b = facts.note("budget")
-    return b["elapsed_s"] <= b["seconds"]
-
-
-def has_budget(facts):
-    return "budget" in facts.doc.get("notes", {})
-
-
 def panel_refuses(facts):
     refusals = dict(facts.note("panel_refusals"))  # label -> message, or None where accepted
     ro = refusals.pop("reduce-overhead on this device")
@@ -248,12 +239,6 @@ LESSON = [
         "compiled_records_fewer_op_calls",
         "the compiled step records fewer operator calls per step than eager (fused code)",
         fewer_op_calls,
-    ),
-    Claim(
-        "experiments_within_budget",
-        "the experiments ended within the notebook's time guard",
-        within_budget,
-        applies=has_budget,
     ),
 ]
 APPENDIX = [

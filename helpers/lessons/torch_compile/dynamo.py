@@ -51,25 +51,19 @@ def graph_counters() -> dict[str, int]:
     }
 
 
-def use_inductor_cache(path: str | os.PathLike, clear: bool = True) -> Path:
-    """Point Inductor at ``path`` (emptied with ``clear``), forgetting compiled code: the next compile starts cold."""
+def use_inductor_cache(path: str | os.PathLike) -> Path:
+    """Point Inductor at ``path``, emptied, forgetting compiled code: the next compile starts cold."""
     p = Path(path)
-    if clear and p.exists():
-        shutil.rmtree(p)
-    p.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(p, ignore_errors=True)
+    p.mkdir(parents=True)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(p)
-    os.environ.pop(
-        "TRITON_CACHE_DIR", None
-    )  # Inductor sets it at its first Triton kernel: re-derived from p
+    # Inductor sets it at its first Triton kernel: re-derived from p
+    os.environ.pop("TRITON_CACHE_DIR", None)
     torch._dynamo.reset()
     from torch._inductor import codecache
 
-    for name in (
-        "PyCodeCache",
-        "CppCodeCache",
-        "CppPythonBindingsCodeCache",
-        "CppWrapperCodeCache",
-    ):
+    names = ("PyCodeCache", "CppCodeCache", "CppPythonBindingsCodeCache", "CppWrapperCodeCache")
+    for name in names:  # the compiled code this process holds in memory
         getattr(getattr(codecache, name, None), "cache_clear", lambda: None)()
     return p
 
@@ -108,17 +102,16 @@ def explain_model(name: str, image_size: int, device=None, batch_size: int = 2) 
     t0 = time.perf_counter()
     model = article_model(name).to(device).train()
     torch._dynamo.reset()
-    out = torch._dynamo.explain(model)(
-        torch.randn(batch_size, 3, image_size, image_size, device=device)
-    )
+    x = torch.randn(batch_size, 3, image_size, image_size, device=device)
+    out = torch._dynamo.explain(model)(x)
     torch._dynamo.reset()
-    reasons = [
-        f"{str(r.reason).strip().splitlines()[0][:160]} at {Path(r.user_stack[-1].filename).name}:"
-        f"{r.user_stack[-1].lineno}"
-        if r.user_stack
-        else str(r.reason)[:160]
-        for r in out.break_reasons
-    ]
+    reasons = []
+    for r in out.break_reasons:
+        reason = str(r.reason).strip().splitlines()[0][:160]
+        where = r.user_stack[-1] if r.user_stack else None
+        reasons.append(
+            f"{reason} at {Path(where.filename).name}:{where.lineno}" if where else reason
+        )
     return {
         "graphs": out.graph_count,
         "graph_breaks": out.graph_break_count,
@@ -136,10 +129,8 @@ def start_child(spec: dict[str, Any]) -> dict[str, Any]:
     device = torch.device(spec.get("device", "cpu"))
     torch.manual_seed(0)
     d, h, b = 3 * spec["image_size"] ** 2, spec["hidden"], spec["batch_size"]
-    model = torch.nn.Sequential(torch.nn.Linear(d, h), torch.nn.ReLU(), torch.nn.Linear(h, 10)).to(
-        device
-    )
-    model = torch.compile(model)
+    model = torch.nn.Sequential(torch.nn.Linear(d, h), torch.nn.ReLU(), torch.nn.Linear(h, 10))
+    model = torch.compile(model.to(device))
     opt = torch.optim.RAdam(model.parameters())
     x, y = torch.randn(b, d, device=device), torch.randint(0, 10, (b,), device=device)
     counters.clear()
@@ -169,10 +160,8 @@ def start_run(cache_dir: str | os.PathLike, timeout: float = 600, **spec: Any) -
         "TORCHINDUCTOR_CACHE_DIR": str(cache_dir),
         "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])]),
     }
-    for k in (
-        "TORCH_LOGS",
-        "TRITON_CACHE_DIR",
-    ):  # an inherited Triton cache would make the cold start warm
+    # an inherited Triton cache would make the cold start warm
+    for k in ("TORCH_LOGS", "TRITON_CACHE_DIR"):
         env.pop(k, None)
     t0 = time.perf_counter()
     proc = subprocess.run(

@@ -1,6 +1,7 @@
 """Notebook 04's runs: a cell timed (first steps apart, then steady), the matrix under the time budget with interleaved
 eager/compiled rounds and comparisons, derived figures, the profiled pair."""
 
+import functools
 import gc
 import math
 import time
@@ -47,10 +48,7 @@ def run_cell(
         losses.append(step())
         dv.synchronize(device)
         first_ms.append((time.perf_counter() - t0) * 1000.0)
-    first_peak = (
-        _above(dv.peak_memory_mb(device), base),
-        _above(dv.peak_reserved_mb(device), base),
-    )
+    first_peak = _above(dv.peak_memory_mb(device), base), _above(dv.peak_reserved_mb(device), base)
     graphs = graph_counters()
     dv.reset_peak_memory(device)
     times = time_steps(lambda: losses.append(step()), steps=steps, warmup=0, device=device)
@@ -69,14 +67,11 @@ def run_cell(
         dyn = compile_seconds(before, dynamo_times())
         m["compile_s"] = dyn if dyn is not None else round((first_ms[0] - times.median) / 1000.0, 3)
         m.update(graphs)
-        m["steady_graphs"] = (
-            graph_counters()["graphs"] - graphs["graphs"]
-        )  # recompiles in the steady steps
+        # recompiles in the steady steps
+        m["steady_graphs"] = graph_counters()["graphs"] - graphs["graphs"]
     scaler = getattr(step, "scaler", None)
     m["grad_scaler"] = scaler is not None
-    if (
-        scaler is not None
-    ):  # GradScaler halves its scale at each skipped (overflowing) step; grows every 2000
+    if scaler is not None:  # GradScaler halves its scale at each skipped (overflowing) step
         m["scaler_skipped_steps"] = round(math.log2(2.0**16 / float(scaler.get_scale())))
     m["losses"] = [float(v) for v in torch.stack(losses).float().cpu()]
     m["step_times_ms"] = [round(t, 3) for t in times.times_ms]
@@ -91,8 +86,6 @@ def break_even_whole_run(
 ) -> int | str:
     """The fewest steps at which the compiled run takes no longer than eager; ``"never"`` if its step is not faster."""
     n0 = len(compiled_first_ms)
-    if n0 != len(eager_first_ms) or n0 < 1:
-        raise ValueError("both runs need the same number (at least one) of first steps")
     extra_ms, saving_ms = sum(compiled_first_ms) - sum(eager_first_ms), eager_ms - compiled_ms
     if extra_ms <= 0 and saving_ms >= 0:
         return n0
@@ -112,11 +105,11 @@ def derive(eager: Mapping[str, Any], m: dict[str, Any], c: Mapping[str, Any], rt
     )
     stat = np.median if c["metric"].endswith("median") else np.mean
     a, b = (float(stat(c["samples"][k])) for k in ("a", "b"))
-    m["break_even_steps"] = (
-        break_even_whole_run(eager["first_steps_ms"], a, m["first_steps_ms"], b)
-        if resolved(c)
-        else "not resolved"
-    )
+    m["break_even_steps"] = "not resolved"
+    if resolved(c):
+        m["break_even_steps"] = break_even_whole_run(
+            eager["first_steps_ms"], a, m["first_steps_ms"], b
+        )
 
 
 def interleave(
@@ -131,15 +124,10 @@ def interleave(
     from torch._dynamo.utils import counters
 
     g0 = counters["stats"].get("unique_graphs", 0)
-    times = interleaved_times(
-        dict(kept), rounds, device, cpu_time=True
-    )  # a CPU: CPU time, unstretched by other load
+    # on a CPU: CPU time, unstretched by other load
+    times = interleaved_times(dict(kept), rounds, device, cpu_time=True)
     recompiled = counters["stats"].get("unique_graphs", 0) - g0
-    kw = (
-        {"metric": "step_ms_median", "statistic": np.median}
-        if recompiled
-        else {"metric": "step_ms_mean"}
-    )
+    kw = {"metric": "step_ms_median", "statistic": np.median} if recompiled else {}
     for n, t in times.items():
         results.get(n)["metrics"].update(
             interleaved_ms_mean=round(t.mean, 3), interleaved_ms_median=round(t.median, 3)
@@ -165,7 +153,6 @@ def run_matrix(
     together: bool = False,
     pairs: Sequence[tuple[str, str]] = (),
     device=None,
-    extra_config: Mapping[str, Any] | None = None,
     compile_steps: int = 2,
     note: str | None = None,
 ) -> dict[str, Any]:
@@ -177,97 +164,68 @@ def run_matrix(
     groups: dict[Any, list] = {}
     for c in cells:
         groups.setdefault(0 if together else tuple(c[:2]), []).append(tuple(c))
-    out: dict[str, Any] = {
-        "names": [cell_name(*c, batch_size) for c in cells],
-        "recompiles": 0,
-        "comparisons": [],
-    }
+    names = [cell_name(*c, batch_size) for c in cells]
+    out: dict[str, Any] = {"names": names, "recompiles": 0, "comparisons": []}
     for group in groups.values():
         kept: dict[str, Callable] = {}
         for model, precision, mode in group:
             name, t0 = cell_name(model, precision, mode, batch_size), time.perf_counter()
-            cfg = dict(
-                model=model, precision=precision, mode=mode, batch_size=batch_size, steps=steps
-            )
-            cfg.update(extra_config or {})
+            cfg = dict(model=model, precision=precision, mode=mode, batch_size=batch_size)
+            cfg.update(steps=steps, matmul_precision=torch.get_float32_matmul_precision())
             left = None if later_s is None or budget is None else budget.left() - later_s
             if left is not None and left <= 0:
-                results.add(
-                    name,
-                    cfg,
-                    status="failed",
-                    error=f"OverBudget: skipped: the last {later_s:g} s of the "
-                    "time budget are kept for the lessons after the matrix",
-                )
+                why = f"the last {later_s:g} s of the time budget are kept for later lessons"
+                results.add(name, cfg, status="failed", error=f"OverBudget: skipped: {why}")
                 continue
-
-            def run(model=model, precision=precision, mode=mode, name=name):
-                step = make_step(
-                    model, precision, mode, batch_size
-                )  # a bad cell is refused here, before a reset
-                if not kept:
-                    torch._dynamo.reset()  # forget earlier graphs (the previous group's were released at its end)
-                kept[name] = step
-                return run_cell(
-                    kept[name],
-                    steps=steps,
-                    compile_steps=compile_steps,
-                    device=device,
-                    compiled=mode != "eager",
-                )
-
-            row = results.record(
-                name, cfg, run if budget is None else budget.wrap(run, left), verbose=False
-            )
-            if row["status"] != "ok":
-                kept.pop(name, None)
-            print(
-                f"{name:<34} {row['status']:<6} {time.perf_counter() - t0:6.1f} s"
-                + (f"  {row['error']}" if row["error"] else "")
-            )
-        key = lambda n: tuple(results.get(n)["config"][k] for k in ("model", "precision"))  # noqa: E731
-        eager = {key(n): n for n in kept if results.get(n)["config"]["mode"] == "eager"}
+            make = functools.partial(make_step, model, precision, mode, batch_size)
+            timing = dict(steps=steps, compile_steps=compile_steps, compiled=mode != "eager")
+            row = _timed_row(results, kept, name, cfg, make, budget, left, device=device, **timing)
+            error = f"  {row['error']}" if row["error"] else ""
+            print(f"{name:<34} {row['status']:<6} {time.perf_counter() - t0:6.1f} s{error}")
+        cfgs = {n: results.get(n)["config"] for n in kept}
+        eager = {(c["model"], c["precision"]): n for n, c in cfgs.items() if c["mode"] == "eager"}
         vs_eager = [
-            (eager[key(n)], n)
-            for n in kept
-            if results.get(n)["config"]["mode"] != "eager" and key(n) in eager
+            (eager[c["model"], c["precision"]], n)
+            for n, c in cfgs.items()
+            if c["mode"] != "eager" and (c["model"], c["precision"]) in eager
         ]
+        recompiled, found = 0, []  # no rounds: no comparison
         if rounds and len(kept) >= 2:
             recompiled, found = interleave(results, kept, rounds, vs_eager + list(pairs), device)
-        else:  # no rounds: the cells' own steady steps (sequential), said so in the metric
-            recompiled, found = (
-                0,
-                [
-                    results.compare_times(
-                        a,
-                        b,
-                        results.get(a)["metrics"]["step_times_ms"],
-                        results.get(b)["metrics"]["step_times_ms"],
-                        metric="step_ms_mean_sequential",
-                    )
-                    for a, b in vs_eager
-                ],
-            )
         for c in found:
             if (c["a"], c["b"]) in vs_eager:
-                b = results.get(c["b"])
-                derive(
-                    results.get(c["a"])["metrics"], b["metrics"], c, rtol[b["config"]["precision"]]
-                )
+                a, b = results.get(c["a"]), results.get(c["b"])
+                derive(a["metrics"], b["metrics"], c, rtol[b["config"]["precision"]])
         out["recompiles"] += recompiled
         out["comparisons"] += found
         if kept:
             kept.clear()
             release(device)
-    out["losses"] = {
-        n: results.get(n)["metrics"]["losses"]
-        for n in out["names"]
-        if results.get(n) and results.get(n)["status"] == "ok"
-    }
+    ran = [n for n in names if results.get(n) and results.get(n)["status"] == "ok"]
+    out["losses"] = {n: results.get(n)["metrics"]["losses"] for n in ran}
     if note:
-        results.note(note, {"names": out["names"], "recompiles": out["recompiles"]})
+        results.note(note, {"names": names, "recompiles": out["recompiles"]})
     results.save()
     return out
+
+
+def _timed_row(results, kept, name, cfg, make, budget, limit_s=None, **timing) -> dict[str, Any]:
+    """A row of ``run_cell`` on ``make()``'s step (refused there, a bad cell makes a failed row before any
+    reset), under ``budget``; the step kept in ``kept`` for the rounds if it ran."""
+
+    def run():
+        step = make()
+        if not kept:  # forget earlier graphs (the previous group's were released at its end)
+            torch._dynamo.reset()
+        kept[name] = step
+        return run_cell(step, **timing)
+
+    row = results.record(
+        name, cfg, run if budget is None else budget.wrap(run, limit_s), verbose=False
+    )
+    if row["status"] != "ok":
+        kept.pop(name, None)
+    return row
 
 
 def run_variants(
@@ -277,13 +235,12 @@ def run_variants(
     steps: int,
     rounds: int,
     compile_steps: int = 2,
-    cold: Sequence[str] = (),
     budget=None,
     device=None,
 ) -> dict[str, Any]:
     """``variants`` (``{name: (config, make)}``, ``make()`` returns a step; the first is the baseline) as rows timed
-    by ``run_cell`` (those in ``cold`` build and compile with Inductor's caches off, so their compile is cold), then
-    re-timed in ``rounds`` interleaved rounds, each compared with the first. Returns ``{names, comparisons}``."""
+    by ``run_cell``, each built and compiled with Inductor's caches off (every compile cold), then re-timed in
+    ``rounds`` interleaved rounds, each compared with the first. Returns ``{names, comparisons}``."""
     import logging
     import warnings
 
@@ -293,19 +250,10 @@ def run_variants(
     logging.getLogger("torch._dynamo.variables.ctx_manager").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
     kept: dict[str, Callable] = {}
-    for name, (cfg, make) in variants.items():
-
-        def run(name=name, make=make):
-            if not kept:
-                torch._dynamo.reset()  # forget earlier graphs; the variants' own stay for the rounds
-            with inductor_config.patch(force_disable_caches=name in cold):
-                kept[name] = make()
-                return run_cell(kept[name], steps=steps, compile_steps=compile_steps, device=device)
-
-        cfg = {"what": "lever", **cfg}
-        row = results.record(name, cfg, run if budget is None else budget.wrap(run), verbose=False)
-        if row["status"] != "ok":
-            kept.pop(name, None)
+    timing = dict(steps=steps, compile_steps=compile_steps, device=device)
+    with inductor_config.patch(force_disable_caches=True):
+        for name, (cfg, make) in variants.items():
+            _timed_row(results, kept, name, {"what": "lever", **cfg}, make, budget, **timing)
     names = list(variants)
     pairs = [(names[0], n) for n in names[1:]]
     found = interleave(results, kept, rounds, pairs, device)[1] if len(kept) >= 2 else []
@@ -329,17 +277,13 @@ def whole_run(
     """Eager's time over compiled's (interval, verdict) over ``steps`` lasting ``run_s`` s eager; None if unresolved."""
     if not resolved(c):
         return None
-    k, ef, cf = (
-        len(eager["first_steps_ms"]),
-        sum(eager["first_steps_ms"]),
-        sum(compiled["first_steps_ms"]),
-    )
+    k, ef = len(eager["first_steps_ms"]), sum(eager["first_steps_ms"])
+    cf = sum(compiled["first_steps_ms"])
     stat = np.median if "median" in c["metric"] else np.mean
-    e_ms = (
-        float(stat(c["samples"]["a"]))
-        if c.get("samples")
-        else float(eager[c["metric"].replace("_sequential", "")])
-    )
+    if c.get("samples"):
+        e_ms = float(stat(c["samples"]["a"]))
+    else:  # a reference run's comparison keeps no samples
+        e_ms = float(eager[c["metric"].replace("_sequential", "")])
     n = max(k, round(run_s * 1000.0 / e_ms))
     whole = {
         w: (ef + (n - k) * e_ms) / (cf + (n - k) * e_ms / c[w]) for w in ("ratio", "low", "high")
@@ -371,15 +315,14 @@ def profile_pair(
         tdir = fresh_trace_dir(f"04_torch_compile/{model}-{mode}")
         profile_steps(step, wait=0, warmup=1, active=active, device=device, trace_dir=tdir)
         t = open_trace(tdir)
-        n, kern = max(len(t.step_times()), 1), (t.kernels() if t.has_gpu else None)
+        n = max(len(t.step_times()), 1)
+        kernels = round(float(t.kernels().calls.sum()) / n, 1) if t.has_gpu else None
         return {
             "trace_dir": str(tdir),
             "steps_recorded": len(t.step_times()),
             "trace_step_ms_mean": round(float(t.step_times().step_ms.mean()), 3),
             "op_calls_per_step": round(float(t.operators().calls.sum()) / n, 1),
-            "kernel_calls_per_step": round(float(kern.calls.sum()) / n, 1)
-            if kern is not None
-            else None,
+            "kernel_calls_per_step": kernels,
         }
 
     out = {}
@@ -387,23 +330,13 @@ def profile_pair(
         cfg = dict(
             what="profile", model=model, precision=precision, mode=mode, batch_size=batch_size
         )
-
-        def fn(mode=mode):
-            return run(mode)
-
+        fn = functools.partial(run, mode)
         row = results.record(
             f"profiled {model} {precision} {mode}", cfg, fn if budget is None else budget.wrap(fn)
         )
         if row["status"] == "ok":
             out[mode] = row["metrics"]
     return out
-
-
-def note_time_guard(results, budget) -> None:
-    """Where the run has a time limit (full scale, or the runner's): its seconds and the experiments' elapsed time,
-    as the note ``budget`` (the claim ``experiments_within_budget`` reads it)."""
-    if budget is not None and budget.seconds is not None:
-        results.note("budget", {"seconds": budget.seconds, "elapsed_s": round(budget.elapsed(), 1)})
 
 
 def refusals(check: Callable[[dict], Any], values: Mapping[str, Any], changes) -> dict[str, Any]:

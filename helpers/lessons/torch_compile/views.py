@@ -5,25 +5,19 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 
-from ...measure.compare import resolved, takes
+from ...measure.compare import takes_line
+from ...notebook.sizes import TORCH_COMPILE
 from .experiment import cell_name, whole_run
 
+FULL_BATCH = TORCH_COMPILE["full"]["batch_size"]  # the H100 reference's rows are named with it
 DATA = json.loads((Path(__file__).with_name("article.json")).read_text())
 COLUMNS = (  # matrix_table's columns, in order
     "model,precision,mode,status,step_ms,time vs eager,95% interval,verdict,loss_match,"
     "max_rel_loss_diff,compile_s,first_steps_s,break_even_steps,steady_peak_mem_mb,"
     "steady_peak_reserved_mb,graphs,graph_breaks,scaler_skipped_steps,error"
 ).split(",")
-
-
-def full_batch_size() -> int:
-    """The batch size of the full scale, which the H100 reference ran: its rows are named with it."""
-    from ...notebook.sizes import TORCH_COMPILE
-
-    return TORCH_COMPILE["full"]["batch_size"]
 
 
 def matrix_table(results, names: Sequence[str]):
@@ -46,16 +40,10 @@ def matrix_table(results, names: Sequence[str]):
 
 def rows_table(results, prefix: str, keys: Sequence[str]):
     """The rows whose name starts with ``prefix`` (``"explain "``, ``"profiled "``): their ``keys`` metrics."""
-    rows = [e for e in results.experiments if e["name"].startswith(prefix)]
-    return pd.DataFrame(
-        [
-            {
-                "row": e["name"][len(prefix) :],
-                "status": e["status"],
-                **{k: e["metrics"].get(k) for k in keys},
-            }
-            for e in rows
-        ]
+    df = results.table(list(keys))
+    df = df[df.experiment.str.startswith(prefix)]
+    return df.assign(row=df.experiment.str.removeprefix(prefix)).reindex(
+        columns=["row", "status", *keys]
     )
 
 
@@ -99,7 +87,6 @@ def whole_run_rows(
                 "effect": f"{a['label']}, compiled vs eager: a whole run as long as the article's",
                 "article": f"{times}, {ratio:.2f}x",
                 "article_ratio": round(ratio, 2),
-                "model": a["model"],
                 "analogue": used,
                 "why": a["why"],
                 "this_run": mine,
@@ -107,47 +94,6 @@ def whole_run_rows(
             }
         )
     return out
-
-
-def chart_data(rows: Sequence[Mapping[str, Any]]):
-    """``speedup_chart``'s bars: per row the article's ratio, the reference's and this run's with intervals."""
-    bars = []
-    for r in (r for r in rows if r.get("article_ratio") is not None):
-        bars.append({"model": r["model"], "source": "article", "ratio": r["article_ratio"]})
-        for src, key in (("H100 reference", "reference"), ("this run", "this_run")):
-            e = r.get(key)
-            if isinstance(e, Mapping) and e.get("ratio") is not None:
-                label = (
-                    " ".join(r["analogue"])
-                    if key == "this_run" and r.get("analogue")
-                    else r["model"]
-                )
-                bars.append(
-                    {
-                        "model": label,
-                        "source": src,
-                        **{k: e.get(k) for k in ("ratio", "low", "high")},
-                    }
-                )
-    return pd.DataFrame(bars, columns=["model", "source", "ratio", "low", "high"])
-
-
-def speedup_chart(rows: Sequence[Mapping[str, Any]]):
-    """Horizontal bars of ``chart_data`` (article grey, reference green, this run blue), intervals as error bars."""
-    import matplotlib.pyplot as plt
-
-    d = chart_data(rows)
-    x = d.ratio.astype(float).to_numpy()
-    lo, hi = d.low.fillna(d.ratio).astype(float), d.high.fillna(d.ratio).astype(float)
-    colors = [{"article": "#999", "H100 reference": "#55a868"}.get(s, "#4c72b0") for s in d.source]
-    fig, ax = plt.subplots(figsize=(7.5, 0.6 + 0.4 * len(d)))
-    ax.barh(np.arange(len(d)), x, color=colors, xerr=[x - lo, hi - x], capsize=3)
-    ax.axvline(1.0, color="k", lw=0.8)
-    ax.set_yticks(np.arange(len(d)), [f"{m} ({s})" for m, s in zip(d.model, d.source)], fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("whole run as long as the article's: eager time / compiled time (95% interval)")
-    fig.tight_layout()
-    return fig
 
 
 def memory_entry(src, eager: str, compiled: str) -> dict[str, Any] | None:
@@ -183,51 +129,37 @@ def compute_share(
 
 
 def swin_t_reversal(ref, results, batch_size: int, device_name: str = "") -> str:
-    """The share of each fp16 Swin step its arithmetic explains (``compute_share``), on the reference and (a GPU)
-    this run, a line each; returns why the article's Swin-T reversed, in words."""
+    """Why the article's Swin-T reversed, in words: the share of the fp16 Swin-T eager step its arithmetic
+    explains (``compute_share``), on the H100 reference and (a GPU) this run."""
     ref_gpu = ref.doc["env"].get("device_name", "") if ref is not None else ""
-    sides = [
-        ("H100 reference", ref, full_batch_size(), ref_gpu),
+    lines = []
+    for who, src, bs, gpu in [
+        ("H100 reference", ref, FULL_BATCH, ref_gpu),
         ("this run", results, batch_size, device_name),
-    ]
-    shares = {}
-    for who, src, bs, gpu in sides:
-        for model, mode in [
-            (m, mode) for m in ("swin_t", "swin_b") for mode in ("eager", "default")
-        ]:
-            ms = src.metric(cell_name(model, "fp16", mode, bs), "step_ms_median") if src else None
-            s = shares[who, model, mode] = compute_share(model, bs, ms, gpu) if ms else None
-            if s:
-                print(
-                    f"{who}: {model} fp16 {mode}: {s['step_tflop']:.2f} TFLOP a step = "
-                    f"{s['compute_ms']:.1f} ms at {s['peak_tflops']:.0f} TFLOP/s, "
-                    f"{s['share']:.0%} of its {ms:.1f} ms step"
-                )
-    st = shares.get(("H100 reference", "swin_t", "eager"))
-    if st is None:
-        return "no GPU step time: no share computed"
-    if st["share"] < 0.3:
-        return (
-            f"H100 host-bound: the arithmetic is {st['share']:.0%} of the eager step; "
-            "compile removes overhead (the V100 was another regime)"
-        )
-    return f"compute is {st['share']:.0%} of the H100's step"
+    ]:
+        ms = src.metric(cell_name("swin_t", "fp16", "eager", bs), "step_ms_median") if src else None
+        s = compute_share("swin_t", bs, ms, gpu) if ms else None
+        if s:
+            bound = "host-bound" if s["share"] < 0.3 else "compute-bound"
+            lines.append(
+                f"{who} {bound}: the arithmetic is {s['share']:.0%} of the eager step "
+                f"({s['step_tflop']:.2f} TFLOP = {s['compute_ms']:.1f} ms at {s['peak_tflops']:.0f} "
+                f"TFLOP/s, of {ms:.1f} ms)"
+            )
+    return "; ".join(lines) or "no GPU step time: no share computed"
 
 
 def article_rows(
     results, ref, matrix, batch_size: int, analogue=None, why_swin_t: str = ""
 ) -> list[dict]:
-    """The article table's rows (``reference.article_table``): the three whole runs first (``speedup_chart``
-    plots them), then ``article.json``'s rows (memory, compile time, CUDA graphs, fp32), each with the
-    reference's figure and this run's. ``matrix``: ``run_matrix``'s result."""
-    rbs = full_batch_size()
+    """The article table's rows (``reference.article_table``): the three whole runs first, then
+    ``article.json``'s rows (memory, compile time, CUDA graphs, fp32), each with the reference's figure and
+    this run's. ``matrix``: ``run_matrix``'s result."""
+    rbs = FULL_BATCH
     whole = whole_run_rows(results, ref, batch_size, rbs, analogue=analogue)
     rb = whole[0]["reference"]
-    rc = (
-        ref.comparison(*(cell_name("swin_b", "fp16", m, rbs) for m in ("eager", "default")))
-        if ref
-        else None
-    )
+    names = [cell_name("swin_b", "fp16", m, rbs) for m in ("eager", "default")]
+    rc = ref.comparison(*names) if ref else None
     if rb and rc:
         whole[0]["why"] = (
             f"H100: steady {rc['ratio']:.2f}x, a whole run {rb['ratio']:.2f}x (compile paid over "
@@ -270,45 +202,10 @@ def article_rows(
     return whole + out
 
 
-def lever_summary(results, run: Mapping[str, Any], whole: str) -> str:
-    """The next levers in words, computed: each variant's step time against the first's (``compare.takes``; the ms
-    saved only where the interval resolves it), and the regional cold compile against ``whole``'s."""
-    lines, base = [], run["names"][0].removeprefix("lever: ")
-    for c in run["comparisons"]:
-        t = takes(c)
-        line = (
-            f"{c['b'].removeprefix('lever: ')} compiled: {t['time_ratio']:.2f}x [{t['interval']}] "
-        )
-        line += f"the {base}-compiled step's time, {t['verdict']}"
-        if resolved(c):
-            saved = float(np.mean(c["samples"]["a"]) - np.mean(c["samples"]["b"]))
-            line += f", {abs(saved):.2f} ms a step {'saved' if saved > 0 else 'lost'}"
-        lines.append(line)
-    r_s = results.metric(run["names"][-1], "compile_s")
-    w_s = results.metric(whole, "compile_s")
-    if r_s is not None and w_s:
-        lines.append(
-            f"compile, cold: the repeated block {r_s:.1f} s, the whole model {w_s:.1f} s "
-            f"({r_s / w_s:.2f}x; one compile each)"
-        )
-    return "\n".join(lines) or "no lever ran"
-
-
-def profiled_vs_timed(profiled: Mapping[str, Any], timed: Mapping[str, Any] | None) -> str:
-    """The profiled compiled step's time over the profiled eager step's beside the timed comparison's (``takes``),
-    and which way the profiler moved it: a sentence computed from the two."""
+def profiled_vs_timed(profiled: Mapping[str, Any], comparisons, pair: Sequence[str]) -> str:
+    """The profiled compiled step's time over the profiled eager step's, beside the timed comparison of ``pair``
+    (eager, compiled) among ``comparisons``."""
+    timed = next((c for c in comparisons if [c["a"], c["b"]] == list(pair)), None)
     p = profiled["default"]["trace_step_ms_mean"] / profiled["eager"]["trace_step_ms_mean"]
-    text = f"profiled: the compiled step takes {p:.2f}x eager's time"
-    if timed is None:
-        return text + "; not timed"
-    t, low, high = takes(timed), 1 / timed["high"], 1 / timed["low"]
-    text += f"; timed: {t['time_ratio']:.2f}x [{t['interval']}]. Profiled, "
-    if p >= 1 > high:
-        text += "compile even looks slower."
-    elif p > high:
-        text += "compile looks smaller."
-    elif p < low:
-        text += "compile looks larger (eager's many calls pay more profiler cost)."
-    else:
-        text += "the ratio is within the timed interval."
-    return text + " Read speed-ups from timings."
+    line = f"profiled: the compiled step takes {p:.2f}x eager's time"
+    return line if timed is None else f"{line}; timed: {takes_line(timed)}"
