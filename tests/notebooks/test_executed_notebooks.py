@@ -326,3 +326,32 @@ def test_what_a_reader_sees_is_checked():
         + "</tbody></table>")}}
     assert zero_columns(_nb(table(["0.00", "0.0", "0"]))) == ["cell 1: the column 'cpu exec (ms)' is 0 in all 3 rows"]
     assert zero_columns(_nb(table(["0.00", "1.5"]))) == [] and zero_columns(_nb(table(["0"]))) == []
+
+
+def checkout_paths(nb: dict, roots: list[str]) -> list[str]:
+    """One line per output naming one of ``roots`` (the checkout's absolute path, the executed copies' folder)."""
+    found = []
+    for i, c in enumerate(nb["cells"]):
+        for o in c.get("outputs", []):
+            text = _text(o)
+            for root in roots:
+                at = text.find(root)
+                if at >= 0:
+                    found.append(f"cell {i}: {text[at:at + 120].splitlines()[0]}")
+    return found
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_no_output_names_the_checkouts_absolute_path(src):
+    """A learner's outputs show paths relative to the notebook's folder: an absolute one names the checkout (CI's sits
+    under /tmp, which ../shared/checks/reader.py counts as a leak) and does not open on anyone else's machine."""
+    path = _executed_path(src.stem)
+    roots = sorted({str(ROOT), str(path.parent.resolve())}, key=len, reverse=True)
+    found = checkout_paths(_executed(src.stem), roots)
+    assert not found, f"{src.name} prints absolute paths: " + "; ".join(found[:3])
+
+
+def test_an_absolute_path_in_an_output_is_found():
+    nb = {"cells": [{"outputs": [{"output_type": "stream", "text": "Writing /x/checkout/runs/a.py\n"}]},
+                    {"outputs": [{"output_type": "stream", "text": "Writing ../runs/a.py\n"}]}]}
+    assert checkout_paths(nb, ["/x/checkout"]) == ["cell 0: /x/checkout/runs/a.py"]
