@@ -31,6 +31,7 @@ be judged (the verdict says so). The host's own time is split instead:
 A cause's ``ms`` is its time per average step: the most that fixing it could save (where FP32 GEMMs hold
 ``FP32_GEMM_SHARE`` of a GPU trace's kernel time, the compute advice names TF32 first). A cause below
 ``MIN_FINDING_SHARE`` of the step is no finding. ``Diagnosis.per_step``: each cause's ms step by step.
+``Diagnosis.bound``: host-bound where the device idles ``IDLE_BOUND`` of the step or more, else device-bound.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ from .split import (
 # A cause worth a finding takes at least 5% of the step: torch-tb-profiler's own threshold for "DataLoader time
 # is significant" (its performance recommendation), and nsys-ai's rule that tiny costs get no finding.
 MIN_FINDING_SHARE = 0.05
+# A step whose device idles at least this share of it waits on the host: host-bound (else device-bound).
+IDLE_BOUND = 0.5
 # Memory is "near capacity" when the peak reserved by the caching allocator is above this share of the device.
 NEAR_CAPACITY = 0.90
 # The compute advice names TF32 first when FP32 matrix products (FFMA/SIMT GEMMs: no tensor cores) hold at least
@@ -71,6 +74,7 @@ __all__ = [
     "Diagnosis",
     "DiagnosisError",
     "FP32_GEMM_SHARE",
+    "IDLE_BOUND",
     "MALLOC_APIS",
     "MIN_FINDING_SHARE",
     "NEAR_CAPACITY",
@@ -211,11 +215,21 @@ class Diagnosis:
     split: Any = field(default=None, repr=False, compare=False)
 
     @property
-    def bound(self) -> str | None:
-        """``"host-bound"`` (the CPU span is the period), ``"device-bound"`` (its device work's is), or None."""
-        if self.host_ms is None or self.device_ms is None or self.damaged:
+    def gpu_idle_share(self) -> float | None:
+        """The share of the step the device is idle (neither computing nor communicating); None CPU-only."""
+        if not self.on_gpu or not self.step_ms or self.damaged:
             return None
-        return "host-bound" if self.host_ms >= self.device_ms else "device-bound"
+        busy = (self.ms("compute") or 0.0) + (self.ms("communication") or 0.0)
+        return max(0.0, 1 - busy / self.step_ms)
+
+    @property
+    def bound(self) -> str | None:
+        """``"host-bound"`` when the device idles ``IDLE_BOUND`` of the step or more, else ``"device-bound"``; None
+        without the step's CPU and device spans. Not the longer span: a loop that synchronises every step makes
+        the CPU span cover the device's, however busy the device was."""
+        if self.host_ms is None or self.device_ms is None or self.gpu_idle_share is None:
+            return None
+        return "host-bound" if self.gpu_idle_share >= IDLE_BOUND else "device-bound"
 
     @property
     def top(self) -> str | None:
@@ -261,7 +275,7 @@ class Diagnosis:
             )
         else:
             bound = (
-                f", {self.bound} (CPU step {self.host_ms:.2f} ms, device work {self.device_ms:.2f} ms)"
+                f", {self.bound}: the GPU idles {self.gpu_idle_share:.0%} of the step"
                 if self.bound
                 else ""
             )

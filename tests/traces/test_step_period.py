@@ -1,7 +1,8 @@
-"""The step's period (issue 32): the longer of its CPU span and the span of the device work it launched, named
-host-bound or device-bound; a window that adds up with or without ProfilerStep; damaged steps are a quality finding
+"""The step's period (issue 32): the longer of its CPU span and the span of the device work it launched; its label,
+host-bound or device-bound, read from the GPU's idle time in the step, not from which span is longer; a window that adds up with or without ProfilerStep; damaged steps are a quality finding
 and no cause is diagnosed from them."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -9,7 +10,7 @@ from perf_doctor import diagnosis as dg
 from perf_doctor import cli as doctor
 from perf_doctor.report import trace_report
 from tests import fake_trace as ft
-from tests.shared_data import other_trace
+from tests.shared_data import gpu_trace, other_trace
 
 MS = 1000.0
 
@@ -47,13 +48,15 @@ def mi300_like():
     return ft.doc(*evs)
 
 
-def test_a_host_bound_step_keeps_its_host_time():
+def test_a_step_longer_on_the_host_keeps_its_host_time():
     d = dg.diagnose(qwen_like())
-    assert d.step_ms == pytest.approx(47.15, abs=0.01) and d.bound == "host-bound"
+    assert d.step_ms == pytest.approx(47.15, abs=0.01) and d.bound == "device-bound"
     assert d.host_ms == pytest.approx(47.15, abs=0.01) and 32 < d.device_ms < 34
-    assert "host-bound" in d.summary().splitlines()[0]
     busy = d.ms("compute") / d.step_ms
     assert busy < 0.75, busy                           # the GPU idled the host's first 14 ms (said 88.6% before)
+    assert d.gpu_idle_share == pytest.approx(1 - busy)
+    # the GPU idles 30% of the step, under IDLE_BOUND: device-bound, though the CPU span is the longer
+    assert "device-bound: the GPU idles 30% of the step" in d.summary().splitlines()[0]
 
 
 def test_a_device_bound_step_is_the_span_of_its_kernels():
@@ -70,15 +73,33 @@ def test_the_real_mi300x_trace_is_device_bound():
     assert 15.9 <= d.host_ms <= 16.8 and 18.5 <= d.device_ms <= 19.0
 
 
+REFERENCE = Path(__file__).resolve().parents[2] / "data" / "reference" / "h100" / "05_diagnose" / "traces"
+
+
+@pytest.mark.parametrize("plant,bound", [("compute", "device-bound"), ("input", "host-bound")])
+def test_the_label_follows_gpu_idle_on_the_h100_reference(plant, bound):
+    """05's H100 traces: a loop that synchronises every step makes the compute plant's CPU span (64.62 ms) cover
+    its device work's (64.11 ms), yet its GPU is busy 99% of the step: device-bound (the spans said host-bound)."""
+    d = dg.diagnose(next(REFERENCE.glob(f"05_diagnose_{plant}/*/*.json.gz")))
+    assert d.bound == bound and (d.gpu_idle_share >= dg.IDLE_BOUND) == (bound == "host-bound")
+    assert plant != "compute" or (d.host_ms > d.device_ms and d.gpu_idle_share < 0.02)
+
+
+def test_the_label_follows_gpu_idle_on_a_real_a100_trace():
+    """HTA's A100 trace (../shared/gpu-traces): CPU span 77.49 ms over the device's 77.00 ms, the GPU idle 16%."""
+    d = dg.diagnose(gpu_trace("hta_control.json.gz"))
+    assert d.host_ms > d.device_ms and 0.1 < d.gpu_idle_share < 0.25 and d.bound == "device-bound"
+
+
 def test_json_has_the_bound(tmp_path, capsys):
     path = tmp_path / "qwen.json"
     path.write_text(json.dumps(qwen_like()))
     assert doctor.main([str(path), "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
-    assert rep["bound"] == "host-bound" and rep["step_ms"] == pytest.approx(47.15, abs=0.01)
+    assert rep["bound"] == "device-bound" and rep["step_ms"] == pytest.approx(47.15, abs=0.01)
     assert rep["host_ms"] == pytest.approx(47.15, abs=0.01) and rep["device_ms"] > 0
     assert doctor.main([str(path)]) == 0
-    assert "Step: 47.15 ms (mean of 1), host-bound: CPU step 47.15 ms" in capsys.readouterr().out.splitlines()[1]
+    assert "Step: 47.15 ms (mean of 1), device-bound: CPU step 47.15 ms" in capsys.readouterr().out.splitlines()[1]
 
 
 def damaged(dur):
@@ -140,6 +161,6 @@ def test_the_answer_is_on_the_second_line_whatever_the_folders_depth(tmp_path, m
         lines = capsys.readouterr().out.splitlines()
         assert len(lines[0]) <= 120 and lines[0].startswith("trace: ") and lines[0].endswith("qwen_step_trace.json")
         assert first is None or lines[0] == first
-        assert lines[1].startswith("Step: 47.15 ms (mean of 1), host-bound"), lines[:3]
+        assert lines[1].startswith("Step: 47.15 ms (mean of 1), device-bound"), lines[:3]
         assert doctor.main([str(path), "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["trace"] == str(path)  # --json keeps the path whole

@@ -1,69 +1,51 @@
 """Notebook ``05_diagnose`` teaches the doctor on planted bottlenecks (written in its cells). Here: ``experiment``
 (validation, profiled cases, plants against fixes, claims against savings), ``views`` and ``checks`` (its claims)."""
 
+from . import checks
 from .experiment import (
     FIXED,
     LIMITS,
     PLANTED,
-    advice_named_for_device,
     as_slowdown,
-    baseline_line,
     baseline_readings,
-    bound,
     case_name,
     causes_metrics,
     fix_and_measure,
     fix_name,
-    gpu_idle_share,
     gpu_idle_vs_hta,
     measure_fixes,
     measure_split,
     record_diagnosis,
-    reference_line,
     reference_traces,
     run_case,
     saved_vs_claimed,
-    summary,
-    sync_found,
     time_guard,
     time_steps,
     validate_panel,
     validate_size,
     write_bad_inputs,
 )
-from . import checks
-from .views import (
-    comparisons_view,
-    bound_table,
-    planted_table,
-    results_view,
-    shares_view,
-    verdicts_chart,
-    takes_line,
-    verdicts_table,
-)
+from .views import bound_table, planted_table, results_view, shares_view
+from .views import verdicts_chart, verdicts_table
 
 # the notebook's names (the rest, for the tests, are importable too)
 __all__ = [
+    "LIMITS",
     "PLANTED",
-    "baseline_line",
+    "as_slowdown",
+    "baseline_readings",
     "bound_table",
-    "case_name",
     "causes_metrics",
     "checks",
-    "comparisons_view",
     "fix_and_measure",
     "gpu_idle_vs_hta",
     "measure_split",
     "planted_table",
     "record_diagnosis",
-    "reference_line",
     "reference_traces",
     "results_view",
     "run_case",
     "shares_view",
-    "summary",
-    "takes_line",
     "time_guard",
     "time_steps",
     "validate_panel",

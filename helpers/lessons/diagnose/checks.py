@@ -109,7 +109,7 @@ def _bound_from_idle(facts):
     idle = [e for e in rows if e["metrics"]["gpu_idle_share"] >= 0.9]
     if not busy or not idle:
         raise NotMeasured("no GPU trace busy 90% of its step and none idle 90% of it")
-    return all(e["metrics"]["bound"] == "GPU-bound" for e in busy) and all(
+    return all(e["metrics"]["bound"] == "device-bound" for e in busy) and all(
         e["metrics"]["bound"] == "host-bound" for e in idle
     )
 
@@ -205,7 +205,7 @@ LESSON = [  # evaluated in Results
     ),
     Claim(
         "bound_label_follows_gpu_idle_time",
-        "a GPU step whose GPU is busy 90% of it reads GPU-bound, one whose GPU idles 90% of it host-bound",
+        "a GPU step whose GPU is busy 90% of it reads device-bound, one whose GPU idles 90% of it host-bound",
         _bound_from_idle,
     ),
     Claim(

@@ -4,6 +4,7 @@ validation, profiled cases as rows, plants against fixes, claims beside savings.
 import contextlib
 import gzip
 import numbers
+import os
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -17,12 +18,13 @@ from ...measure.timing import interleaved_times
 from ...measure.validate import InvalidValue, validate_choice, validate_positive
 
 PLANTED = ("none", "input", "launch/overhead", "compute", "host sync")
+# the largest sizes, where a profile of ~10 steps takes minutes (64 x 100 ms: 6.4 s a step)
 LIMITS = {
     "input": (100, "ms per sample"),
-    "launch/overhead": (20_000, "tiny ops"),  # a profile of ~10 steps takes
+    "launch/overhead": (20_000, "tiny ops"),
     "compute": (16_384, "as a matrix side"),
     "host sync": (5_000, "ms per step"),
-}  # minutes (64 x 100 ms: 6.4 s)
+}
 FIXED = "nothing planted"
 
 
@@ -79,57 +81,9 @@ def causes_metrics(d) -> dict[str, Any]:
     see = next((c.get("see") for c in d.causes if c["cause"] == d.top), None)
     if see:  # the doctor's advice for its top cause (it depends on the trace: GPU or CPU-only)
         m["top_see"] = see
-    idle = gpu_idle_share(d)
-    if idle is not None:  # a GPU trace: the bound label read from the GPU's idle time
-        m |= {"gpu_idle_share": round(idle, 4), "bound": bound(d)}
+    if d.gpu_idle_share is not None:  # a GPU trace: the bound label read from the GPU's idle time
+        m |= {"gpu_idle_share": round(d.gpu_idle_share, 4), "bound": d.bound}
     return m | ({"trace_dir": str(d.trace_dir)} if d.trace_dir is not None else {})
-
-
-IDLE_BOUND = 0.5  # a GPU idle at least this share of the step waits on the host: host-bound
-
-
-def gpu_idle_share(d) -> float | None:
-    """The share of the step the GPU is idle (neither computing nor communicating); None on a CPU-only trace."""
-    if not d.on_gpu or not d.step_ms or d.damaged:
-        return None
-    busy = (d.ms("compute") or 0.0) + (d.ms("communication") or 0.0)
-    return max(0.0, 1 - busy / d.step_ms)
-
-
-def bound(d) -> str | None:
-    """``"GPU-bound"`` when the GPU is idle less than ``IDLE_BOUND`` of the step, else ``"host-bound"`` (it waits
-    for input, syncs, launches); None on a CPU-only trace. Read from GPU idle time, not from the CPU span against
-    the device span (a loop that synchronises every step makes the CPU span cover the GPU's, whatever the GPU did)."""
-    idle = gpu_idle_share(d)
-    if idle is None:
-        return None
-    return "host-bound" if idle >= IDLE_BOUND else "GPU-bound"
-
-
-def summary(d) -> str:
-    """The doctor's summary, its first line with the bound label from GPU idle time (``bound``)."""
-    lines = d.summary().splitlines()
-    idle = gpu_idle_share(d)
-    if idle is None or d.whole_trace or not lines:
-        return "\n".join(lines)
-    head = (
-        f"{d.steps} step(s), {d.step_ms:.2f} ms per step (GPU trace; {bound(d)}: the GPU idles "
-        f"{idle:.0%} of the step). Top cause: {d.top or 'none'}."
-    )
-    return "\n".join([head, *lines[1:]])
-
-
-def reference_line(notebook: str):
-    """The H100 reference run beside this one, and one line saying where it comes from (or that there is none)."""
-    from ...notebook import reference
-
-    ref, line = reference.lookup(notebook)
-    print(
-        f"Reference run beside yours: {ref.source()}, another machine's numbers, not this run's."
-        if ref is not None
-        else line
-    )
-    return ref
 
 
 def record_diagnosis(
@@ -153,18 +107,15 @@ def run_case(
     size: Any,
     item: bool = True,
     *,
-    device,
-    wait: int,
-    warmup: int,
-    active: int,
     budget=None,
+    **profile,
 ):
-    """Plant one bottleneck, profile and diagnose it as a results row (bad input: a failed row); or None."""
-    import torch
-
-    config = {"planted": kind, "size": size, "device": torch.device(device).type} | (
-        {} if item else {"item": False}
-    )
+    """Plant one bottleneck, profile and diagnose it (``diagnose_step(**profile)``) as a results row (bad input: a
+    failed row); or None."""
+    device = profile["device"]
+    config = {"planted": kind, "size": size, "device": str(getattr(device, "type", device))}
+    if not item:
+        config["item"] = False
 
     def diagnosed():
         step = make_step(
@@ -172,9 +123,7 @@ def run_case(
             validate_size(kind, size),
             item=item,
         )
-        return diagnose_step(
-            step, wait=wait, warmup=warmup, active=active, device=device, name=f"05_diagnose/{kind}"
-        )
+        return diagnose_step(step, name=f"05_diagnose/{kind}", **profile)
 
     return record_diagnosis(results, case_name(kind, size, item), config, diagnosed, budget)
 
@@ -185,10 +134,8 @@ def time_steps(
     """``steps`` timed unprofiled in interleaved rounds as rows ``timed: <name>`` ({} past the budget)."""
     from ...notebook.budget import OverBudget
 
-    config = {
-        "rounds": rounds,
-        "profiled": False,
-    }  # on a CPU timed by CPU time, which other load does not stretch
+    # on a CPU timed by CPU time, which other load does not stretch
+    config = {"rounds": rounds, "profiled": False}
     try:
         with budget.limit() if budget is not None else contextlib.nullcontext():
             timed = interleaved_times(steps, rounds, device=device, warmup=untimed, cpu_time=True)
@@ -314,27 +261,6 @@ def baseline_readings(metric: Callable[[str, str], Any]) -> dict[str, float | No
     }
 
 
-def baseline_line(metric: Callable[[str, str], Any], on_gpu: bool, active: int, rounds: int) -> str:
-    """The unplanted step's two readings, profiled and timed, in one line that says which was faster and why."""
-    b = baseline_readings(metric)
-    ratio = b["profiled_over_timed"]
-    if not ratio:
-        return "The step with nothing planted was not both profiled and timed here."
-    clock = "wall time" if on_gpu else "CPU time; the profile: wall time"
-    why = (
-        f"{1 - ratio:.0%} faster, which the profiler's own cost cannot explain (it only adds time): two "
-        "moments and two orders of steps, hence shares, not ms"
-        if ratio < 1
-        else f"{ratio - 1:.0%} slower: the profiler's cost on every op"
-        + ("" if on_gpu else ", and any time other processes held the CPU")
-    )
-    return (
-        f"The step with nothing planted: {b['profiled_ms']:.2f} ms profiled ({active} steps back to back), "
-        f"{b['timed_mean_ms']:.2f} ms mean and {b['timed_median_ms']:.2f} ms median in {rounds} timed rounds "
-        f"without the profiler ({clock}): the profiled step was {why}."
-    )
-
-
 SAVED = [
     "planted",
     "claimed (ms)",
@@ -380,29 +306,13 @@ def saved_vs_claimed(
     return pd.DataFrame(rows, columns=SAVED)
 
 
-def advice_named_for_device(d) -> bool:
-    """The launch/overhead advice fits the trace: CUDA graphs on a GPU trace only; on a CPU one compile's fusion."""
-    see = next((c["see"] for c in d.causes if c["cause"] == "launch/overhead"), "")
-    return (
-        "CUDA graph" in see
-        if d.on_gpu
-        else ("CUDA graph" not in see and "torch.compile" in see and "CPU" in see)
-    )
-
-
-def sync_found(d) -> bool:
-    """Synchronisations with GPU idle time after them (host sync > 0 ms); False on a CPU-only trace."""
-    return bool(d.ms("host sync")) and d.ms("host sync") > 0
-
-
 def gpu_idle_vs_hta(d, trace) -> dict[str, float]:
     """GPU idle % inside the steps by the doctor beside HTA's temporal breakdown."""
     from perf_doctor.views import open_trace, quiet
 
     with quiet():
         hta = open_trace(Path(trace)).gpu_breakdown()
-    busy = (d.ms("compute") or 0.0) + (d.ms("communication") or 0.0)
-    return {"doctor": round(100 * (1 - busy / d.step_ms), 2), "hta": hta["idle_pct"]}
+    return {"doctor": round(100 * d.gpu_idle_share, 2), "hta": hta["idle_pct"]}
 
 
 def reference_traces(root: Path | str) -> list[Path]:
@@ -417,7 +327,8 @@ def reference_traces(root: Path | str) -> list[Path]:
 
 
 def write_bad_inputs(folder: Path | str, trace_dir: Path | str | None = None) -> dict[str, Path]:
-    """The appendix's bad inputs in ``folder``: a non-trace JSON, a truncated ``.gz``, an empty folder."""
+    """The appendix's bad inputs in ``folder``: a non-trace JSON, a truncated ``.gz``, an empty folder; their paths
+    relative to the current folder (a notebook's), as the doctor's messages then name them."""
     folder = Path(folder)
     (folder / "empty").mkdir(parents=True, exist_ok=True)
     notes, cut = folder / "notes.json", folder / "cut.json.gz"
@@ -425,4 +336,5 @@ def write_bad_inputs(folder: Path | str, trace_dir: Path | str | None = None) ->
     files = trace_files(trace_dir) if trace_dir is not None else []
     whole = gzip.compress((files[-1] if files else notes).read_bytes())
     cut.write_bytes(whole[: len(whole) // 2])
-    return {"not a trace": notes, "truncated gz": cut, "empty folder": folder / "empty"}
+    bad = {"not a trace": notes, "truncated gz": cut, "empty folder": folder / "empty"}
+    return {what: Path(os.path.relpath(path)) for what, path in bad.items()}

@@ -7,14 +7,6 @@ import pandas as pd
 
 from perf_doctor.diagnosis import CAUSES
 
-COLORS = {
-    "input": "#dd8452",
-    "host sync": "#c44e52",
-    "launch/overhead": "#8172b3",
-    "compute": "#4c72b0",
-    "memory": "#937860",
-    "communication": "#55a868",
-}
 METRICS = ["step_ms_mean", "top_cause", *[f"{c}_ms" for c in CAUSES], "causes_ms_sum"]
 
 
@@ -40,18 +32,13 @@ def verdicts_chart(verdicts, xlabel: str):
     """Each planted step as one bar split into causes (one not judged: no bar, no legend entry); the figure."""
     import matplotlib.pyplot as plt
 
+    ms = verdicts.reindex(columns=list(CAUSES)).apply(pd.to_numeric, errors="coerce").fillna(0.0)
     fig, ax = plt.subplots(figsize=(7, 0.6 + 0.6 * max(len(verdicts), 1)))
-    left = pd.Series(0.0, index=verdicts.index)
-    for cause in CAUSES:
-        vals = pd.to_numeric(verdicts.get(cause, pd.Series(dtype=float)), errors="coerce").fillna(
-            0.0
-        )
-        if (vals > 0).any():
-            ax.barh(verdicts.index, vals, left=left, color=COLORS[cause], label=cause)
-            left += vals
-    ax.invert_yaxis()
-    ax.set(xlabel=xlabel, title="causes per step")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    drawn = ms.loc[:, ms.gt(0).any()]
+    if not drawn.empty:
+        drawn.plot.barh(stacked=True, ax=ax, xlabel=xlabel, title="causes per step")
+        ax.invert_yaxis()
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return fig
 
 
@@ -118,65 +105,49 @@ FULL_SIZES = {
 
 
 def planted_table(
-    metric,
-    ref,
-    sizes_here: dict,
-    sizes_full: dict | None = None,
-    *,
-    saved=None,
-    mixed=None,
-    why_here=None,
+    metric, ref, sizes_here: dict, sizes_full: dict | None = None, *, saved=None, mixed=None
 ):
     """What was planted against what the doctor found (``reference.article_table``): the reference's full-scale rows
-    (``sizes_full``: the full scale's, by default) beside this run's; ``why_here``: {kind: why this run has no such
-    row} (by default: a CPU-only run cannot judge syncs)."""
+    (``sizes_full``: the full scale's, by default) beside this run's (a CPU-only run cannot judge syncs)."""
     from ...notebook import reference as rf
     from ...notebook.sizes import DIAGNOSE
     from .experiment import PLANTED, case_name
 
-    if sizes_full is None:
-        sizes_full = {k: DIAGNOSE["full"][v] for k, v in FULL_SIZES.items()}
-    if why_here is None:
-        why_here = (
-            {}
-            if "host sync" in sizes_here
-            else {"host sync": "a CPU-only trace cannot judge syncs"}
-        )
-
+    full = sizes_full or {k: DIAGNOSE["full"][v] for k, v in FULL_SIZES.items()}
     ref_metric = ref.metric if ref is not None else (lambda *_: None)
-    notes, why_here = ((ref.doc.get("notes") or {}) if ref is not None else {}), why_here or {}
+    notes = (ref.doc.get("notes") or {}) if ref is not None else {}
     rows = [
         dict(
             effect=f"planted {k}",
-            article=f"{k}: the top cause"
-            if k != "host sync"
-            else "a host-sync finding beside the product it waits for",
-            reference=_found(ref_metric, case_name(k, sizes_full.get(k)), k),
+            article="a host-sync finding beside the product it waits for"
+            if k == "host sync"
+            else f"{k}: the top cause",
+            reference=_found(ref_metric, case_name(k, full.get(k)), k),
             this_run=_found(metric, case_name(k, sizes_here[k]), k) if k in sizes_here else None,
-            why=why_here.get(k, ""),
+            why=""
+            if k in sizes_here or k != "host sync"
+            else "a CPU-only trace cannot judge syncs",
         )
-        for k in PLANTED[1:]
-    ]  # every plant but "none"
-    return rf.article_table(
-        rows
-        + [
-            dict(
-                effect="mixed plant: input + compute in one step",
-                article="each found share within 10 points of its planted share's 95% interval",
-                reference=_records(notes.get("mixed_split"), True),
-                this_run=_records(mixed, True),
-                why=""
-                if notes.get("mixed_split")
-                else "the reference run predates the mixed plant",
-            ),
-            dict(
-                effect="each saving matches the doctor's claim",
-                article="removing a plant saves its claimed share of the step",
-                reference=_records(notes.get("claimed_vs_measured_saving"), False),
-                this_run=_records(saved, False),
-            ),
-        ]
+        for k in PLANTED[1:]  # every plant but "none"
+    ]
+    rows.append(
+        dict(
+            effect="mixed plant: input + compute in one step",
+            article="each found share within 10 points of its planted share's 95% interval",
+            reference=_records(notes.get("mixed_split"), True),
+            this_run=_records(mixed, True),
+            why="" if notes.get("mixed_split") else "the reference run predates the mixed plant",
+        )
     )
+    rows.append(
+        dict(
+            effect="each saving matches the doctor's claim",
+            article="removing a plant saves its claimed share of the step",
+            reference=_records(notes.get("claimed_vs_measured_saving"), False),
+            this_run=_records(saved, False),
+        )
+    )
+    return rf.article_table(rows)
 
 
 def shares_view(saved, found: str = "claimed", planted: str = "saved"):
@@ -202,44 +173,18 @@ def shares_view(saved, found: str = "claimed", planted: str = "saved"):
 
 
 def bound_table(diagnoses: Mapping[Any, Any]):
-    """GPU traces' steps: the bound label from GPU idle time beside the spans the doctor's own label compares."""
-    from .experiment import bound, gpu_idle_share
-
-    rows = []
-    for path, d in diagnoses.items():
-        idle = gpu_idle_share(d)
-        if idle is None:
-            continue
-        rows.append(
-            {
-                "trace": Path(path).parts[-3] if len(Path(path).parts) >= 3 else Path(path).name,
-                "top cause": d.top,
-                "step (ms)": d.step_ms,
-                "GPU idle": f"{idle:.0%}",
-                "bound (GPU idle)": bound(d),
-                "CPU span (ms)": d.host_ms,
-                "device span (ms)": d.device_ms,
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def takes_line(c: Mapping[str, Any], turned: bool = False) -> str:
-    """``compare.takes_line``; ``turned``: a plant against its fix read as what the plant does (``as_slowdown``:
-    "planted ... takes 26× nothing planted's")."""
-    from ...measure.compare import takes_line as line
-    from .experiment import as_slowdown
-
-    return line(as_slowdown(c) if turned else c)
-
-
-def comparisons_view(results):
-    """Every comparison of the run in the one convention: b takes N× a's time, its 95% interval, the verdict."""
-    from ...measure.compare import takes
-
+    """GPU traces' steps: the bound label from GPU idle time beside the CPU and device spans, which it ignores."""
     rows = [
-        {"b": c["b"], "takes": f"{takes(c)['time_ratio']:.2f}×", "of a's time": c["a"]}
-        | {"95% interval": takes(c)["interval"], "verdict": c["verdict"]}
-        for c in results.comparisons
+        {
+            "trace": Path(path).parts[-3],
+            "top cause": d.top,
+            "step (ms)": d.step_ms,
+            "GPU idle": f"{d.gpu_idle_share:.0%}",
+            "bound (GPU idle)": d.bound,
+            "CPU span (ms)": d.host_ms,
+            "device span (ms)": d.device_ms,
+        }
+        for path, d in diagnoses.items()
+        if d.gpu_idle_share is not None
     ]
     return pd.DataFrame(rows)
