@@ -4,8 +4,8 @@ A folder of ranks is ``job``'s; the command line is ``cli``'s.
 The dict (its ``--json``; every number finite or null)::
 
     {"trace": PATH, "steps": int, "step_ms": float,     # the mean profiled step (events.step_windows): its period,
-     "bound": "host-bound" | "device-bound" | null,     # the longer of its CPU span (host_ms) and the span of the
-     "host_ms": float | null, "device_ms": float | null,   # device work it launched (device_ms)
+     "bound": "host-bound" | "device-bound" | null,     # host-bound where the GPU idles half the step or more
+     "host_ms": float | null, "device_ms": float | null,   # its CPU span, the span of the device work it launched
      "quality": [{"check", "message"}],                 # quality.assess: what to trust before the diagnosis
      "overview": {category: ms per step} | null,        # torch-tb-profiler's Overview; adds up to step_ms (the
                                                         # time outside the plugin's step, if any, is "outside")
@@ -432,11 +432,7 @@ def trace_verdict(d: dg.Diagnosis) -> str:
         f"No ProfilerStep: the whole trace ({d.step_ms:.2f} ms) is one window, not a training step."
         if d.whole_trace
         else f"{d.step_ms:.2f} ms per step over {d.steps} step(s)"
-        + (
-            f", {d.bound} (CPU step {d.host_ms:.2f} ms, device work {d.device_ms:.2f} ms)."
-            if d.bound
-            else "."
-        )
+        + (f", {d.bound} (the GPU idles {d.gpu_idle_share:.0%} of it)." if d.bound else ".")
     )
     top = next((c for c in d.causes if c["ms"] is not None and c["cause"] == d.top), None)
     if top is None:
@@ -471,8 +467,8 @@ def headline(rep: dict[str, Any]) -> list[str]:
         out = [
             f"Step: {rep['step_ms']:.2f} ms (mean of {rep['steps']})"
             + (
-                f", {rep['bound']}: CPU step {rep['host_ms']:.2f} ms, device work it launched "
-                f"{rep['device_ms']:.2f} ms"
+                f", {rep['bound']}: the GPU idles {d.gpu_idle_share:.0%} of it (CPU step "
+                f"{rep['host_ms']:.2f} ms, device work it launched {rep['device_ms']:.2f} ms)"
                 if rep.get("bound")
                 else ""
             )
