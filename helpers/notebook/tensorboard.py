@@ -35,20 +35,16 @@ _prepared = False
 _logged: list[str] = []  # the notebooks whose experiments log_experiment wrote in this process
 
 
-def port_is_free(port: int) -> bool:
-    with socket.socket() as s, contextlib.suppress(OSError):
-        s.bind((HOST, port))
-        return True
-    return False
-
-
 def free_port(preferred: int = 6006) -> int:
     """``preferred`` when it is free, else a free port the OS picks; says so when it moves."""
-    if preferred and port_is_free(preferred):
-        return preferred
     with socket.socket() as s:
-        s.bind((HOST, 0))
+        try:
+            s.bind((HOST, preferred))
+        except OSError:
+            s.bind((HOST, 0))
         port = s.getsockname()[1]
+    if port == preferred:
+        return port
     if preferred:
         print(
             f"Port {preferred} on {HOST} is busy (another TensorBoard?); using port {port} instead."
@@ -172,57 +168,13 @@ def wait_until_answering(port: int, timeout_s: float = 30.0) -> bool:
     return True
 
 
-def _same_dir(a: str | Path, b: str | Path) -> bool:
-    with contextlib.suppress(OSError):
-        return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
-    return str(a) == str(b)
-
-
-def check(
-    port: int, timeout_s: float = 30.0, logdir: str | Path | None = None, fallback: bool = True
-) -> TensorBoardStatus:
-    """Say plainly whether TensorBoard answered on ``port`` serving ``logdir`` (default ``env.runs_dir()``), and what
-    to do if not. When the port was taken (another notebook's TensorBoard), ``%tensorboard`` failed to launch and the
-    port answers with someone else's runs; then, with ``fallback``, a TensorBoard for ``logdir`` is started on a free
-    port and shown inline."""
-    want = Path(logdir) if logdir is not None else runs_dir()
-    url = f"http://{HOST}:{port}/"
-    ok = wait_until_answering(port, timeout_s)
-    served = served_logdir(port) if ok else None
-    if ok and _same_dir(served, want):
-        _remember_started(port)
-        msg = (
-            f"TensorBoard answered at {url} with this notebook's runs ({want}). The frame above shows it; "
-            "open that address in a browser tab for more room."
-        )
-        print(msg)
-        return TensorBoardStatus(port=port, url=url, answered=True, message=msg, logdir=str(want))
-    if ok:
-        why = (
-            f"Port {port} is answered by another TensorBoard, which serves {served}, not this notebook's runs "
-            f"({want}): the port was busy when the cell above ran, so its launch failed."
-        )
-    else:
-        why = f"TensorBoard did not answer at {url} within {timeout_s:.0f} s."
-    if fallback:
-        print(why + " Starting one on another port…")
-        status = start(want, port=free_port(0), timeout_s=max(timeout_s, 60.0), display=True)
-        if status.answered:
-            return status
-        why = f"{why} {status.message}"
-    msg = f"{why} {_by_hand(want)}"
-    print(msg)
-    return TensorBoardStatus(port=port, url=url, answered=False, message=msg, logdir=str(want))
-
-
 def start(
     logdir: str | Path | None = None,
     port: int | None = None,
     timeout_s: float = 60.0,
-    display: bool = False,
 ) -> TensorBoardStatus:
     """Start a TensorBoard for ``logdir`` on 127.0.0.1 (``port`` or a free one), stopped by ``stop_started()`` (also at
-    exit); ``display`` shows it inline."""
+    exit)."""
     from tensorboard import manager
 
     logdir = Path(logdir) if logdir is not None else runs_dir()
@@ -233,12 +185,8 @@ def start(
     if info is not None and wait_until_answering(info.port, timeout_s):
         if isinstance(result, manager.StartLaunched):
             _started_pids.add(info.pid)
-        else:
-            _remember_started(info.port)
         url = f"http://{HOST}:{info.port}/"
         msg = f"TensorBoard answered at {url} with the runs in {shown(logdir)}."
-        if display:
-            _display_inline(info.port)
         print(msg)
         return TensorBoardStatus(
             port=info.port, url=url, answered=True, message=msg, logdir=str(logdir)
@@ -275,16 +223,10 @@ def own_runs(logdir: Path | str) -> str | None:
 def frame_path(runs: str | None = None, dashboard: str | None = None) -> str:
     """The path the inline frame opens: TensorBoard's ``runFilter`` (a regex over run names, its deep link) set to
     the runs under ``runs`` (``a|b``: folders), and ``#dashboard`` (``hparams``, ``timeseries``, ...)."""
-    query = (
-        (
-            "?"
-            + urllib.parse.urlencode(
-                {"runFilter": "^(" + "|".join(re.escape(r) for r in runs.split("|")) + ")/"}
-            )
-        )
-        if runs
-        else ""
-    )
+    query = ""
+    if runs:
+        pattern = "^(" + "|".join(re.escape(r) for r in runs.split("|")) + ")/"
+        query = "?" + urllib.parse.urlencode({"runFilter": pattern})
     return "/" + query + (f"#{dashboard}" if dashboard else "")
 
 
@@ -300,7 +242,7 @@ def inline(
     ``runs`` only (default ``own_runs``; the server serves them all) and opens on ``dashboard``. Returns the status;
     its message says what to do when it did not answer."""
     want = Path(logdir) if logdir is not None else runs_dir()
-    status = start(want, port=prepare(preferred), timeout_s=timeout_s, display=False)
+    status = start(want, port=prepare(preferred), timeout_s=timeout_s)
     if status.answered:
         _display_inline(status.port, frame_path(runs or own_runs(want), dashboard))
     else:
@@ -366,27 +308,6 @@ def profiler_runs(port: int, timeout_s: float = 60.0) -> dict[str, list[str]]:
         if (runs and not data.get("loading")) or time.time() >= deadline:
             return {run: list(api(port, f"{base}/views", {"run": run})) for run in runs}
         time.sleep(1.0)
-
-
-def _is_our_child(pid: int) -> bool:
-    with contextlib.suppress(Exception):  # no psutil, or the process is gone: read /proc
-        import psutil
-
-        return psutil.Process(pid).ppid() == os.getpid()
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid()
-    return False
-
-
-def _remember_started(port: int) -> None:
-    """Remember the TensorBoard on ``port`` for stopping, if this process started it (never someone else's)."""
-    with contextlib.suppress(Exception):  # best effort only
-        from tensorboard import manager
-
-        for info in manager.get_all():
-            if info.port == port and _is_our_child(info.pid):
-                _started_pids.add(info.pid)
 
 
 def stop(pid: int, timeout_s: float = 10.0) -> bool:
