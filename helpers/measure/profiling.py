@@ -18,9 +18,7 @@ from ..project import quiet_profiler_warning, runs_dir
 from .device import is_cuda
 
 NAME_WIDTH = 60  # a kernel's or operator's name in a printed table (``table``)
-_RUNTIME_CALL = re.compile(
-    r"^(cuda|cu[A-Z]|hip)"
-)  # a CUDA/HIP runtime call, which launches device work
+_RUNTIME_CALL = re.compile(r"^(cuda|cu[A-Z]|hip)")  # a CUDA/HIP runtime call, launching device work
 
 
 def activities(device=None) -> list:
@@ -88,9 +86,7 @@ def profile_steps(
         cycle = wait + warmup + active
         for i in range(total):
             step_fn()
-            if is_cuda(device) and (
-                sync or i % cycle == wait + warmup - 1
-            ):  # sync: every step; else before recording
+            if is_cuda(device) and (sync or i % cycle == wait + warmup - 1):
                 torch.cuda.synchronize(device)
             prof.step()
     return prof
@@ -305,9 +301,7 @@ def step_times(prof):
     """Per recorded ``ProfilerStep#N``: CPU, GPU and GPU busy ms (as ``phase_times``; NaN on a CPU)."""
     import pandas as pd
 
-    def full_name(
-        e,
-    ) -> str:  # ``ProfilerStep#N``: newer releases shorten ``name`` to ``ProfilerStep*``
+    def full_name(e) -> str:  # ``ProfilerStep#N``: newer releases shorten ``name``
         return str(getattr(e, "trace_name", None) or e.name)
 
     host = step_events(prof)

@@ -60,9 +60,7 @@ class StepTimes:
         }
         if self.first_ms is not None:
             m["first_step_ms"] = round(self.first_ms, 3)
-        if (
-            batch_size
-        ):  # throughput over the whole timed window: every sample of every timed step / their time
+        if batch_size:  # every sample of every timed step / their time
             m["samples_per_s"] = round(
                 batch_size * len(self.times_ms) / (sum(self.times_ms) / 1000.0), 2
             )

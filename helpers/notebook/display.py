@@ -252,9 +252,7 @@ def cell(v, precision: int = 2) -> str:
     if isinstance(v, numbers.Real):
         return f"{float(v):.{precision}f}"
     text = wrappable(v)
-    if (
-        len(str(v)) > LONG_TEXT
-    ):  # overflow-wrap: a word wider than the box breaks rather than run over
+    if len(str(v)) > LONG_TEXT:  # overflow-wrap: a word wider than the box breaks
         box = f"max-width: {TEXT_EM}em; min-width: 10em; text-align: left; overflow-wrap: anywhere"
         return f'<div style="{box}">{text}</div>'
     return text

@@ -69,9 +69,7 @@ def run_panel(
             elif result is not None:
                 display(result)
             for row in [] if failed else added:
-                shown = same_setting(
-                    results.experiments[:before], row
-                )  # both readings, and why they differ
+                shown = same_setting(results.experiments[:before], row)
                 if shown is not None:
                     display(shown[0])
                     print(shown[1])

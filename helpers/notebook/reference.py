@@ -179,14 +179,15 @@ def add_column(
     return out
 
 
+def _has_ratio(entry: dict[str, Any] | None) -> bool:
+    ratio = (entry or {}).get("ratio")
+    return isinstance(ratio, (int, float)) and ratio == ratio
+
+
 def ratio_text(entry: dict[str, Any] | None, missing: str = NOT_RUN) -> str:
     """A comparison as ``1.97x [1.87, 2.04] faster`` (ratio a/b, its 95% interval, its verdict); ``missing`` when
     there is none or it has no ratio."""
-    if (
-        not entry
-        or not isinstance(entry.get("ratio"), (int, float))
-        or entry["ratio"] != entry["ratio"]
-    ):
+    if not _has_ratio(entry):
         return missing
     text = f"{entry['ratio']:.2f}x"
     if isinstance(entry.get("low"), (int, float)) and isinstance(entry.get("high"), (int, float)):
@@ -203,11 +204,7 @@ def agreement(
     """Whether ``entry`` (ratio a/b, ``low``/``high``) reproduces the article's ratio: "yes" (interval on its side of 1,
     within ``margin``), "yes, larger"/"yes, smaller", "no, reversed", "not resolved", "no (article: no effect)"
     (``article_ratio`` 1.0), ``missing`` without one."""
-    if (
-        not entry
-        or not isinstance(entry.get("ratio"), (int, float))
-        or entry["ratio"] != entry["ratio"]
-    ):
+    if not _has_ratio(entry):
         return missing
     if article_ratio is None:
         return "no article figure"
