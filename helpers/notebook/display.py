@@ -187,16 +187,14 @@ class Text:
     __repr__ = __str__
 
 
-def wrapped(text, width: int = LINE_WIDTH, indent: str = "    ") -> str:
-    """``text`` for ``print``: each line longer than ``width`` wrapped at spaces (``textwrap``, never inside a word),
-    its continuation lines indented by ``indent``."""
+def wrapped(text) -> str:
+    """``text`` for ``print``: each line longer than ``LINE_WIDTH`` wrapped at spaces (``textwrap``, never inside a
+    word), its continuation lines indented."""
+    fill = textwrap.TextWrapper(
+        LINE_WIDTH, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False
+    ).fill
     return "\n".join(
-        textwrap.fill(
-            line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
-        )
-        if len(line) > width
-        else line
-        for line in str(text).splitlines()
+        fill(line) if len(line) > LINE_WIDTH else line for line in str(text).splitlines()
     )
 
 

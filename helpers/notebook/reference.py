@@ -162,15 +162,13 @@ def note(notebook: str, gpu: str | None = None, root: Path | str | None = None) 
     return ref
 
 
-def add_column(
-    df, ref: Reference | None, metric: str, on: str = "experiment", label: str | None = None
-):
+def add_column(df, ref: Reference | None, metric: str, on: str = "experiment"):
     """``df`` (an ``on`` column of experiment names) with a column ``reference (<gpu>): <metric in words>``, the
     reference's ``metric`` of each experiment, right after ``metric`` (else last). Unchanged without a reference."""
     if ref is None or on not in df.columns:
         return df
     out = df.copy()
-    col = label or f"{ref.label}: {header(metric)}"
+    col = f"{ref.label}: {header(metric)}"
     values = [
         ref.metric(name, metric) for name in out[on]
     ]  # JSON values: only NaN is not equal to itself
@@ -199,10 +197,9 @@ def agreement(
     article_ratio: float | None,
     entry: dict[str, Any] | None,
     missing: str = NOT_RUN,
-    margin: float = 0.25,
 ) -> str:
     """Whether ``entry`` (ratio a/b, ``low``/``high``) reproduces the article's ratio: "yes" (interval on its side of 1,
-    within ``margin``), "yes, larger"/"yes, smaller", "no, reversed", "not resolved", "no (article: no effect)"
+    within 25%), "yes, larger"/"yes, smaller", "no, reversed", "not resolved", "no (article: no effect)"
     (``article_ratio`` 1.0), ``missing`` without one."""
     if not _has_ratio(entry):
         return missing
@@ -219,9 +216,9 @@ def agreement(
     import math
 
     effect, art = abs(math.log(entry["ratio"])), abs(math.log(article_ratio))
-    if effect > art * (1 + margin) and min(abs(math.log(lo)), abs(math.log(hi))) > art:
+    if effect > art * 1.25 and min(abs(math.log(lo)), abs(math.log(hi))) > art:
         return "yes, larger"
-    if effect < art * (1 - margin) and max(abs(math.log(lo)), abs(math.log(hi))) < art:
+    if effect < art * 0.75 and max(abs(math.log(lo)), abs(math.log(hi))) < art:
         return "yes, smaller"
     return "yes"
 

@@ -234,17 +234,15 @@ def inline(
     logdir: str | Path | None = None,
     preferred: int = 6006,
     timeout_s: float = 60.0,
-    runs: str | None = None,
     dashboard: str | None = None,
 ) -> TensorBoardStatus:
     """TensorBoard inside the notebook, checked, in one call: what ``%tensorboard --logdir runs --host 127.0.0.1``
-    shows (notebook 01 teaches the magic itself), on ``preferred`` or a free port (``prepare``). The frame lists
-    ``runs`` only (default ``own_runs``; the server serves them all) and opens on ``dashboard``. Returns the status;
-    its message says what to do when it did not answer."""
+    shows, on ``preferred`` or a free port (``prepare``), the frame listing this notebook's runs only (``own_runs``)
+    and open on ``dashboard``. The status's message says what to do when it did not answer."""
     want = Path(logdir) if logdir is not None else runs_dir()
     status = start(want, port=prepare(preferred), timeout_s=timeout_s)
     if status.answered:
-        _display_inline(status.port, frame_path(runs or own_runs(want), dashboard))
+        _display_inline(status.port, frame_path(own_runs(want), dashboard))
     else:
         print(f"{status.message} {_by_hand(want)}")
     return status
