@@ -285,19 +285,7 @@ def short_names(df, width: int = NAME_WIDTH):
         if isinstance(c, str)
         and (c in NAME_COLUMNS or c.endswith(("_kernel", "_op", "_kernel_name")))
     ]
-    cols = [
-        c
-        for c in names
-        if df[c]
-        .map(
-            lambda v: (
-                isinstance(v, str)
-                and (len(v) > width or looks_like_signature(v) or bool(_GRAPH_HASH.search(v)))
-            )
-        )
-        .any()
-    ]
-    return df.assign(**{c: df[c].map(one) for c in cols}) if cols else df
+    return df.assign(**{c: df[c].map(one) for c in names}) if names else df
 
 
 def styled(df, precision: int = 2, hide_index: bool = True, **fmt):
@@ -321,10 +309,7 @@ def styled(df, precision: int = 2, hide_index: bool = True, **fmt):
     st = out.style.hide(axis="index") if hide_index else out.style
     st = st.format(formats, precision=precision, na_rep="–", **fmt)
     st = st.set_table_styles(_CELL_CSS, overwrite=False)
-    left = [
-        {"selector": "th", "props": "text-align: left;"},
-        {"selector": "td", "props": "text-align: left;"},
-    ]
+    left = [{"selector": "th, td", "props": "text-align: left;"}]
     return (
         st.set_table_styles({c: left for c in text}, overwrite=False)
         if text and out.columns.is_unique
