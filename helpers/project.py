@@ -26,11 +26,8 @@ def runs_dir() -> Path:
     return Path(env) if env else project_root() / "runs"
 
 
-# torch 2.10 and 2.11 warn "Profiler clears events at the end of each cycle.Only events from the current cycle will
-# be reported.To keep events across cycles, set acc_events=True." on EVERY profile, one cycle or not: the check runs
-# after the profiler it tests for was created (pytorch/pytorch#180348, fixed by #180387, which also added the missing
-# spaces). Only that text, without the spaces, is matched: a later torch that warns because events really were
-# cleared (a schedule with repeat > 1) still says so.
+# torch 2.10 and 2.11 warn this on every profile (pytorch/pytorch#180348); only its text without the spaces is matched,
+# so a later torch that warns because events really were cleared still says so
 SPURIOUS_PROFILER_WARNING = r"Warning: Profiler clears events at the end of each cycle\.Only events"
 
 

@@ -10,20 +10,17 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
+import numpy as np
 from perf_doctor.load import gc_paused  # noqa: F401 - timing.gc_paused: the block timed without collections
 
 from .device import is_cuda, synchronize
 
 
 def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (``q`` in 0..100) of a non-empty list."""
+    """Linear-interpolated percentile (``q`` in 0..100) of a non-empty list (``numpy.percentile``)."""
     if not values:
         raise ValueError("percentile of an empty list")
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+    return float(np.percentile(values, q))
 
 
 @dataclass

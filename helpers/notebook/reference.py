@@ -1,11 +1,7 @@
-"""A reference GPU's numbers beside the reader's, never instead of them.
-
-A reference run is a notebook's pack from a GPU machine unpacked under ``data/reference/<gpu>/<notebook>/``
-(results.json, figures, executed copy, ``traces/``); ``$PERF_REFERENCE_DIR`` moves the root,
-``$PERF_REFERENCE_GPU`` picks a ``<gpu>``, optional ``<gpu>/about.json`` says how it was made. ``note(NB)`` loads it
-(or says there is none: None); ``add_column``, ``show_figures``, ``show_trace``, ``article_table`` put it beside this
-run's. Every function takes None and adds nothing; a value not measured reads ``NOT_RUN``, never NaN. Rows match by
-name; the reference ran at its own scale, another machine's figures, not the expected result."""
+"""A reference GPU's numbers beside the reader's, never instead of them: a GPU run's pack unpacked under
+``data/reference/<gpu>/<notebook>/`` (``$PERF_REFERENCE_DIR`` moves the root, ``$PERF_REFERENCE_GPU`` picks a
+``<gpu>``; docs/gpu.md). Every function takes None for "no reference" and adds nothing; a value not measured there
+reads ``NOT_RUN``, never NaN."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Results are data: a table that grows as experiments run, results.json, figures.
-
-The contract (docs/results.md): ``results/<notebook stem>/results.json`` holds
-``{"notebook", "scale", "env", "experiments": [...], "checks": {...}}``.
-"""
+"""Results are data: a table that grows as experiments run, results.json (its contract: docs/results.md), figures."""
 
 from __future__ import annotations
 

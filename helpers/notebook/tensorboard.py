@@ -1,9 +1,6 @@
-"""TensorBoard: per-experiment scalars and hparams, and an inline view that is checked.
-
-Taught in ``01_profiler_basics``; every notebook logs to one ``runs/`` folder. Importing this module changes
-nothing: ``prepare()`` (called by the notebooks' TensorBoard cell, and by ``start``) points ``%tensorboard`` at this
-environment's TensorBoard and registers the clean-up of the servers this process starts.
-"""
+"""TensorBoard: per-experiment scalars and hparams, and an inline view that is checked. Importing it changes nothing:
+``prepare()`` (called by ``inline`` and ``start``) points TensorBoard's launcher at this environment's and stops
+the servers this process starts at exit."""
 
 from __future__ import annotations
 
