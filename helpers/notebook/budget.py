@@ -133,10 +133,8 @@ def can_alarm() -> bool:
 @contextlib.contextmanager
 def alarm(seconds: float, message: str) -> Iterator[None]:
     """Raise ``OverBudget(message)`` in the block after ``seconds`` (``SIGALRM``, main thread only; elsewhere the
-    block runs unbounded). An alarm already set outside (a nested limit) is kept: the sooner one fires, and the
-    outer one is set again, less the time spent, when the block ends. An alarm that falls inside a finaliser (a
-    ``__del__``: a DataLoader shutting its workers down) waits until it returns, then stops the block (at its end at
-    the latest): raised there, Python would print it as "Exception ignored in ..." and drop it."""
+    block runs unbounded). An outer alarm is kept (the sooner fires) and set again when the block ends. One that falls
+    in a finaliser waits until it returns (raised there, Python would print and drop it)."""
     if not can_alarm():
         yield
         return

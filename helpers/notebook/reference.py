@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..project import folder
 from .display import header
 
 ROOT_ENV = "PERF_REFERENCE_DIR"
@@ -23,11 +24,7 @@ NOT_MEASURED = "not measured in this run"
 
 def reference_root() -> Path:
     """``$PERF_REFERENCE_DIR`` or the project's ``data/reference``."""
-    if env := os.environ.get(ROOT_ENV, "").strip():
-        return Path(env)
-    from .env import project_root
-
-    return project_root() / "data" / "reference"
+    return folder(ROOT_ENV, "data", "reference")
 
 
 @dataclass
@@ -113,13 +110,10 @@ def lookup(
     first ``<gpu>`` folder (by name) that has this notebook's results.json."""
     base = Path(root) if root is not None else reference_root()
     gpu = gpu or os.environ.get(GPU_ENV, "").strip() or None
-    candidates = (
-        [base / gpu]
-        if gpu
-        else sorted(p for p in base.iterdir() if p.is_dir())
-        if base.is_dir()
-        else []
-    )
+    if gpu:
+        candidates = [base / gpu]
+    else:
+        candidates = sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
     for folder in candidates:
         path = folder / notebook / "results.json"
         if not path.is_file():
@@ -131,7 +125,7 @@ def lookup(
         except (OSError, ValueError) as exc:
             return (
                 None,
-                f"The reference {path} could not be read ({type(exc).__name__}: {str(exc)[:120]}): none shown.",
+                f"The reference {shown(path)} could not be read ({type(exc).__name__}: {str(exc)[:120]}): none shown.",
             )
         ref = Reference(folder.name, path.parent, doc)
         about = {}
@@ -165,9 +159,7 @@ def add_column(df, ref: Reference | None, metric: str, on: str = "experiment"):
         return df
     out = df.copy()
     col = f"{ref.label}: {header(metric)}"
-    values = [
-        ref.metric(name, metric) for name in out[on]
-    ]  # JSON values: only NaN is not equal to itself
+    values = [ref.metric(name, metric) for name in out[on]]  # JSON: only NaN is not equal to itself
     at = list(out.columns).index(metric) + 1 if metric in out.columns else len(out.columns)
     out.insert(at, col, [NOT_RUN if v is None or v != v else v for v in values])
     return out
@@ -246,10 +238,8 @@ def article_table(rows: Iterable[dict[str, Any]]):
                 return ratio_text(v, missing), agreement(r.get("article_ratio"), v, missing)
             return str(v), r.get("agrees", "–")
 
-        (ref, ref_ok), (mine, mine_ok) = (
-            side(r.get("reference"), NOT_RUN),
-            side(r.get("this_run"), NOT_MEASURED),
-        )
+        ref, ref_ok = side(r.get("reference"), NOT_RUN)
+        mine, mine_ok = side(r.get("this_run"), NOT_MEASURED)
         plain = ref_ok.startswith("yes") and mine_ok.startswith("yes")
         out.append(
             {

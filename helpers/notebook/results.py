@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 
 from perf_doctor.stats import VERDICTS
 
+from ..project import folder
 from .display import frame, readable, wrapped
 
 RESULTS_ENV = "PERF_RESULTS_DIR"
@@ -23,11 +24,7 @@ CHECK_ID = re.compile(r"[a-z][a-z0-9_]{0,59}")
 
 def results_root() -> Path:
     """``$PERF_RESULTS_DIR`` or ``results/`` at the project root (beside notebooks/)."""
-    if env := os.environ.get(RESULTS_ENV):
-        return Path(env)
-    from .env import project_root
-
-    return project_root() / "results"
+    return folder(RESULTS_ENV, "results")
 
 
 def current_umask() -> int:

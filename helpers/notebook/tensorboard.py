@@ -50,10 +50,8 @@ def free_port(preferred: int = 6006) -> int:
 
 
 def notebook_logdir(notebook: str, clear: bool = False) -> Path:
-    """A folder of one notebook's runs alone, ``runs/tensorboard_<NN>`` (``NN``: the notebook's number), emptied
-    with ``clear``. Log into it (``log_experiment(..., root=notebook_logdir(NB))``) and serve it (``inline``): the
-    run names are then the experiments' own (``<name>-0``), not ``<notebook>/<name>-0``, which TensorBoard's run
-    columns cut to the notebook's name, and the frame's tables (HParams too) hold no other notebook's runs."""
+    """A folder of one notebook's runs alone, ``runs/tensorboard_<NN>`` (emptied with ``clear``): logged there and
+    served (``inline``), its runs keep their own names and TensorBoard's tables show no other notebook's."""
     import shutil
 
     folder = runs_dir() / f"tensorboard_{notebook.split('_', 1)[0]}"
@@ -122,10 +120,8 @@ class TensorBoardStatus:
 
 
 def prepare(preferred: int = 6006) -> int:
-    """Get ready to show TensorBoard: ``%tensorboard`` will run this environment's ``tensorboard``
-    (``$TENSORBOARD_BINARY``, unless set: the magic runs it from ``$PATH``, which a kernel started as
-    ``.venv/bin/python`` often lacks), the servers this process starts are stopped at exit, and the returned port is
-    ``preferred`` when it is free, else another free one (``free_port``, which says so)."""
+    """Get ready to show TensorBoard: ``$TENSORBOARD_BINARY`` (unless set) names this environment's ``tensorboard``,
+    the servers this process starts are stopped at exit; returns ``free_port(preferred)``."""
     global _prepared
     if not _prepared:
         exe = Path(sys.executable).with_name("tensorboard")
@@ -202,9 +198,8 @@ def start(
 
 
 def own_runs(logdir: Path | str) -> str | None:
-    """This notebook's runs in ``logdir``: the folders of the notebooks ``log_experiment`` wrote in this process,
-    else the folder of ``logdir`` written last (the notebook that just wrote its traces); None when it has none, or
-    when ``logdir`` holds none of those folders but the runs themselves (``notebook_logdir``: no filter needed)."""
+    """This notebook's runs in ``logdir`` (the folders ``log_experiment`` wrote in this process, else the one written
+    last), for ``frame_path``; None when there is none or ``logdir`` holds the runs themselves."""
     if _logged:
         inside = [n for n in _logged if (Path(logdir) / n).is_dir()]
         if not inside and Path(logdir).is_dir():
