@@ -165,13 +165,8 @@ def sort_keys(acts: Iterable | None = None) -> dict[str, str]:
     from torch.profiler import ProfilerActivity
 
     acts = list(acts) if acts is not None else activities()
-    if any(a != ProfilerActivity.CPU for a in acts):
-        return {
-            "self": "self_device_time_total",
-            "total": "device_time_total",
-            "per call": "device_time",
-        }
-    return {"self": "self_cpu_time_total", "total": "cpu_time_total", "per call": "cpu_time"}
+    on = "device" if any(a != ProfilerActivity.CPU for a in acts) else "cpu"
+    return {"self": f"self_{on}_time_total", "total": f"{on}_time_total", "per call": f"{on}_time"}
 
 
 def _union_ms(intervals: Iterable[tuple[float, float]]) -> float:

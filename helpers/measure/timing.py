@@ -125,11 +125,8 @@ def interleaved_times(
     import torch
 
     order = list(rotation(steps, rounds))  # refuses rounds < 1 before any call
-    clock = (
-        time.perf_counter
-        if not cpu_time or is_cuda(device) or torch.get_num_threads() > 1
-        else time.process_time
-    )
+    cpu_clock = cpu_time and not is_cuda(device) and torch.get_num_threads() == 1
+    clock = time.process_time if cpu_clock else time.perf_counter
     for fn in steps.values():
         for _ in range(warmup):
             fn()

@@ -36,15 +36,10 @@ def readable(df):
     out = df.copy()
     for col in out.columns:
         s = out[col]
-        if pd.api.types.is_bool_dtype(s) or not pd.api.types.is_numeric_dtype(s):
+        if not pd.api.types.is_float_dtype(s):
             continue
         vals = s.dropna()
-        if (
-            len(vals)
-            and pd.api.types.is_float_dtype(s)
-            and (vals == vals.round()).all()
-            and vals.abs().max() < 2**53
-        ):
+        if len(vals) and (vals == vals.round()).all() and vals.abs().max() < 2**53:
             out[col] = s.astype("Int64")
     if "error" in out.columns and not out["error"].fillna("").astype(str).str.strip().any():
         out = out.drop(columns="error")

@@ -181,20 +181,15 @@ def start(
         url = f"http://{HOST}:{info.port}/"
         msg = f"TensorBoard answered at {url} with the runs in {shown(logdir)}."
         print(msg)
-        return TensorBoardStatus(
-            port=info.port, url=url, answered=True, message=msg, logdir=str(logdir)
-        )
+        return TensorBoardStatus(info.port, url, True, msg, str(logdir))
     pid = getattr(result, "pid", None)
     if pid:  # timed out: it may still come up later; stop it rather than leave it behind
         _started_pids.add(pid)
         stop(pid)
-    detail = (getattr(result, "stderr", "") or "").strip().splitlines()[-1:] or [
-        type(result).__name__
-    ]
-    msg = f"Could not start TensorBoard on port {port} ({detail[0]})."
-    return TensorBoardStatus(
-        port=port, url=f"http://{HOST}:{port}/", answered=False, message=msg, logdir=str(logdir)
-    )
+    lines = (getattr(result, "stderr", "") or "").strip().splitlines()
+    detail = lines[-1] if lines else type(result).__name__
+    msg = f"Could not start TensorBoard on port {port} ({detail})."
+    return TensorBoardStatus(port, f"http://{HOST}:{port}/", False, msg, str(logdir))
 
 
 def own_runs(logdir: Path | str) -> str | None:
