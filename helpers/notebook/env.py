@@ -147,6 +147,9 @@ def device_name(device=None) -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
+_VERSION = re.compile(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", re.M)
+
+
 def package_version(name: str) -> str | None:
     """An installed package's ``__version__`` without importing it (torchvision and timm take ~3 s): from the
     ``version.py`` an import would find (torchvision's carries its build, ``+cu130``), else from its distribution's
@@ -164,9 +167,7 @@ def package_version(name: str) -> str | None:
     for folder in spec.submodule_search_locations or []:
         f = Path(folder) / "version.py"
         if f.is_file():
-            found = re.search(
-                r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", f.read_text(errors="replace"), re.M
-            )
+            found = _VERSION.search(f.read_text(errors="replace"))
             if found:
                 return found.group(1)
     from importlib import metadata

@@ -29,6 +29,10 @@ def run_panel(
     out = w.Output()
     status = w.HTML(value="")
 
+    def tell(word: str, text: str) -> None:
+        status.value = f"<b style='color:#b00'>{word}:</b> {html.escape(text, quote=False)}"
+        print(f"{word}: {text}")
+
     def on_click(_=None):
         values = {k: c.value for k, c in controls.items()}
         with out:
@@ -37,8 +41,7 @@ def run_panel(
                 if validate is not None:
                     values = validate(values)
             except (InvalidValue, ValueError) as exc:
-                status.value = f"<b style='color:#b00'>Refused:</b> {exc}"
-                print(f"Refused: {exc}")
+                tell("Refused", str(exc))
                 return None
             status.value = "Running…"
             button.disabled = True
@@ -46,20 +49,16 @@ def run_panel(
             try:
                 result = run(**values)
             except Exception as exc:  # noqa: BLE001 - shown to the reader, not raised
-                status.value = f"<b style='color:#b00'>Failed:</b> {type(exc).__name__}: {exc}"
-                print(f"Failed: {type(exc).__name__}: {exc}")
+                tell("Failed", f"{type(exc).__name__}: {exc}")
                 return None
             finally:
                 button.disabled = False
             added = results.experiments[before:] if results is not None else []
             failed = [r for r in added if r.get("status") == "failed"]
-            status.value = (
-                "Done: a row was added to the results table below."
-                if not failed
-                else f"<b style='color:#b00'>Failed:</b> {html.escape(failed_line(failed))}"
-            )
             if failed:
-                print(f"Failed: {failed_line(failed)}")
+                tell("Failed", failed_line(failed))
+            else:
+                status.value = "Done: a row was added to the results table below."
             if show is not None:
                 show(result)
             elif result is not None:

@@ -39,17 +39,13 @@ class Reference:
     def label(self) -> str:
         return f"reference ({self.gpu})"
 
-    @property
-    def scale(self) -> str | None:
-        return self.doc.get("scale")
-
     def source(self) -> str:
         """Where the numbers come from: the GPU's name, torch, scale and whether the run was cut short."""
         env = self.doc.get("env", {})
         bits = [
             env.get("device_name") or env.get("device") or "unknown device",
             f"torch {env.get('torch', '?')}",
-            f"{self.scale or '?'} scale",
+            f"{self.doc.get('scale') or '?'} scale",
         ]
         if self.doc.get("interrupted"):
             bits.append("interrupted: some experiments missing")

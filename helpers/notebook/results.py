@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import math
 import os
 import re
 import tempfile
@@ -71,7 +72,7 @@ def _jsonable(x: Any) -> Any:
     if isinstance(x, (str, int, bool)) or x is None:
         return x
     if isinstance(x, float):
-        return x if x == x and x not in (float("inf"), float("-inf")) else None
+        return x if math.isfinite(x) else None
     if hasattr(x, "item"):
         with contextlib.suppress(Exception):
             return _jsonable(x.item())
