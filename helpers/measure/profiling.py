@@ -53,9 +53,8 @@ def profile_steps(
     sync: bool = True,
 ):
     """Run ``step_fn`` under ``torch.profiler.profile`` with ``schedule(wait, warmup, active)``, one profiler step per
-    call; returns the profiler. ``sync``: a CUDA device is synchronised after each step (the trace says so:
-    ``LOOP_SYNC_METADATA``); either way before recording starts (else queued steps' kernels are counted: an H100
-    profile of 5 steps held 8 steps' kernels). ``trace_dir``: a TensorBoard trace."""
+    call, into a TensorBoard trace in ``trace_dir``; returns the profiler. A CUDA device is synchronised before
+    recording starts and, with ``sync``, after each step (the trace says so: ``LOOP_SYNC_METADATA``)."""
     import torch
     from torch.profiler import profile, schedule, tensorboard_trace_handler
 

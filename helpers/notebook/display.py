@@ -80,18 +80,14 @@ def frame(df):
     return _frame()(df)
 
 
-# The cells of a shown table: long text wraps at spaces inside its cell (and a long path or name after its "/", ".",
-# "_", never inside a word); a long text is at most TEXT_EM wide, so that a table of a few numbers and a sentence fits
-# an output area of 1000 px (JupyterLab's at 1400 px with the file browser open). Cells hold no fixed width.
+# A shown table's long text wraps inside its cell, at most TEXT_EM wide: a table of a few numbers and a sentence
+# fits an output area of 1000 px
 TEXT_EM = 28
 LONG_TEXT = 40  # characters: a text longer than this is boxed to TEXT_EM and left-aligned
-_CELL_CSS = [
-    {
-        "selector": "td, th",
-        "props": "white-space: normal; overflow-wrap: normal; word-break: normal; "
-        "padding: 0.4em 0.35em;",
-    }
-]
+_CELL_PROPS = (
+    "white-space: normal; overflow-wrap: normal; word-break: normal; padding: 0.4em 0.35em;"
+)
+_CELL_CSS = [{"selector": "td, th", "props": _CELL_PROPS}]
 _BREAK_AFTER = ("/", ".", "_", "\\", "::", ",")
 
 
@@ -251,15 +247,13 @@ def cell(v, precision: int = 2) -> str:
     return text
 
 
-# Columns of operator and kernel names (these, or ending ``_kernel``/``_op``/``_kernel_name``): shown ``short_name``'d
-# (a CUDA kernel's C++ signature runs to ~250 characters); the data keeps the full names. Other text columns (row
-# names, sentences) are left whole.
+# Columns of operator and kernel names (these, or ending ``_kernel``/``_op``/``_kernel_name``), shown short (a
+# kernel's C++ signature runs to ~250 characters); the data keeps the full names
 NAME_COLUMNS = ("name", "kernel", "op", "operator", "top_op", "top_kernel")
 NAME_WIDTH = 60
 
 
-# TorchInductor names a compiled graph by a 52-character hash ("## Call CompiledFxGraph fzvz5b6…##"): one word that
-# cannot wrap and ran over the next column; its first 8 characters tell a step's graphs apart
+# TorchInductor names a compiled graph by a 52-character hash, one word that cannot wrap: 8 characters tell them apart
 _GRAPH_HASH = re.compile(r"(CompiledFxGraph \w{8})\w{9,}…?")
 
 
