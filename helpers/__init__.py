@@ -1,11 +1,6 @@
-"""PyTorch Performance Lab: the package the notebooks share, the lessons apart.
-
-Importing it (or any of its packages) has no side effects. Each package's docstring names its modules: ``measure``
-(timing, profiling, a labelled training step, comparisons, validation), ``lessons`` (what one notebook alone uses),
-``notebook`` (around the lessons); ``project`` is the project's folder and where runs go, for both. The lab's own
-commands (the headless runner of ``make run``, the set-up, the GPU kit) are ``labtools``, beside this package, which
-imports nothing from it. The trace toolkit and its command line (``perf-doctor PATH``) are a package of their own,
-``perf_doctor`` (doctor/ in this repository), which the lab imports and which imports nothing from it.
-"""
+"""PyTorch Performance Lab: the package the notebooks share (no side effects on import): ``measure`` (timing,
+profiling, comparisons), ``lessons`` (what one notebook alone uses), ``notebook`` (around the lessons) and
+``project`` (the project's folder, where runs go). The lab's commands are ``labtools``; the trace toolkit is
+``perf_doctor`` (doctor/), which imports nothing from this package."""
 
 __version__ = "0.1.0"

@@ -1,5 +1,5 @@
 """The project around the lab, for ``measure`` and ``notebook`` alike (``notebook.env`` re-exports it): its folder
-(``project_root``), where runs and traces go (``runs_dir``), torch's spurious profiler warning quieted
+(``project_root``), where runs and traces go (``runs_dir``; ``folder``), torch's spurious profiler warning quieted
 (``quiet_profiler_warning``)."""
 
 from __future__ import annotations
@@ -20,17 +20,19 @@ def project_root() -> Path:
     return here.parent if here.name == "notebooks" else here
 
 
+def folder(env: str, *default: str) -> Path:
+    """``$env`` when set, else ``default`` under the project folder."""
+    value = os.environ.get(env, "").strip()
+    return Path(value) if value else project_root().joinpath(*default)
+
+
 def runs_dir() -> Path:
     """Where TensorBoard runs and profiler traces go: ``$PERF_RUNS_DIR`` or ``runs/``."""
-    env = os.environ.get("PERF_RUNS_DIR")
-    return Path(env) if env else project_root() / "runs"
+    return folder("PERF_RUNS_DIR", "runs")
 
 
-# torch 2.10 and 2.11 warn "Profiler clears events at the end of each cycle.Only events from the current cycle will
-# be reported.To keep events across cycles, set acc_events=True." on EVERY profile, one cycle or not: the check runs
-# after the profiler it tests for was created (pytorch/pytorch#180348, fixed by #180387, which also added the missing
-# spaces). Only that text, without the spaces, is matched: a later torch that warns because events really were
-# cleared (a schedule with repeat > 1) still says so.
+# torch 2.10 and 2.11 warn this on every profile (pytorch/pytorch#180348); only its text without the spaces is matched,
+# so a later torch that warns because events really were cleared still says so
 SPURIOUS_PROFILER_WARNING = r"Warning: Profiler clears events at the end of each cycle\.Only events"
 
 

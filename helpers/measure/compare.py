@@ -1,9 +1,5 @@
-"""Comparing two implementations: first are they the same (``equal_outputs``), then is one faster (``compare_times``).
-
-``equal_outputs``: equivalence before timing, for tensors, arrays, number sequences and dicts of them. ``compare_times``:
-timings from interleaved rounds as a ratio with a 95% bootstrap interval and a verdict; a derived figure is printed
-only when the comparison is ``resolved``. The timing statistics are ``perf_doctor.stats``' (the doctor's ``compare``
-judges two traces with them), imported here under their names."""
+"""Comparing two implementations: first are they the same (``equal_outputs``), then is one faster (``compare_times``:
+a ratio with a 95% bootstrap interval and a verdict, the statistics of ``perf_doctor.stats``, re-exported here)."""
 
 from __future__ import annotations
 
@@ -11,7 +7,6 @@ from typing import Any, Mapping
 
 import numpy as np
 
-# timing two implementations (a ratio with an interval and a verdict): the doctor's statistics, the lab's too
 from perf_doctor.stats import (
     ROLES,
     SMALL,
@@ -48,16 +43,7 @@ def equal_outputs(a: Any, b: Any, *, rtol: float = 0.0, atol: float = 0.0) -> di
             )
     exact = all(np.array_equal(x, y) for _, x, y in pairs)
     if sum(x.size for _, x, _ in pairs) == 0:
-        return {
-            "exact": exact,
-            "close": exact,
-            "max_abs_diff": 0.0,
-            "max_rel_diff": 0.0,
-            "mean_abs_diff": 0.0,
-            "p99_abs_diff": 0.0,
-            "n": 0,
-            "why": "",
-        }
+        return {"exact": exact, "close": exact, **dict.fromkeys(_DIFFS, 0.0), "n": 0, "why": ""}
     x = np.concatenate([p[1].astype(np.float64).ravel() for p in pairs])
     y = np.concatenate([p[2].astype(np.float64).ravel() for p in pairs])
     d = np.abs(x - y)
@@ -77,17 +63,11 @@ def equal_outputs(a: Any, b: Any, *, rtol: float = 0.0, atol: float = 0.0) -> di
     }
 
 
+_DIFFS = ("max_abs_diff", "max_rel_diff", "mean_abs_diff", "p99_abs_diff")
+
+
 def _differ(why: str) -> dict[str, Any]:
-    return {
-        "exact": False,
-        "close": False,
-        "max_abs_diff": None,
-        "max_rel_diff": None,
-        "mean_abs_diff": None,
-        "p99_abs_diff": None,
-        "n": 0,
-        "why": why,
-    }
+    return {"exact": False, "close": False, **dict.fromkeys(_DIFFS), "n": 0, "why": why}
 
 
 def not_measured(what: str, why: str = "skipped for time") -> str:

@@ -12,15 +12,11 @@ from perf_doctor import events as ev
 from perf_doctor import intervals as iv
 from perf_doctor.diagnosis import Diagnosis, DiagnosisError, diagnose
 from perf_doctor.events import LOOP_SYNC_METADATA
-from perf_doctor.kernels import short_name
 
 from ..project import quiet_profiler_warning, runs_dir
 from .device import is_cuda
 
-NAME_WIDTH = 60  # a kernel's or operator's name in a printed table (``table``)
-_RUNTIME_CALL = re.compile(
-    r"^(cuda|cu[A-Z]|hip)"
-)  # a CUDA/HIP runtime call, which launches device work
+_RUNTIME_CALL = re.compile(r"^(cuda|cu[A-Z]|hip)")  # a CUDA/HIP runtime call, launching device work
 
 
 def activities(device=None) -> list:
@@ -51,46 +47,34 @@ def profile_steps(
     wait: int = 1,
     warmup: int = 1,
     active: int = 3,
-    repeat: int = 1,
     device=None,
     trace_dir: Path | str | None = None,
-    record_shapes: bool = False,
     profile_memory: bool = False,
-    with_stack: bool = False,
     sync: bool = True,
 ):
-    """Run ``step_fn`` under ``torch.profiler.profile`` with ``schedule(wait, warmup, active, repeat)``, one profiler
-    step per call; returns the profiler. ``sync``: a CUDA device is synchronised after each step (the trace says so:
-    ``LOOP_SYNC_METADATA``); either way before each cycle's recording starts (else queued steps' kernels are counted:
-    an H100 profile of 5 steps held 8 steps' kernels). ``trace_dir``: a TensorBoard trace. With ``repeat > 1`` the
-    profiler holds the last cycle's events."""
+    """Run ``step_fn`` under ``torch.profiler.profile`` with ``schedule(wait, warmup, active)``, one profiler step per
+    call, into a TensorBoard trace in ``trace_dir``; returns the profiler. A CUDA device is synchronised before
+    recording starts and, with ``sync``, after each step (the trace says so: ``LOOP_SYNC_METADATA``)."""
     import torch
     from torch.profiler import profile, schedule, tensorboard_trace_handler
 
-    for n, v in (("wait", wait), ("warmup", warmup), ("repeat", repeat)):
-        if v < 0:
-            raise ValueError(f"{n} cannot be negative")
+    if wait < 0 or warmup < 0:
+        raise ValueError("wait and warmup cannot be negative")
     if active < 1:
         raise ValueError("active must be at least 1")
     quiet_profiler_warning()  # torch 2.10/2.11 warn about clearing events on every profile (see env)
-    total = (wait + warmup + active) * max(repeat, 1)
     handler = tensorboard_trace_handler(str(trace_dir)) if trace_dir is not None else None
     with profile(
         activities=activities(device),
-        schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=repeat),
+        schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
         on_trace_ready=handler,
-        record_shapes=record_shapes,
         profile_memory=profile_memory,
-        with_stack=with_stack,
     ) as prof:
         if sync and is_cuda(device) and hasattr(prof, "preset_metadata_json"):
             prof.preset_metadata_json(LOOP_SYNC_METADATA, "1")
-        cycle = wait + warmup + active
-        for i in range(total):
+        for i in range(wait + warmup + active):
             step_fn()
-            if is_cuda(device) and (
-                sync or i % cycle == wait + warmup - 1
-            ):  # sync: every step; else before recording
+            if is_cuda(device) and (sync or i == wait + warmup - 1):
                 torch.cuda.synchronize(device)
             prof.step()
     return prof
@@ -108,18 +92,6 @@ def host_averages(prof, group_by_input_shape: bool = False):
     avgs = prof.key_averages(group_by_input_shape=group_by_input_shape)
     avgs[:] = [e for e in avgs if not is_device_annotation(e)]
     return avgs
-
-
-def table(
-    prof, *, sort_by: str | None = None, row_limit: int = 10, group_by_input_shape: bool = False
-) -> str:
-    """``key_averages().table(...)`` sorted by device time where there is one, else CPU time, without the labels' GPU
-    copies, kernel names shortened to ``NAME_WIDTH`` (``traces.kernels.short_name``)."""
-    key = sort_by or sort_keys(getattr(prof, "activities", None))["self"]
-    avgs = host_averages(prof, group_by_input_shape)  # a fresh EventList: its keys may be shortened
-    for e in avgs:
-        e.key = short_name(e.key, NAME_WIDTH)
-    return avgs.table(sort_by=key, row_limit=row_limit, max_name_column_width=NAME_WIDTH + 4)
 
 
 def events_frame(prof, group_by_input_shape: bool = False):
@@ -192,13 +164,8 @@ def sort_keys(acts: Iterable | None = None) -> dict[str, str]:
     from torch.profiler import ProfilerActivity
 
     acts = list(acts) if acts is not None else activities()
-    if any(a != ProfilerActivity.CPU for a in acts):
-        return {
-            "self": "self_device_time_total",
-            "total": "device_time_total",
-            "per call": "device_time",
-        }
-    return {"self": "self_cpu_time_total", "total": "cpu_time_total", "per call": "cpu_time"}
+    on = "device" if any(a != ProfilerActivity.CPU for a in acts) else "cpu"
+    return {"self": f"self_{on}_time_total", "total": f"{on}_time_total", "per call": f"{on}_time"}
 
 
 def _union_ms(intervals: Iterable[tuple[float, float]]) -> float:
@@ -305,9 +272,7 @@ def step_times(prof):
     """Per recorded ``ProfilerStep#N``: CPU, GPU and GPU busy ms (as ``phase_times``; NaN on a CPU)."""
     import pandas as pd
 
-    def full_name(
-        e,
-    ) -> str:  # ``ProfilerStep#N``: newer releases shorten ``name`` to ``ProfilerStep*``
+    def full_name(e) -> str:  # ``ProfilerStep#N``: newer releases shorten ``name``
         return str(getattr(e, "trace_name", None) or e.name)
 
     host = step_events(prof)
@@ -339,19 +304,16 @@ def diagnose_step(
     device=None,
     name: str = "diagnose_step",
     trace_root: Path | str | None = None,
-    profile_memory: bool = False,
 ) -> Diagnosis:
-    """Profile ``step_fn`` with ``schedule(wait, warmup, active)`` into ``fresh_trace_dir(name)`` and diagnose it (on a
-    GPU the loop's syncs are left out of the diagnosis)."""
+    """Profile ``step_fn`` with ``schedule(wait, warmup, active)`` into ``fresh_trace_dir(name)`` and diagnose it. On a
+    GPU the loop synchronises after each step, so that a step's range covers its GPU work, and the diagnosis leaves
+    those syncs out (``loop_syncs``)."""
     import torch
 
     trace_dir = fresh_trace_dir(name, root=trace_root)
     cuda = is_cuda(device)
     if cuda:
         retries0 = torch.cuda.memory_stats(device).get("num_alloc_retries", 0)
-    # on a GPU the loop synchronises after each step, so that a step's range covers its GPU work (a host that
-    # runs ahead of a short profile would otherwise show steps as long as their launches); the diagnosis then
-    # leaves those loop syncs out (loop_syncs)
     profile_steps(
         step_fn,
         wait=wait,
@@ -359,7 +321,6 @@ def diagnose_step(
         active=active,
         device=device,
         trace_dir=trace_dir,
-        profile_memory=profile_memory,
         sync=cuda,
     )
     files = trace_files(trace_dir)

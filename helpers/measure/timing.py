@@ -10,20 +10,17 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
+import numpy as np
 from perf_doctor.load import gc_paused  # noqa: F401 - timing.gc_paused: the block timed without collections
 
 from .device import is_cuda, synchronize
 
 
 def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (``q`` in 0..100) of a non-empty list."""
+    """Linear-interpolated percentile (``q`` in 0..100) of a non-empty list (``numpy.percentile``)."""
     if not values:
         raise ValueError("percentile of an empty list")
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+    return float(np.percentile(values, q))
 
 
 @dataclass
@@ -60,9 +57,7 @@ class StepTimes:
         }
         if self.first_ms is not None:
             m["first_step_ms"] = round(self.first_ms, 3)
-        if (
-            batch_size
-        ):  # throughput over the whole timed window: every sample of every timed step / their time
+        if batch_size:  # every sample of every timed step / their time
             m["samples_per_s"] = round(
                 batch_size * len(self.times_ms) / (sum(self.times_ms) / 1000.0), 2
             )
@@ -130,11 +125,8 @@ def interleaved_times(
     import torch
 
     order = list(rotation(steps, rounds))  # refuses rounds < 1 before any call
-    clock = (
-        time.perf_counter
-        if not cpu_time or is_cuda(device) or torch.get_num_threads() > 1
-        else time.process_time
-    )
+    cpu_clock = cpu_time and not is_cuda(device) and torch.get_num_threads() == 1
+    clock = time.process_time if cpu_clock else time.perf_counter
     for fn in steps.values():
         for _ in range(warmup):
             fn()

@@ -29,10 +29,9 @@ def labelled_step(
     *,
     precision: str = "fp32",
     label: bool = True,
-    scaler: "torch.amp.GradScaler | None" = None,
 ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """``step(x, y)``: forward, backward and optimizer step (which zeroes the gradients), each in ``record_function``
-    with ``label``; returns the loss tensor (no sync). A ``scaler`` (fp16) scales the loss and steps through it."""
+    with ``label``; returns the loss tensor (no sync)."""
     maybe = record_function if label else (lambda name: contextlib.nullcontext())
 
     def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -40,13 +39,9 @@ def labelled_step(
             with autocast(precision, x.device):
                 loss = loss_fn(model(x), y)
         with maybe("backward"):
-            (scaler.scale(loss) if scaler is not None else loss).backward()
+            loss.backward()
         with maybe("optimizer_step"):
-            if scaler is not None:
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                optimizer.step()
+            optimizer.step()
             optimizer.zero_grad(set_to_none=True)
         return loss.detach()
 
@@ -61,10 +56,9 @@ def make_train_step(
     targets: torch.Tensor,
     *,
     precision: str = "fp32",
-    label: bool = True,
 ) -> Callable[[], torch.Tensor]:
     """The labelled step of :func:`labelled_step` bound to one fixed batch (``step()``)."""
-    step = labelled_step(model, optimizer, loss_fn, precision=precision, label=label)
+    step = labelled_step(model, optimizer, loss_fn, precision=precision)
     return lambda: step(inputs, targets)
 
 

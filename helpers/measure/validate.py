@@ -54,12 +54,8 @@ def validate_bool(value: Any, what: str) -> bool:
 
 def validate_positive(value: Any, what: str) -> float:
     """A positive, finite number (a bool, a string, NaN, inf, 0 or less is refused with a message); returned as is."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(value)
-        or not value > 0
-    ):
+    real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not (real and math.isfinite(value) and value > 0):
         raise InvalidValue(f"{what} must be a positive, finite number, not {value!r}.")
     return value
 

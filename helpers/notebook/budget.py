@@ -1,27 +1,5 @@
 """A notebook's time budget: what is left becomes skipped rows once it is spent, and the experiment already
-running is stopped when it runs past it.
-
-A notebook makes one ``Budget`` in its parameters cell and passes each experiment through it::
-
-    BUDGET = budget.Budget.from_env(P["budget_s"], reserve_s=30)   # $PERF_TIME_BUDGET_S (the runner's) wins
-    ...
-    for name, cfg in CELLS:
-        RESULTS.record(name, cfg, lambda: run_cell(cfg), budget=BUDGET)   # BUDGET.wrap(fn) by hand
-
-Once the budget is spent, ``wrap(fn)`` (what ``record`` runs) raises ``OverBudget("skipped: ...")`` without calling ``fn``; else ``fn`` runs
-under an alarm for what is left (``limit``) that raises ``OverBudget("stopped: ...")`` in it. ``Results.record`` makes
-either a failed row and the notebook goes on to its results, checks and figures, for which ``reserve_s`` is kept.
-
-The alarm is ``SIGALRM`` (``signal.setitimer``), so it bounds code running in the process's main thread (a
-notebook kernel's cells, a script): the exception is raised at the next Python bytecode, after the C call running
-then (one CUDA synchronize, one matmul) returns. ``OverBudget`` derives from ``BaseException`` so that an
-experiment's own ``except Exception`` does not swallow it. Outside the main thread, or without ``SIGALRM``, ``wrap``
-still skips but cannot stop a running experiment. The runner (``python -m labtools.runner --budget S``) also stops a
-notebook that runs past its budget plus a grace period, from outside.
-
-Environment (set by the runner for each notebook's kernel): ``PERF_TIME_BUDGET_S`` (seconds for the whole notebook)
-and ``PERF_NOTEBOOK_START`` (when the runner started it, Unix time), so that the kernel's start-up counts too.
-"""
+running is stopped (``SIGALRM``) when it runs past it; how a notebook uses it: docs/gpu.md."""
 
 from __future__ import annotations
 
@@ -96,7 +74,6 @@ class Budget:
                 raise ValueError(f"{START_ENV}={raw_start!r} is not a Unix time") from None
         return cls(seconds, reserve_s=reserve_s, start=start, clock=clock)
 
-    # -- where it stands ------------------------------------------------------------------------------------
     def elapsed(self) -> float:
         return self.clock() - self.start
 
@@ -115,19 +92,15 @@ class Budget:
             f"for experiments ({self.reserve_s:g} s kept for the results)"
         )
 
-    # -- guards ---------------------------------------------------------------------------------------------
-    def skipped_message(self) -> str:
-        return (
-            f"skipped: the notebook's time budget ({self.seconds:g} s, {self.reserve_s:g} s of it kept for the "
-            f"results) was spent before it started"
-        )
-
     @contextlib.contextmanager
     def limit(self, limit_s: float | None = None) -> Iterator[None]:
         """Raise ``OverBudget("stopped: ...")`` in the block when it runs past what is left of the budget (or past
         ``limit_s``, when that is sooner). Raises ``OverBudget("skipped: ...")`` at once when nothing is left."""
         if self.spent():
-            raise OverBudget(self.skipped_message())
+            raise OverBudget(
+                f"skipped: the notebook's time budget ({self.seconds:g} s, {self.reserve_s:g} s of it kept "
+                "for the results) was spent before it started"
+            )
         seconds = min(self.left(), math.inf if limit_s is None else float(limit_s))
         if math.isinf(seconds):
             yield
@@ -160,10 +133,8 @@ def can_alarm() -> bool:
 @contextlib.contextmanager
 def alarm(seconds: float, message: str) -> Iterator[None]:
     """Raise ``OverBudget(message)`` in the block after ``seconds`` (``SIGALRM``, main thread only; elsewhere the
-    block runs unbounded). An alarm already set outside (a nested limit) is kept: the sooner one fires, and the
-    outer one is set again, less the time spent, when the block ends. An alarm that falls inside a finaliser (a
-    ``__del__``: a DataLoader shutting its workers down) waits until it returns, then stops the block (at its end at
-    the latest): raised there, Python would print it as "Exception ignored in ..." and drop it."""
+    block runs unbounded). An outer alarm is kept (the sooner fires) and set again when the block ends. One that falls
+    in a finaliser waits until it returns (raised there, Python would print and drop it)."""
     if not can_alarm():
         yield
         return
@@ -195,9 +166,7 @@ def alarm(seconds: float, message: str) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
         if outer_left:
             signal.setitimer(signal.ITIMER_REAL, max(1e-3, outer_left - (time.monotonic() - t0)))
-    if (
-        due
-    ):  # the alarm fell in a finaliser and the block ended before it could be raised: stop here
+    if due:  # the alarm fell in a finaliser and the block ended before it could be raised
         raise OverBudget(message)
 
 

@@ -1,10 +1,6 @@
-"""A lesson's claims are data beside the lesson, not sentences in its cells (docs/results.md).
-
-Each claim is an id, a sentence and a rule over the numbers a run recorded in results.json (its rows, comparisons
-and notes). A notebook's cells record numbers; one closing cell evaluates the lesson's claims
-(``helpers/lessons/<lesson>/checks.py``: ``NOTEBOOK`` and ``CLAIMS``) with ``evaluate``; a test evaluates the same
-claims on the recorded GPU reference (``data/reference/``), so a claim can be reworded or tested without running a
-notebook. A claim whose figure the run did not record is false, and says which figure was missing."""
+"""A lesson's claims as data beside the lesson (``helpers/lessons/<lesson>/checks.py``), judged over a run's
+results.json in one closing cell (``evaluate``) and by a test over the GPU reference's; a claim whose figure the run
+did not record is false and says which (docs/results.md)."""
 
 from __future__ import annotations
 

@@ -36,15 +36,10 @@ def readable(df):
     out = df.copy()
     for col in out.columns:
         s = out[col]
-        if pd.api.types.is_bool_dtype(s) or not pd.api.types.is_numeric_dtype(s):
+        if not pd.api.types.is_float_dtype(s):
             continue
         vals = s.dropna()
-        if (
-            len(vals)
-            and pd.api.types.is_float_dtype(s)
-            and (vals == vals.round()).all()
-            and vals.abs().max() < 2**53
-        ):
+        if len(vals) and (vals == vals.round()).all() and vals.abs().max() < 2**53:
             out[col] = s.astype("Int64")
     if "error" in out.columns and not out["error"].fillna("").astype(str).str.strip().any():
         out = out.drop(columns="error")
@@ -85,18 +80,14 @@ def frame(df):
     return _frame()(df)
 
 
-# The cells of a shown table: long text wraps at spaces inside its cell (and a long path or name after its "/", ".",
-# "_", never inside a word); a long text is at most TEXT_EM wide, so that a table of a few numbers and a sentence fits
-# an output area of 1000 px (JupyterLab's at 1400 px with the file browser open). Cells hold no fixed width.
+# A shown table's long text wraps inside its cell, at most TEXT_EM wide: a table of a few numbers and a sentence
+# fits an output area of 1000 px
 TEXT_EM = 28
 LONG_TEXT = 40  # characters: a text longer than this is boxed to TEXT_EM and left-aligned
-_CELL_CSS = [
-    {
-        "selector": "td, th",
-        "props": "white-space: normal; overflow-wrap: normal; word-break: normal; "
-        "padding: 0.4em 0.35em;",
-    }
-]
+_CELL_PROPS = (
+    "white-space: normal; overflow-wrap: normal; word-break: normal; padding: 0.4em 0.35em;"
+)
+_CELL_CSS = [{"selector": "td, th", "props": _CELL_PROPS}]
 _BREAK_AFTER = ("/", ".", "_", "\\", "::", ",")
 
 
@@ -187,16 +178,14 @@ class Text:
     __repr__ = __str__
 
 
-def wrapped(text, width: int = LINE_WIDTH, indent: str = "    ") -> str:
-    """``text`` for ``print``: each line longer than ``width`` wrapped at spaces (``textwrap``, never inside a word),
-    its continuation lines indented by ``indent``."""
+def wrapped(text) -> str:
+    """``text`` for ``print``: each line longer than ``LINE_WIDTH`` wrapped at spaces (``textwrap``, never inside a
+    word), its continuation lines indented."""
+    fill = textwrap.TextWrapper(
+        LINE_WIDTH, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False
+    ).fill
     return "\n".join(
-        textwrap.fill(
-            line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
-        )
-        if len(line) > width
-        else line
-        for line in str(text).splitlines()
+        fill(line) if len(line) > LINE_WIDTH else line for line in str(text).splitlines()
     )
 
 
@@ -252,23 +241,19 @@ def cell(v, precision: int = 2) -> str:
     if isinstance(v, numbers.Real):
         return f"{float(v):.{precision}f}"
     text = wrappable(v)
-    if (
-        len(str(v)) > LONG_TEXT
-    ):  # overflow-wrap: a word wider than the box breaks rather than run over
+    if len(str(v)) > LONG_TEXT:  # overflow-wrap: a word wider than the box breaks
         box = f"max-width: {TEXT_EM}em; min-width: 10em; text-align: left; overflow-wrap: anywhere"
         return f'<div style="{box}">{text}</div>'
     return text
 
 
-# Columns of operator and kernel names (these, or ending ``_kernel``/``_op``/``_kernel_name``): shown ``short_name``'d
-# (a CUDA kernel's C++ signature runs to ~250 characters); the data keeps the full names. Other text columns (row
-# names, sentences) are left whole.
+# Columns of operator and kernel names (these, or ending ``_kernel``/``_op``/``_kernel_name``), shown short (a
+# kernel's C++ signature runs to ~250 characters); the data keeps the full names
 NAME_COLUMNS = ("name", "kernel", "op", "operator", "top_op", "top_kernel")
 NAME_WIDTH = 60
 
 
-# TorchInductor names a compiled graph by a 52-character hash ("## Call CompiledFxGraph fzvz5b6…##"): one word that
-# cannot wrap and ran over the next column; its first 8 characters tell a step's graphs apart
+# TorchInductor names a compiled graph by a 52-character hash, one word that cannot wrap: 8 characters tell them apart
 _GRAPH_HASH = re.compile(r"(CompiledFxGraph \w{8})\w{9,}…?")
 
 
@@ -289,19 +274,7 @@ def short_names(df, width: int = NAME_WIDTH):
         if isinstance(c, str)
         and (c in NAME_COLUMNS or c.endswith(("_kernel", "_op", "_kernel_name")))
     ]
-    cols = [
-        c
-        for c in names
-        if df[c]
-        .map(
-            lambda v: (
-                isinstance(v, str)
-                and (len(v) > width or looks_like_signature(v) or bool(_GRAPH_HASH.search(v)))
-            )
-        )
-        .any()
-    ]
-    return df.assign(**{c: df[c].map(one) for c in cols}) if cols else df
+    return df.assign(**{c: df[c].map(one) for c in names}) if names else df
 
 
 def styled(df, precision: int = 2, hide_index: bool = True, **fmt):
@@ -325,10 +298,7 @@ def styled(df, precision: int = 2, hide_index: bool = True, **fmt):
     st = out.style.hide(axis="index") if hide_index else out.style
     st = st.format(formats, precision=precision, na_rep="–", **fmt)
     st = st.set_table_styles(_CELL_CSS, overwrite=False)
-    left = [
-        {"selector": "th", "props": "text-align: left;"},
-        {"selector": "td", "props": "text-align: left;"},
-    ]
+    left = [{"selector": "th, td", "props": "text-align: left;"}]
     return (
         st.set_table_styles({c: left for c in text}, overwrite=False)
         if text and out.columns.is_unique

@@ -1,7 +1,4 @@
-"""Where am I running? Device, scale, seeding, determinism and a one-line summary.
-
-Taught in every notebook's set-up cell (``01_profiler_basics`` explains it first).
-"""
+"""Where am I running? Device, scale, seeding, determinism and a one-line summary (every set-up cell)."""
 
 from __future__ import annotations
 
@@ -29,9 +26,7 @@ SCALE_ENV = "PERF_SCALE"
 SIZES_ENV = "PERF_SIZES"
 
 
-# Where a GPU driver shows itself: NVIDIA's (its /proc entry, its device files), WSL 2's GPU device (CUDA on a Windows
-# laptop's GPU, without either of those) and ROCm's kernel driver (HIP builds of torch answer torch.cuda too). With none
-# of them torch.cuda.is_available() is False.
+# Where a GPU driver shows itself: NVIDIA's /proc entry and device files, WSL 2's GPU device, ROCm's kernel driver
 GPU_DRIVER_PATHS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg", "/dev/kfd")
 
 
@@ -41,9 +36,8 @@ def no_gpu_driver(paths: tuple[str, ...] = GPU_DRIVER_PATHS) -> bool:
 
 
 def cuda_available() -> bool:
-    """``torch.cuda.is_available()``. Where torch is not imported yet and the machine has no GPU driver at all
-    (``no_gpu_driver``), False without importing it: importing torch takes ~3 s, and the processes that only ask
-    this (pytest's configuration, ``make lab``'s log level, the runner's default scale) never need it."""
+    """``torch.cuda.is_available()``, without importing torch (~3 s) where it is not imported yet and the machine has
+    no GPU driver at all (``no_gpu_driver``)."""
     if "torch" not in sys.modules and no_gpu_driver():
         return False
     import torch
@@ -89,9 +83,6 @@ def params(
     object, e.g. ``{"rounds": 2}``) overrides some, for a test that needs the notebook to run, not its numbers (the
     browser test); the keys it changed are listed under ``"overrides"``. An unknown key or a non-object is refused."""
     s = get_scale(scale)
-    missing = [k for k in SCALES if k not in sizes]
-    if missing:
-        raise KeyError(f"sizes table lacks the scale(s) {missing}")
     out = dict(sizes[s])
     raw = (os.environ if environ is None else environ).get(SIZES_ENV, "").strip()
     if raw:
@@ -151,18 +142,18 @@ def device_name(device=None) -> str:
     import torch
 
     dev = device if device is not None else get_device()
-    return (
-        torch.cuda.get_device_name(dev)
-        if is_cuda(dev)
-        else platform.processor() or platform.machine() or "cpu"
-    )
+    if is_cuda(dev):
+        return torch.cuda.get_device_name(dev)
+    return platform.processor() or platform.machine() or "cpu"
+
+
+_VERSION = re.compile(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", re.M)
 
 
 def package_version(name: str) -> str | None:
-    """An installed package's ``__version__`` without importing it where it is not imported yet (importing
-    torchvision, which imports torch._dynamo, and timm costs ~3 s a process): read from the ``version.py`` that an
-    import would find (torchvision's carries its build, ``0.29.1+cu130``, which its distribution's metadata leaves
-    out), else from the distribution's metadata; None when it is not installed."""
+    """An installed package's ``__version__`` without importing it (torchvision and timm take ~3 s): from the
+    ``version.py`` an import would find (torchvision's carries its build, ``+cu130``), else from its distribution's
+    metadata; None when it is not installed."""
     m = sys.modules.get(name)
     if m is not None:
         return getattr(m, "__version__", None)
@@ -176,9 +167,7 @@ def package_version(name: str) -> str | None:
     for folder in spec.submodule_search_locations or []:
         f = Path(folder) / "version.py"
         if f.is_file():
-            found = re.search(
-                r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", f.read_text(errors="replace"), re.M
-            )
+            found = _VERSION.search(f.read_text(errors="replace"))
             if found:
                 return found.group(1)
     from importlib import metadata
@@ -236,10 +225,8 @@ def env_summary(device=None) -> str:
 
 
 KINETO_LOG_ENV = "KINETO_LOG_LEVEL"
-# Kineto (the profiler's tracing library) logs to stderr with these severities, read once from
-# $KINETO_LOG_LEVEL when the first profile starts in a process (not at `import torch`):
-# 0 verbose, 1 info, 2 warning, 3 stage, 4 error, 5 USDT probe markers ("profiler_start/stop").
-# A message shows when its severity >= the level.
+# Kineto's severities (a message shows when its severity >= the level): 0 verbose, 1 info, 2 warning, 3 stage,
+# 4 error, 5 USDT probe markers ("profiler_start/stop")
 KINETO_LEVEL_CPU = 6  # no GPU: every line is noise (its failed GPU probe, the probe markers)
 KINETO_LEVEL_GPU = 4  # a GPU: keep Kineto's errors (CUPTI failures explain a trace without kernels)
 
@@ -251,10 +238,9 @@ def kineto_log_level(cuda: bool | None = None) -> int:
 
 
 def quiet_logs(cuda: bool | None = None) -> dict[str, str]:
-    """Silence library log lines that are not part of a lesson, at their source: torch 2.10/2.11's spurious profiler
-    warning (``quiet_profiler_warning``) and, unless already set (``KINETO_LOG_LEVEL=0`` still shows everything),
-    ``$KINETO_LOG_LEVEL`` (``kineto_log_level``), which Kineto reads when the process's first profile starts: call
-    this before profiling (``make test``/``run``/``lab`` also set it). Returns the variables it set."""
+    """Silence library log lines that are not part of a lesson: torch's spurious profiler warning and, unless already
+    set, ``$KINETO_LOG_LEVEL``, which Kineto reads when the process's first profile starts (call this before
+    profiling). Returns the variables it set."""
     quiet_profiler_warning()
     if os.environ.get(KINETO_LOG_ENV, "").strip():
         return {}

@@ -1,9 +1,5 @@
-"""Thin ipywidgets panels: controls, a Run button, an Output area.
-
-Every experiment is a plain function with defaults; the notebook calls it with the defaults (so a headless run
-produces results), and the panel re-runs the *same* function with the reader's values and appends a row to the
-results table. Headless (nbmake, ``make run``) the button never fires: that is why the default call is explicit.
-"""
+"""Thin ipywidgets panels: controls, a Run button, an Output area, re-running a notebook's experiment function with
+the reader's values (the notebook calls it once with its defaults, so a headless run has its results)."""
 
 from __future__ import annotations
 
@@ -33,6 +29,10 @@ def run_panel(
     out = w.Output()
     status = w.HTML(value="")
 
+    def tell(word: str, text: str) -> None:
+        status.value = f"<b style='color:#b00'>{word}:</b> {html.escape(text, quote=False)}"
+        print(f"{word}: {text}")
+
     def on_click(_=None):
         values = {k: c.value for k, c in controls.items()}
         with out:
@@ -41,8 +41,7 @@ def run_panel(
                 if validate is not None:
                     values = validate(values)
             except (InvalidValue, ValueError) as exc:
-                status.value = f"<b style='color:#b00'>Refused:</b> {exc}"
-                print(f"Refused: {exc}")
+                tell("Refused", str(exc))
                 return None
             status.value = "Running…"
             button.disabled = True
@@ -50,28 +49,22 @@ def run_panel(
             try:
                 result = run(**values)
             except Exception as exc:  # noqa: BLE001 - shown to the reader, not raised
-                status.value = f"<b style='color:#b00'>Failed:</b> {type(exc).__name__}: {exc}"
-                print(f"Failed: {type(exc).__name__}: {exc}")
+                tell("Failed", f"{type(exc).__name__}: {exc}")
                 return None
             finally:
                 button.disabled = False
             added = results.experiments[before:] if results is not None else []
             failed = [r for r in added if r.get("status") == "failed"]
-            status.value = (
-                "Done: a row was added to the results table below."
-                if not failed
-                else f"<b style='color:#b00'>Failed:</b> {html.escape(failed_line(failed))}"
-            )
             if failed:
-                print(f"Failed: {failed_line(failed)}")
+                tell("Failed", failed_line(failed))
+            else:
+                status.value = "Done: a row was added to the results table below."
             if show is not None:
                 show(result)
             elif result is not None:
                 display(result)
             for row in [] if failed else added:
-                shown = same_setting(
-                    results.experiments[:before], row
-                )  # both readings, and why they differ
+                shown = same_setting(results.experiments[:before], row)
                 if shown is not None:
                     display(shown[0])
                     print(shown[1])
@@ -153,31 +146,18 @@ def why_they_differ(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
     """One line, from the numbers of two readings (``reading``) of one setting: the ratio of their means and what
     sets them apart: the profiler, interleaved rounds against one run, a single cold step, a tail of long steps, the
     spread of each. "Within noise" only when each mean lies inside the other's spread (``_spread``)."""
-    a, b, na, nb = (
-        old.get("step_ms_mean"),
-        new.get("step_ms_mean"),
-        old.get("reading"),
-        new.get("reading"),
-    )
+    a, b = old.get("step_ms_mean"), new.get("step_ms_mean")
+    na, nb = old.get("reading"), new.get("reading")
     if not (_num(a) and _num(b) and a > 0 and b > 0):
         return f"{na} or {nb} has no mean step (failed or skipped): nothing to set side by side."
     head = f"{nb} reads {b / a:.2f}x {na} ({b:.1f} against {a:.1f} ms)"
     sa, sb = _spread(old), _spread(new)
     if sa and sb and sa[1] <= b <= sa[2] and sb[1] <= a <= sb[2]:
-        return (
-            head
-            + f"; each mean lies within the other's spread ({sa[0]}): one setting, within this machine's noise."
-        )
+        return f"{head}; each mean lies within the other's spread ({sa[0]}): one setting, within noise."
     facts = []
-    if old.get("profiled") != new.get("profiled") and None not in (
-        old.get("profiled"),
-        new.get("profiled"),
-    ):
+    if {old.get("profiled"), new.get("profiled")} == {"yes", "no"}:
         facts.append(f"{nb if new['profiled'] == 'yes' else na} ran under the profiler")
-    if old.get("rounds") != new.get("rounds") and None not in (
-        old.get("rounds"),
-        new.get("rounds"),
-    ):
+    if None not in (old.get("rounds"), new.get("rounds")) and old["rounds"] != new["rounds"]:
         facts.append(f"{na} pooled {old['rounds']} interleaved round(s), {nb} {new['rounds']}")
     for r in (old, new):
         if r.get("steps_timed") == 1:
@@ -194,15 +174,9 @@ def why_they_differ(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
             f"spread ({kind}): {sa[1]:.1f}-{sa[2]:.1f} against {sb[1]:.1f}-{sb[2]:.1f} ms, neither holding "
             f"the other's mean: the machine ran the step at another speed{busier}"
         )
-    return (
-        head
-        + (
-            "; " + "; ".join(facts)
-            if facts
-            else "; no spread was recorded to tell noise from a change"
-        )
-        + "."
-    )
+    if not facts:
+        facts = ["no spread was recorded to tell noise from a change"]
+    return f"{head}; {'; '.join(facts)}."
 
 
 def same_setting(earlier_rows: Sequence[Mapping[str, Any]], row: Mapping[str, Any], last: int = 3):

@@ -1,11 +1,7 @@
-"""A reference GPU's numbers beside the reader's, never instead of them.
-
-A reference run is a notebook's pack from a GPU machine unpacked under ``data/reference/<gpu>/<notebook>/``
-(results.json, figures, executed copy, ``traces/``); ``$PERF_REFERENCE_DIR`` moves the root,
-``$PERF_REFERENCE_GPU`` picks a ``<gpu>``, optional ``<gpu>/about.json`` says how it was made. ``note(NB)`` loads it
-(or says there is none: None); ``add_column``, ``show_figures``, ``show_trace``, ``article_table`` put it beside this
-run's. Every function takes None and adds nothing; a value not measured reads ``NOT_RUN``, never NaN. Rows match by
-name; the reference ran at its own scale, another machine's figures, not the expected result."""
+"""A reference GPU's numbers beside the reader's, never instead of them: a GPU run's pack unpacked under
+``data/reference/<gpu>/<notebook>/`` (``$PERF_REFERENCE_DIR`` moves the root, ``$PERF_REFERENCE_GPU`` picks a
+``<gpu>``; docs/gpu.md). Every function takes None for "no reference" and adds nothing; a value not measured there
+reads ``NOT_RUN``, never NaN."""
 
 from __future__ import annotations
 
@@ -16,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..project import folder
 from .display import header
 
 ROOT_ENV = "PERF_REFERENCE_DIR"
@@ -27,11 +24,7 @@ NOT_MEASURED = "not measured in this run"
 
 def reference_root() -> Path:
     """``$PERF_REFERENCE_DIR`` or the project's ``data/reference``."""
-    if env := os.environ.get(ROOT_ENV, "").strip():
-        return Path(env)
-    from .env import project_root
-
-    return project_root() / "data" / "reference"
+    return folder(ROOT_ENV, "data", "reference")
 
 
 @dataclass
@@ -46,17 +39,13 @@ class Reference:
     def label(self) -> str:
         return f"reference ({self.gpu})"
 
-    @property
-    def scale(self) -> str | None:
-        return self.doc.get("scale")
-
     def source(self) -> str:
         """Where the numbers come from: the GPU's name, torch, scale and whether the run was cut short."""
         env = self.doc.get("env", {})
         bits = [
             env.get("device_name") or env.get("device") or "unknown device",
             f"torch {env.get('torch', '?')}",
-            f"{self.scale or '?'} scale",
+            f"{self.doc.get('scale') or '?'} scale",
         ]
         if self.doc.get("interrupted"):
             bits.append("interrupted: some experiments missing")
@@ -117,13 +106,10 @@ def lookup(
     first ``<gpu>`` folder (by name) that has this notebook's results.json."""
     base = Path(root) if root is not None else reference_root()
     gpu = gpu or os.environ.get(GPU_ENV, "").strip() or None
-    candidates = (
-        [base / gpu]
-        if gpu
-        else sorted(p for p in base.iterdir() if p.is_dir())
-        if base.is_dir()
-        else []
-    )
+    if gpu:
+        candidates = [base / gpu]
+    else:
+        candidates = sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
     for folder in candidates:
         path = folder / notebook / "results.json"
         if not path.is_file():
@@ -135,7 +121,7 @@ def lookup(
         except (OSError, ValueError) as exc:
             return (
                 None,
-                f"The reference {path} could not be read ({type(exc).__name__}: {str(exc)[:120]}): none shown.",
+                f"The reference {shown(path)} could not be read ({type(exc).__name__}: {str(exc)[:120]}): none shown.",
             )
         ref = Reference(folder.name, path.parent, doc)
         about = {}
@@ -162,31 +148,28 @@ def note(notebook: str, gpu: str | None = None, root: Path | str | None = None) 
     return ref
 
 
-def add_column(
-    df, ref: Reference | None, metric: str, on: str = "experiment", label: str | None = None
-):
+def add_column(df, ref: Reference | None, metric: str, on: str = "experiment"):
     """``df`` (an ``on`` column of experiment names) with a column ``reference (<gpu>): <metric in words>``, the
     reference's ``metric`` of each experiment, right after ``metric`` (else last). Unchanged without a reference."""
     if ref is None or on not in df.columns:
         return df
     out = df.copy()
-    col = label or f"{ref.label}: {header(metric)}"
-    values = [
-        ref.metric(name, metric) for name in out[on]
-    ]  # JSON values: only NaN is not equal to itself
+    col = f"{ref.label}: {header(metric)}"
+    values = [ref.metric(name, metric) for name in out[on]]  # JSON: only NaN is not equal to itself
     at = list(out.columns).index(metric) + 1 if metric in out.columns else len(out.columns)
     out.insert(at, col, [NOT_RUN if v is None or v != v else v for v in values])
     return out
 
 
+def _has_ratio(entry: dict[str, Any] | None) -> bool:
+    ratio = (entry or {}).get("ratio")
+    return isinstance(ratio, (int, float)) and ratio == ratio
+
+
 def ratio_text(entry: dict[str, Any] | None, missing: str = NOT_RUN) -> str:
     """A comparison as ``1.97x [1.87, 2.04] faster`` (ratio a/b, its 95% interval, its verdict); ``missing`` when
     there is none or it has no ratio."""
-    if (
-        not entry
-        or not isinstance(entry.get("ratio"), (int, float))
-        or entry["ratio"] != entry["ratio"]
-    ):
+    if not _has_ratio(entry):
         return missing
     text = f"{entry['ratio']:.2f}x"
     if isinstance(entry.get("low"), (int, float)) and isinstance(entry.get("high"), (int, float)):
@@ -198,16 +181,11 @@ def agreement(
     article_ratio: float | None,
     entry: dict[str, Any] | None,
     missing: str = NOT_RUN,
-    margin: float = 0.25,
 ) -> str:
     """Whether ``entry`` (ratio a/b, ``low``/``high``) reproduces the article's ratio: "yes" (interval on its side of 1,
-    within ``margin``), "yes, larger"/"yes, smaller", "no, reversed", "not resolved", "no (article: no effect)"
+    within 25%), "yes, larger"/"yes, smaller", "no, reversed", "not resolved", "no (article: no effect)"
     (``article_ratio`` 1.0), ``missing`` without one."""
-    if (
-        not entry
-        or not isinstance(entry.get("ratio"), (int, float))
-        or entry["ratio"] != entry["ratio"]
-    ):
+    if not _has_ratio(entry):
         return missing
     if article_ratio is None:
         return "no article figure"
@@ -222,9 +200,9 @@ def agreement(
     import math
 
     effect, art = abs(math.log(entry["ratio"])), abs(math.log(article_ratio))
-    if effect > art * (1 + margin) and min(abs(math.log(lo)), abs(math.log(hi))) > art:
+    if effect > art * 1.25 and min(abs(math.log(lo)), abs(math.log(hi))) > art:
         return "yes, larger"
-    if effect < art * (1 - margin) and max(abs(math.log(lo)), abs(math.log(hi))) < art:
+    if effect < art * 0.75 and max(abs(math.log(lo)), abs(math.log(hi))) < art:
         return "yes, smaller"
     return "yes"
 
@@ -256,10 +234,8 @@ def article_table(rows: Iterable[dict[str, Any]]):
                 return ratio_text(v, missing), agreement(r.get("article_ratio"), v, missing)
             return str(v), r.get("agrees", "–")
 
-        (ref, ref_ok), (mine, mine_ok) = (
-            side(r.get("reference"), NOT_RUN),
-            side(r.get("this_run"), NOT_MEASURED),
-        )
+        ref, ref_ok = side(r.get("reference"), NOT_RUN)
+        mine, mine_ok = side(r.get("this_run"), NOT_MEASURED)
         plain = ref_ok.startswith("yes") and mine_ok.startswith("yes")
         out.append(
             {

@@ -1,14 +1,11 @@
-"""Results are data: a table that grows as experiments run, results.json, figures.
-
-The contract (docs/results.md): ``results/<notebook stem>/results.json`` holds
-``{"notebook", "scale", "env", "experiments": [...], "checks": {...}}``.
-"""
+"""Results are data: a table that grows as experiments run, results.json (its contract: docs/results.md), figures."""
 
 from __future__ import annotations
 
 import contextlib
 import gc
 import json
+import math
 import os
 import re
 import tempfile
@@ -16,6 +13,9 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from perf_doctor.stats import VERDICTS
+
+from ..project import folder
 from .display import frame, readable, wrapped
 
 RESULTS_ENV = "PERF_RESULTS_DIR"
@@ -25,11 +25,7 @@ CHECK_ID = re.compile(r"[a-z][a-z0-9_]{0,59}")
 
 def results_root() -> Path:
     """``$PERF_RESULTS_DIR`` or ``results/`` at the project root (beside notebooks/)."""
-    if env := os.environ.get(RESULTS_ENV):
-        return Path(env)
-    from .env import project_root
-
-    return project_root() / "results"
+    return folder(RESULTS_ENV, "results")
 
 
 def current_umask() -> int:
@@ -76,7 +72,7 @@ def _jsonable(x: Any) -> Any:
     if isinstance(x, (str, int, bool)) or x is None:
         return x
     if isinstance(x, float):
-        return x if x == x and x not in (float("inf"), float("-inf")) else None
+        return x if math.isfinite(x) else None
     if hasattr(x, "item"):
         with contextlib.suppress(Exception):
             return _jsonable(x.item())
@@ -95,12 +91,10 @@ class Results:
         root: Path | str | None = None,
         autosave: bool = True,
     ):
-        self.notebook, self.scale, self.env, self.autosave = (
-            notebook,
-            scale,
-            dict(env or {}),
-            autosave,
-        )
+        self.notebook = notebook
+        self.scale = scale
+        self.env = dict(env or {})
+        self.autosave = autosave
         self.experiments: list[dict[str, Any]] = []
         self.comparisons: list[dict[str, Any]] = []
         self.checks: dict[str, bool] = {}
@@ -108,7 +102,6 @@ class Results:
         self.notes: dict[str, Any] = {}
         self.dir = Path(root) if root is not None else results_root() / notebook
 
-    # -- experiments ---------------------------------------------------------
     def add(
         self,
         name: str,
@@ -127,8 +120,7 @@ class Results:
             "error": error,
         }
         self.experiments.append(row)
-        if self.autosave:
-            self.save()
+        self._changed()
         return row
 
     def record(
@@ -156,10 +148,9 @@ class Results:
                 print(wrapped(f"[failed] {name}: {err}"))
             if os.environ.get("PERF_DEBUG"):
                 traceback.print_exc()
-            if not isinstance(
-                exc, ValueError
-            ):  # a refused setting allocated nothing: no collection (seconds
-                gc.collect()  # in a process holding many compiled graphs)
+            # a refused setting allocated nothing: no collection (seconds with many compiled graphs)
+            if not isinstance(exc, ValueError):
+                gc.collect()
                 with contextlib.suppress(Exception):
                     import torch
 
@@ -168,9 +159,7 @@ class Results:
             return self.add(name, config, {}, status="failed", error=err)
         row = self.add(name, config, metrics or {}, status="ok")
         if verbose:
-            mean = row["metrics"].get(
-                "step_ms_mean"
-            )  # the statistic the verdicts use (docs/results.md)
+            mean = row["metrics"].get("step_ms_mean")  # the statistic the verdicts use
             extra = f" (mean step {mean:.2f} ms)" if isinstance(mean, (int, float)) else ""
             print(wrapped(f"[ok] {name}{extra}"))
         return row
@@ -183,7 +172,6 @@ class Results:
         row = self.get(name)
         return default if row is None or row["status"] != "ok" else row["metrics"].get(key, default)
 
-    # -- checks --------------------------------------------------------------
     def check(self, check_id: str, value: bool, claim: str | None = None) -> bool:
         """Record a claim computed from this run under a stable id: ``checks`` maps ids to booleans, ``claims`` ids to
         their sentences; tests refer to ids."""
@@ -191,8 +179,7 @@ class Results:
             raise ValueError(f"a check id is lower_snake_case, at most 60 characters: {check_id!r}")
         self.checks[check_id] = bool(value)
         self.claims[check_id] = claim or check_id.replace("_", " ")
-        if self.autosave:
-            self.save()
+        self._changed()
         return bool(value)
 
     def compare_times(
@@ -206,8 +193,7 @@ class Results:
         self.comparisons = [
             c for c in self.comparisons if (c["a"], c["b"], c["metric"]) != (a, b, metric)
         ] + [entry]
-        if self.autosave:
-            self.save()
+        self._changed()
         return entry
 
     def comparison(self, a: str, b: str, metric: str | None = None) -> dict[str, Any] | None:
@@ -222,10 +208,8 @@ class Results:
     def note(self, key: str, value: Any) -> None:
         """Store an extra measured figure (for example a break-even step count)."""
         self.notes[key] = _jsonable(value)
-        if self.autosave:
-            self.save()
+        self._changed()
 
-    # -- output --------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return {
             "notebook": self.notebook,
@@ -237,6 +221,10 @@ class Results:
             "comparisons": _jsonable(self.comparisons),
             "notes": self.notes,
         }
+
+    def _changed(self) -> None:
+        if self.autosave:
+            self.save()
 
     def save(self) -> Path:
         path = self.dir / "results.json"
@@ -280,22 +268,9 @@ class Results:
 
         from ..measure.compare import takes
 
-        cols = ["b", "a", "metric", "b / a", "interval", "floor", "verdict"]
-        rows = []
-        for c in self.comparisons:
-            t = takes(c)
-            rows.append(
-                {
-                    "b": c.get("b"),
-                    "a": c.get("a"),
-                    "metric": c.get("metric"),
-                    "b / a": t["time_ratio"],
-                    "interval": t["interval"],
-                    "floor": c.get("floor"),
-                    "verdict": t["verdict"],
-                }
-            )
-        return frame(pd.DataFrame(rows, columns=cols))
+        cols = ["b", "a", "metric", "time_ratio", "interval", "floor", "verdict"]
+        rows = [c | takes(c) for c in self.comparisons]
+        return frame(pd.DataFrame(rows, columns=cols).rename(columns={"time_ratio": "b / a"}))
 
     def savefig(self, fig, name: str) -> Path:
         path = self.dir / f"{name}.png"
@@ -314,30 +289,22 @@ def load(notebook: str, root: Path | str | None = None) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
+def _lacks(what: str, d: Mapping[str, Any], keys: tuple[str, ...]) -> list[str]:
+    return [f"{what} lacks {k!r}" for k in keys if k not in d]
+
+
 def validate(doc: Mapping[str, Any]) -> list[str]:
     """Problems with a results document against the contract (empty when it conforms)."""
-    problems = [
-        f"missing key {k!r}"
-        for k in ("notebook", "scale", "env", "experiments", "checks")
-        if k not in doc
-    ]
+    problems = _lacks("the document", doc, ("notebook", "scale", "env", "experiments", "checks"))
     if problems:
         return problems
-    problems += [
-        f"env lacks {key!r}"
-        for key in ("python", "torch", "device", "cpu_count")
-        if key not in doc["env"]
-    ]
+    problems += _lacks("env", doc["env"], ("python", "torch", "device", "cpu_count"))
     if doc["scale"] not in ("smoke", "full"):
         problems.append(f"scale {doc['scale']!r} is not smoke or full")
     if not doc["experiments"]:
         problems.append("no experiments")
     for i, e in enumerate(doc["experiments"]):
-        problems += [
-            f"experiment {i} lacks {key!r}"
-            for key in ("name", "config", "metrics", "status", "error")
-            if key not in e
-        ]
+        problems += _lacks(f"experiment {i}", e, ("name", "config", "metrics", "status", "error"))
         if e.get("status") not in STATUSES:
             problems.append(f"experiment {i} has status {e.get('status')!r}")
         if e.get("status") == "failed" and not e.get("error"):
@@ -348,16 +315,12 @@ def validate(doc: Mapping[str, Any]) -> list[str]:
         if not CHECK_ID.fullmatch(k):
             problems.append(f"check {k!r} is not an id (lower_snake_case)")
     for i, c in enumerate(doc.get("comparisons", [])):
-        missing = [k for k in ("a", "b", "metric", "ratio", "low", "high", "verdict") if k not in c]
+        missing = _lacks(
+            f"comparison {i}", c, ("a", "b", "metric", "ratio", "low", "high", "verdict")
+        )
         if missing:
-            problems.append(f"comparison {i} lacks {missing}")
-        elif c["verdict"] not in (
-            "faster",
-            "slower",
-            "faster, small",
-            "slower, small",
-            "no difference",
-        ):
+            problems += missing
+        elif c["verdict"] not in VERDICTS:
             problems.append(f"comparison {i} has verdict {c['verdict']!r}")
         elif not (c["low"] <= c["ratio"] <= c["high"]):
             problems.append(

@@ -1,9 +1,6 @@
-"""TensorBoard: per-experiment scalars and hparams, and an inline view that is checked.
-
-Taught in ``01_profiler_basics``; every notebook logs to one ``runs/`` folder. Importing this module changes
-nothing: ``prepare()`` (called by the notebooks' TensorBoard cell, and by ``start``) points ``%tensorboard`` at this
-environment's TensorBoard and registers the clean-up of the servers this process starts.
-"""
+"""TensorBoard: per-experiment scalars and hparams, and an inline view that is checked. Importing it changes nothing:
+``prepare()`` (called by ``inline`` and ``start``) points TensorBoard's launcher at this environment's and stops
+the servers this process starts at exit."""
 
 from __future__ import annotations
 
@@ -35,20 +32,16 @@ _prepared = False
 _logged: list[str] = []  # the notebooks whose experiments log_experiment wrote in this process
 
 
-def port_is_free(port: int) -> bool:
-    with socket.socket() as s, contextlib.suppress(OSError):
-        s.bind((HOST, port))
-        return True
-    return False
-
-
 def free_port(preferred: int = 6006) -> int:
     """``preferred`` when it is free, else a free port the OS picks; says so when it moves."""
-    if preferred and port_is_free(preferred):
-        return preferred
     with socket.socket() as s:
-        s.bind((HOST, 0))
+        try:
+            s.bind((HOST, preferred))
+        except OSError:
+            s.bind((HOST, 0))
         port = s.getsockname()[1]
+    if port == preferred:
+        return port
     if preferred:
         print(
             f"Port {preferred} on {HOST} is busy (another TensorBoard?); using port {port} instead."
@@ -57,10 +50,8 @@ def free_port(preferred: int = 6006) -> int:
 
 
 def notebook_logdir(notebook: str, clear: bool = False) -> Path:
-    """A folder of one notebook's runs alone, ``runs/tensorboard_<NN>`` (``NN``: the notebook's number), emptied
-    with ``clear``. Log into it (``log_experiment(..., root=notebook_logdir(NB))``) and serve it (``inline``): the
-    run names are then the experiments' own (``<name>-0``), not ``<notebook>/<name>-0``, which TensorBoard's run
-    columns cut to the notebook's name, and the frame's tables (HParams too) hold no other notebook's runs."""
+    """A folder of one notebook's runs alone, ``runs/tensorboard_<NN>`` (emptied with ``clear``): logged there and
+    served (``inline``), its runs keep their own names and TensorBoard's tables show no other notebook's."""
     import shutil
 
     folder = runs_dir() / f"tensorboard_{notebook.split('_', 1)[0]}"
@@ -129,10 +120,8 @@ class TensorBoardStatus:
 
 
 def prepare(preferred: int = 6006) -> int:
-    """Get ready to show TensorBoard: ``%tensorboard`` will run this environment's ``tensorboard``
-    (``$TENSORBOARD_BINARY``, unless set: the magic runs it from ``$PATH``, which a kernel started as
-    ``.venv/bin/python`` often lacks), the servers this process starts are stopped at exit, and the returned port is
-    ``preferred`` when it is free, else another free one (``free_port``, which says so)."""
+    """Get ready to show TensorBoard: ``$TENSORBOARD_BINARY`` (unless set) names this environment's ``tensorboard``,
+    the servers this process starts are stopped at exit; returns ``free_port(preferred)``."""
     global _prepared
     if not _prepared:
         exe = Path(sys.executable).with_name("tensorboard")
@@ -172,57 +161,13 @@ def wait_until_answering(port: int, timeout_s: float = 30.0) -> bool:
     return True
 
 
-def _same_dir(a: str | Path, b: str | Path) -> bool:
-    with contextlib.suppress(OSError):
-        return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
-    return str(a) == str(b)
-
-
-def check(
-    port: int, timeout_s: float = 30.0, logdir: str | Path | None = None, fallback: bool = True
-) -> TensorBoardStatus:
-    """Say plainly whether TensorBoard answered on ``port`` serving ``logdir`` (default ``env.runs_dir()``), and what
-    to do if not. When the port was taken (another notebook's TensorBoard), ``%tensorboard`` failed to launch and the
-    port answers with someone else's runs; then, with ``fallback``, a TensorBoard for ``logdir`` is started on a free
-    port and shown inline."""
-    want = Path(logdir) if logdir is not None else runs_dir()
-    url = f"http://{HOST}:{port}/"
-    ok = wait_until_answering(port, timeout_s)
-    served = served_logdir(port) if ok else None
-    if ok and _same_dir(served, want):
-        _remember_started(port)
-        msg = (
-            f"TensorBoard answered at {url} with this notebook's runs ({want}). The frame above shows it; "
-            "open that address in a browser tab for more room."
-        )
-        print(msg)
-        return TensorBoardStatus(port=port, url=url, answered=True, message=msg, logdir=str(want))
-    if ok:
-        why = (
-            f"Port {port} is answered by another TensorBoard, which serves {served}, not this notebook's runs "
-            f"({want}): the port was busy when the cell above ran, so its launch failed."
-        )
-    else:
-        why = f"TensorBoard did not answer at {url} within {timeout_s:.0f} s."
-    if fallback:
-        print(why + " Starting one on another port…")
-        status = start(want, port=free_port(0), timeout_s=max(timeout_s, 60.0), display=True)
-        if status.answered:
-            return status
-        why = f"{why} {status.message}"
-    msg = f"{why} {_by_hand(want)}"
-    print(msg)
-    return TensorBoardStatus(port=port, url=url, answered=False, message=msg, logdir=str(want))
-
-
 def start(
     logdir: str | Path | None = None,
     port: int | None = None,
     timeout_s: float = 60.0,
-    display: bool = False,
 ) -> TensorBoardStatus:
     """Start a TensorBoard for ``logdir`` on 127.0.0.1 (``port`` or a free one), stopped by ``stop_started()`` (also at
-    exit); ``display`` shows it inline."""
+    exit)."""
     from tensorboard import manager
 
     logdir = Path(logdir) if logdir is not None else runs_dir()
@@ -233,33 +178,23 @@ def start(
     if info is not None and wait_until_answering(info.port, timeout_s):
         if isinstance(result, manager.StartLaunched):
             _started_pids.add(info.pid)
-        else:
-            _remember_started(info.port)
         url = f"http://{HOST}:{info.port}/"
         msg = f"TensorBoard answered at {url} with the runs in {shown(logdir)}."
-        if display:
-            _display_inline(info.port)
         print(msg)
-        return TensorBoardStatus(
-            port=info.port, url=url, answered=True, message=msg, logdir=str(logdir)
-        )
+        return TensorBoardStatus(info.port, url, True, msg, str(logdir))
     pid = getattr(result, "pid", None)
     if pid:  # timed out: it may still come up later; stop it rather than leave it behind
         _started_pids.add(pid)
         stop(pid)
-    detail = (getattr(result, "stderr", "") or "").strip().splitlines()[-1:] or [
-        type(result).__name__
-    ]
-    msg = f"Could not start TensorBoard on port {port} ({detail[0]})."
-    return TensorBoardStatus(
-        port=port, url=f"http://{HOST}:{port}/", answered=False, message=msg, logdir=str(logdir)
-    )
+    lines = (getattr(result, "stderr", "") or "").strip().splitlines()
+    detail = lines[-1] if lines else type(result).__name__
+    msg = f"Could not start TensorBoard on port {port} ({detail})."
+    return TensorBoardStatus(port, f"http://{HOST}:{port}/", False, msg, str(logdir))
 
 
 def own_runs(logdir: Path | str) -> str | None:
-    """This notebook's runs in ``logdir``: the folders of the notebooks ``log_experiment`` wrote in this process,
-    else the folder of ``logdir`` written last (the notebook that just wrote its traces); None when it has none, or
-    when ``logdir`` holds none of those folders but the runs themselves (``notebook_logdir``: no filter needed)."""
+    """This notebook's runs in ``logdir`` (the folders ``log_experiment`` wrote in this process, else the one written
+    last), for ``frame_path``; None when there is none or ``logdir`` holds the runs themselves."""
     if _logged:
         inside = [n for n in _logged if (Path(logdir) / n).is_dir()]
         if not inside and Path(logdir).is_dir():
@@ -275,16 +210,10 @@ def own_runs(logdir: Path | str) -> str | None:
 def frame_path(runs: str | None = None, dashboard: str | None = None) -> str:
     """The path the inline frame opens: TensorBoard's ``runFilter`` (a regex over run names, its deep link) set to
     the runs under ``runs`` (``a|b``: folders), and ``#dashboard`` (``hparams``, ``timeseries``, ...)."""
-    query = (
-        (
-            "?"
-            + urllib.parse.urlencode(
-                {"runFilter": "^(" + "|".join(re.escape(r) for r in runs.split("|")) + ")/"}
-            )
-        )
-        if runs
-        else ""
-    )
+    query = ""
+    if runs:
+        pattern = "^(" + "|".join(re.escape(r) for r in runs.split("|")) + ")/"
+        query = "?" + urllib.parse.urlencode({"runFilter": pattern})
     return "/" + query + (f"#{dashboard}" if dashboard else "")
 
 
@@ -292,17 +221,15 @@ def inline(
     logdir: str | Path | None = None,
     preferred: int = 6006,
     timeout_s: float = 60.0,
-    runs: str | None = None,
     dashboard: str | None = None,
 ) -> TensorBoardStatus:
     """TensorBoard inside the notebook, checked, in one call: what ``%tensorboard --logdir runs --host 127.0.0.1``
-    shows (notebook 01 teaches the magic itself), on ``preferred`` or a free port (``prepare``). The frame lists
-    ``runs`` only (default ``own_runs``; the server serves them all) and opens on ``dashboard``. Returns the status;
-    its message says what to do when it did not answer."""
+    shows, on ``preferred`` or a free port (``prepare``), the frame listing this notebook's runs only (``own_runs``)
+    and open on ``dashboard``. The status's message says what to do when it did not answer."""
     want = Path(logdir) if logdir is not None else runs_dir()
-    status = start(want, port=prepare(preferred), timeout_s=timeout_s, display=False)
+    status = start(want, port=prepare(preferred), timeout_s=timeout_s)
     if status.answered:
-        _display_inline(status.port, frame_path(runs or own_runs(want), dashboard))
+        _display_inline(status.port, frame_path(own_runs(want), dashboard))
     else:
         print(f"{status.message} {_by_hand(want)}")
     return status
@@ -366,27 +293,6 @@ def profiler_runs(port: int, timeout_s: float = 60.0) -> dict[str, list[str]]:
         if (runs and not data.get("loading")) or time.time() >= deadline:
             return {run: list(api(port, f"{base}/views", {"run": run})) for run in runs}
         time.sleep(1.0)
-
-
-def _is_our_child(pid: int) -> bool:
-    with contextlib.suppress(Exception):  # no psutil, or the process is gone: read /proc
-        import psutil
-
-        return psutil.Process(pid).ppid() == os.getpid()
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid()
-    return False
-
-
-def _remember_started(port: int) -> None:
-    """Remember the TensorBoard on ``port`` for stopping, if this process started it (never someone else's)."""
-    with contextlib.suppress(Exception):  # best effort only
-        from tensorboard import manager
-
-        for info in manager.get_all():
-            if info.port == port and _is_our_child(info.pid):
-                _started_pids.add(info.pid)
 
 
 def stop(pid: int, timeout_s: float = 10.0) -> bool:

@@ -51,10 +51,6 @@ def test_schedule_records_only_active_steps_and_labels():
     assert totals["phase_a"] > 0 and totals["phase_b"] > 0 and totals["absent"] == 0.0
     df = profiling.events_frame(prof)
     assert int(df.set_index("name").loc["phase_a", "calls"]) == 2
-    text = profiling.table(prof, row_limit=5)
-    rows = table_rows(text)
-    assert 1 <= len(rows) <= 5
-    assert all(r in text for r in rows)
 
 
 def test_bad_schedule_rejected():
@@ -136,10 +132,7 @@ def test_cuda_label_copies_are_left_out():
     assert int(fwd["calls"]) == 2 and fwd["cpu_total_ms"] == pytest.approx(0.18)
     assert bool(df.set_index("name").loc["gemm_kernel", "on_device"]) is True
     assert profiling.label_totals(prof, ["forward"])["forward"] == pytest.approx(0.18)
-    text = profiling.table(prof, row_limit=5)
     assert profiling.sort_keys(prof.activities)["self"] == "self_device_time_total"
-    assert table_rows(text)[0] in ("aten::mm", "gemm_kernel")
-    assert "ProfilerStep" not in table_rows(text)[0]
 
 
 def _gpu_phase_profile(step_name="ProfilerStep*"):

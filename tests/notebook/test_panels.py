@@ -123,7 +123,7 @@ def test_why_they_differ_says_noise_when_the_middle_halves_overlap_and_names_the
         return {"reading": name, "step_ms_mean": mean, "step_ms_p25": p25, "step_ms_p75": p75, "profiled": profiled,
                 "rounds": rounds, "first_step_ms": None}
 
-    assert "within this machine's noise" in widgets.why_they_differ(r(78.8, 70.0, 105.0), r(103.2, 75.0, 120.0))
+    assert "one setting, within noise" in widgets.why_they_differ(r(78.8, 70.0, 105.0), r(103.2, 75.0, 120.0))
     # the middle halves overlap but a mean lies outside the other's: not noise
     assert "neither holding" in widgets.why_they_differ(r(78.8, 70.0, 90.0), r(103.2, 85.0, 120.0))
     # round means, where a row has them, judge the noise (02's baseline against its sweep point)

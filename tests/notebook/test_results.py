@@ -30,7 +30,7 @@ def test_record_ok_and_failed_rows_and_atomic_save(tmp_path, capsys):
 
 
 def test_validate_finds_problems():
-    assert "missing key 'checks'" in results.validate({"notebook": 1, "scale": "smoke", "env": {}, "experiments": []})
+    assert "the document lacks 'checks'" in results.validate({"notebook": 1, "scale": "smoke", "env": {}, "experiments": []})
     doc = {"notebook": "n", "scale": "tiny", "env": {}, "experiments": [{"name": "a", "config": {}, "metrics": {},
            "status": "failed", "error": None}], "checks": {"c": "yes"}}
     probs = results.validate(doc)

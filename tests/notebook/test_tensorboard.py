@@ -68,39 +68,6 @@ def test_profiler_plugin_lists_the_run_and_its_views(server):
     assert "Overview" in runs["traces/tiny"], runs
 
 
-def test_check_says_it_answered_with_this_notebooks_runs(server, capsys):
-    status = tb.check(server.port, timeout_s=30, logdir=server.logdir, fallback=False)
-    assert status.answered and status.port == server.port
-    assert "answered" in capsys.readouterr().out
-
-
-def test_busy_port_gives_a_clear_message_and_another_port(server, tmp_path, capsys):
-    """The port answers, but with another logdir (someone else's TensorBoard): start ours elsewhere."""
-    mine = tmp_path / "mine"
-    tb.log_experiment("nb2", "other", {"x": 1}, {"m": 2.0}, step_times_ms=[1.0], root=mine / "nb2")
-    before = set(tb._started_pids)
-    status = tb.check(server.port, timeout_s=30, logdir=mine, fallback=True)
-    try:
-        out = capsys.readouterr().out
-        assert "another TensorBoard" in out and "Starting one on another port" in out, out
-        assert status.answered and status.port != server.port, status
-        assert tb.served_logdir(status.port) == str(mine)
-        assert "nb2/other-0" in tb.scalar_runs(status.port)
-    finally:
-        for pid in set(tb._started_pids) - before:
-            assert tb.stop(pid)
-    assert tb.served_logdir(status.port) is None
-    assert tb.served_logdir(server.port) == str(server.logdir), "the other server must be left running"
-
-
-def test_no_answer_says_what_to_do(capsys):
-    port = tb.free_port(0)
-    status = tb.check(port, timeout_s=1, logdir="/nonexistent", fallback=False)
-    assert not status.answered
-    out = capsys.readouterr().out
-    assert "did not answer" in out and "tensorboard --logdir" in out
-
-
 def test_stop_leaves_servers_it_did_not_start_alone():
     assert tb.stop(os.getppid()) is False
 
