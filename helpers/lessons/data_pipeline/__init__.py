@@ -3,48 +3,8 @@
 
 from . import experiment, transforms, views
 from .experiment import StandIn, make_trainer, summarize
-from .transforms import (
-    VARIANTS,
-    Compose,
-    ConvertColor,
-    CropParams,
-    ImageDataset,
-    RandomMask,
-    Scale,
-    check_decode,
-    check_settings,
-    collate_batch_transforms,
-    collate_bytes,
-    decode_on_device,
-    dilate_convolve,
-    dilate_shift,
-    load_image,
-    sample_paths,
-    worker_errors,
-)
-
-__all__ = [
-    "experiment",
-    "transforms",
-    "views",
-    "StandIn",
-    "make_trainer",
-    "summarize",
-    "VARIANTS",
-    "Compose",
-    "ConvertColor",
-    "CropParams",
-    "ImageDataset",
-    "RandomMask",
-    "Scale",
-    "check_decode",
-    "check_settings",
-    "collate_batch_transforms",
-    "collate_bytes",
-    "decode_on_device",
-    "dilate_convolve",
-    "dilate_shift",
-    "load_image",
-    "sample_paths",
-    "worker_errors",
-]
+from .transforms import VARIANTS, Compose, ConvertColor, CropParams, ImageDataset
+from .transforms import RandomMask, Scale, check_decode, check_settings
+from .transforms import collate_batch_transforms, collate_bytes, decode_on_device
+from .transforms import dilate_convolve, dilate_shift, load_image, sample_paths
+from .transforms import worker_errors

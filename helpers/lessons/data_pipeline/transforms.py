@@ -77,14 +77,8 @@ class ImageDataset(Dataset):
             raise ValueError(
                 f"the dataset needs image paths and a length of at least 1 (got {length})"
             )
-        self.paths, self.length, self.transform, self.bytes, self.die_at, self.loaded = (
-            paths,
-            length,
-            transform,
-            bytes,
-            die_at,
-            0,
-        )
+        self.paths, self.length, self.transform = paths, length, transform
+        self.bytes, self.die_at, self.loaded = bytes, die_at, 0
         self.labels = torch.randint(0, 10, (length,), generator=torch.Generator().manual_seed(seed))
 
     def __len__(self) -> int:
@@ -99,9 +93,8 @@ class ImageDataset(Dataset):
                 )
             os._exit(3)  # a crash (segfault, OOM kill) of this worker process
         path = Path(self.paths[idx % len(self.paths)])
-        if (
-            self.bytes
-        ):  # gpu_decode: the file's bytes (a torch-owned tensor travels through shared memory)
+        if self.bytes:
+            # gpu_decode: the file's bytes (a torch-owned tensor travels through shared memory)
             with record_function("read_bytes"):
                 data = torch.frombuffer(bytearray(path.read_bytes()), dtype=torch.uint8).clone()
             return (data, *self.transform(None)), self.labels[idx]
@@ -183,13 +176,10 @@ class CropParams:
 
     def __call__(self, _):
         h, w = self.image_hw
-        top, left = (
-            int(torch.randint(0, h - self.size + 1, ())),
-            int(torch.randint(0, w - self.size + 1, ())),
-        )
-        return torch.tensor([top, left]), torch.from_numpy(
-            self.mask.make_mask(self.size, self.size)
-        )
+        top = int(torch.randint(0, h - self.size + 1, ()))
+        left = int(torch.randint(0, w - self.size + 1, ()))
+        mask = self.mask.make_mask(self.size, self.size)
+        return torch.tensor([top, left]), torch.from_numpy(mask)
 
 
 def collate_batch_transforms(batch):
@@ -205,11 +195,10 @@ def collate_batch_transforms(batch):
 def collate_bytes(batch):
     """``gpu_decode``: ``((JPEG byte tensors, crop offsets, masks), labels)``."""
     with record_function("collate"):
-        return (
-            [b[0][0] for b in batch],
-            torch.stack([b[0][1] for b in batch]),
-            torch.stack([b[0][2] for b in batch]),
-        ), default_collate([b[1] for b in batch])
+        datas, offsets, masks = zip(*(b[0] for b in batch))
+        return (list(datas), torch.stack(offsets), torch.stack(masks)), default_collate(
+            [b[1] for b in batch]
+        )
 
 
 def decode_on_device(x, device) -> torch.Tensor:
@@ -220,9 +209,8 @@ def decode_on_device(x, device) -> torch.Tensor:
     if torch.device(device).type == "cuda":
         # nvJPEG writes on a private stream that does not wait for this one (pytorch/vision#9606, seen on H100s)
         torch.cuda.current_stream(device).synchronize()
-    imgs = decode_jpeg(
-        datas, device=device, mode=ImageReadMode.RGB
-    )  # grey JPEGs as 3 channels, like PIL's
+    # grey JPEGs as 3 channels, like PIL's
+    imgs = decode_jpeg(datas, device=device, mode=ImageReadMode.RGB)
     s = masks.shape[-1]
     x = torch.stack([im[:, t : t + s, l : l + s] for im, (t, l) in zip(imgs, offsets.tolist())])
     return x.masked_fill(masks.to(device, non_blocking=True)[:, None], 0)
@@ -332,10 +320,8 @@ def check_decode(
         {str(p): pil_to_tensor(load_image(p)) for p in paths},
         {str(p): o for p, o in zip(paths, outs)},
     )
-    why = (
-        c["why"]
-        or f"mean |diff| {c['mean_abs_diff']:.2f}, 99th percentile {c['p99_abs_diff']:.0f} levels"
-    )
+    diff = f"mean |diff| {c['mean_abs_diff']:.2f}, 99th percentile {c['p99_abs_diff']:.0f} levels"
+    why = c["why"] or diff
     if c["why"] or c["mean_abs_diff"] > mean_tol or c["p99_abs_diff"] > p99_tol:
         raise DecodeMismatch(
             f"the GPU decode differs from the CPU decode ({why}); not timing a pipeline that "
