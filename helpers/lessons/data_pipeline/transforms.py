@@ -320,8 +320,9 @@ def check_decode(
         {str(p): pil_to_tensor(load_image(p)) for p in paths},
         {str(p): o for p, o in zip(paths, outs)},
     )
-    diff = f"mean |diff| {c['mean_abs_diff']:.2f}, 99th percentile {c['p99_abs_diff']:.0f} levels"
-    why = c["why"] or diff
+    why = c["why"]
+    if not why:
+        why = f"mean |diff| {c['mean_abs_diff']:.2f}, 99th percentile {c['p99_abs_diff']:.0f} levels"
     if c["why"] or c["mean_abs_diff"] > mean_tol or c["p99_abs_diff"] > p99_tol:
         raise DecodeMismatch(
             f"the GPU decode differs from the CPU decode ({why}); not timing a pipeline that "
