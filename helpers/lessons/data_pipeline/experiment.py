@@ -43,9 +43,8 @@ PANEL_METRICS = ["step_ms_mean", "samples_per_s", "step_ms_median"]
 def toy_cnn(image_size: int = 256, num_classes: int = 10) -> nn.Module:
     """The article's toy CNN: conv 3->30, log2(size) x (conv 30->30, ReLU, max-pool 2), conv 30->10, flatten."""
     if image_size < 2 or image_size & (image_size - 1):
-        raise ValueError(
-            f"image_size must be a power of two so the pooling ends at 1x1 (got {image_size})"
-        )
+        # the pooling ends at 1x1
+        raise ValueError(f"image_size must be a power of two (got {image_size})")
     layers: list[nn.Module] = [nn.Conv2d(3, 30, 3, padding="same")]
     for _ in range(int(math.log2(image_size))):
         layers += [nn.Conv2d(30, 30, 3, padding="same"), nn.ReLU(), nn.MaxPool2d(2)]
@@ -66,9 +65,7 @@ class StandIn:
 
     def __init__(self, step_ms: float):
         if isinstance(step_ms, bool) or not isinstance(step_ms, (int, float)) or not step_ms > 0:
-            raise ValueError(
-                f"the stand-in step time must be a positive number of ms (got {step_ms!r})"
-            )
+            raise ValueError(f"the stand-in step must be a positive number of ms (got {step_ms!r})")
         self.step_ms = float(step_ms)
 
     def __call__(self, x, y):
@@ -106,9 +103,7 @@ def cycle_means(times_ms, num_workers) -> list[float]:
     ]
 
 
-def predicted_samples_per_s(
-    num_workers: int, batch_ms: float, step_ms: float, batch_size: int
-) -> float:
+def predicted_samples_per_s(num_workers, batch_ms, step_ms, batch_size) -> float:
     """``batch x min(N / T_batch, 1 / T_step)``; with 0 workers ``batch / (T_batch + T_step)``."""
     if batch_ms <= 0 or step_ms <= 0:
         raise ValueError("batch_ms and step_ms must be positive")
@@ -271,17 +266,8 @@ def stage_ms(prof, n_samples: int) -> dict[str, float]:
 
 
 def idle_shares(
-    results,
-    run,
-    variants,
-    *,
-    num_workers: int,
-    windows: int,
-    cycles: int,
-    device,
-    budget=None,
-    config=None,
-) -> dict[str, dict[str, Any]]:
+    results, run, variants, *, num_workers, windows, cycles, device, budget=None, config=None
+):
     """Per variant, the loop's share of time in the DataLoader's ``__next__`` over ``windows`` profiled windows in
     turns (on a GPU also HTA's idle share); a row ``idle share <variant>`` each."""
     from perf_doctor import dataloader_wait_share, load_trace
@@ -319,9 +305,8 @@ def idle_shares(
                 out[v]["gpu_idle_share"] = round(float(np.mean(gpu)), 4)
         fn = failing(failed[v]) if v in failed else functools.partial(out.get, v)
         cfg = {"variant": v, "num_workers": num_workers, **(config or {})}
-        results.record(
-            f"idle share {v}", cfg, fn, verbose=not isinstance(failed.get(v), OverBudget)
-        )
+        verbose = not isinstance(failed.get(v), OverBudget)
+        results.record(f"idle share {v}", cfg, fn, verbose=verbose)
     return out
 
 
@@ -390,11 +375,8 @@ def bad_inputs(results, measure_rows, sample: Path, cores: int, on_gpu: bool, pa
             "missing image": dict(num_workers=0, paths=[Path(tmp, "missing.jpg")]),
             "a worker dies": dict(num_workers=1, die_at=1),
         }
-        rows = {
-            f"expected failure: {k}": dict(variant="crop_first", steps=1, **kw)
-            for k, kw in bad.items()
-        }
-        measure_rows(rows)
+        every = dict(variant="crop_first", steps=1)
+        measure_rows({f"expected failure: {k}": every | kw for k, kw in bad.items()})
     results.record(
         "expected failure: /dev/shm too small (64 MiB, the article's size)",
         dict(variant="baseline", num_workers=4, batch_size=256, crop=256),

@@ -70,13 +70,9 @@ def load_image(path: Path | str):
 class ImageDataset(Dataset):
     """``length`` samples cycling over ``paths``, random labels (``bytes``: raw; ``die_at``: a worker exits)."""
 
-    def __init__(
-        self, paths, length: int, transform=None, seed: int = 0, bytes: bool = False, die_at=None
-    ):
+    def __init__(self, paths, length, transform=None, seed=0, bytes=False, die_at=None):
         if not paths or length < 1:
-            raise ValueError(
-                f"the dataset needs image paths and a length of at least 1 (got {length})"
-            )
+            raise ValueError(f"a dataset needs image paths and a length >= 1 (got {length})")
         self.paths, self.length, self.transform = paths, length, transform
         self.bytes, self.die_at, self.loaded = bytes, die_at, 0
         self.labels = torch.randint(0, 10, (length,), generator=torch.Generator().manual_seed(seed))
@@ -226,13 +222,7 @@ class DecodeMismatch(RuntimeError):
 
 
 def shm_needed_mb(
-    num_workers: int,
-    batch_size: int,
-    crop: int,
-    *,
-    prefetch_factor=None,
-    bytes_per_value: int = 4,
-    pinned: bool = True,
+    num_workers, batch_size, crop, *, prefetch_factor=None, bytes_per_value=4, pinned=True
 ) -> float:
     """MiB of /dev/shm the batches in flight take (workers x prefetch, two more when not pinned)."""
     if num_workers <= 0:
@@ -260,33 +250,22 @@ def check_settings(
     num_workers,
     batch_size,
     *,
-    crop: int,
+    crop,
     device,
     cores=None,
     prefetch_factor=None,
-    pinned: bool = False,
+    pinned=False,
 ) -> None:
     """Refuse bad settings with a one-line ``ValueError`` before any worker starts, and too little /dev/shm."""
     if variant not in VARIANTS:
-        raise ValueError(
-            f"unknown pipeline variant {variant!r}; choose one of {', '.join(VARIANTS)}"
-        )
+        raise ValueError(f"unknown pipeline variant {variant!r}; one of {', '.join(VARIANTS)}")
     validate_num_workers(num_workers, cores)
     validate_batch_size(batch_size, maximum=1 << 16)
     if variant == "gpu_decode" and torch.device(device).type != "cuda":
-        raise ValueError(
-            "gpu_decode decodes JPEGs with nvJPEG on a CUDA device; this run is on the CPU"
-        )
-    check_shm(
-        shm_needed_mb(
-            num_workers,
-            batch_size,
-            crop,
-            prefetch_factor=prefetch_factor,
-            pinned=pinned,
-            bytes_per_value=1 if variant in ("uint8_device", "gpu_decode") else 4,
-        )
-    )
+        raise ValueError("gpu_decode needs nvJPEG on a CUDA device; this run is on the CPU")
+    per_value = 1 if variant in ("uint8_device", "gpu_decode") else 4
+    kw = dict(prefetch_factor=prefetch_factor, pinned=pinned, bytes_per_value=per_value)
+    check_shm(shm_needed_mb(num_workers, batch_size, crop, **kw))
 
 
 @contextlib.contextmanager
@@ -301,15 +280,11 @@ def worker_errors():
         if text.startswith("Caught "):
             exc = RuntimeError(f"{lines[0].rstrip('.')}: {lines[-1].strip()}")
         elif "exited unexpectedly" in text:
-            exc = RuntimeError(
-                f"a DataLoader worker died ({lines[0]}); the run was stopped cleanly"
-            )
+            exc = RuntimeError(f"a DataLoader worker died ({lines[0]}); the run stopped cleanly")
         raise exc.with_traceback(None) from None
 
 
-def check_decode(
-    paths, device, decode=None, mean_tol: float = 3.0, p99_tol: float = 24.0
-) -> dict[str, float]:
+def check_decode(paths, device, decode=None, mean_tol=3.0, p99_tol=24.0) -> dict[str, float]:
     """``decode(JPEG bytes, device)`` (nvJPEG on a GPU) against PIL's decode: ``DecodeMismatch`` beyond tolerance."""
     from torchvision.io import ImageReadMode, decode_jpeg, read_file
     from torchvision.transforms.functional import pil_to_tensor
@@ -322,7 +297,9 @@ def check_decode(
     )
     why = c["why"]
     if not why:
-        why = f"mean |diff| {c['mean_abs_diff']:.2f}, 99th percentile {c['p99_abs_diff']:.0f} levels"
+        why = (
+            f"mean |diff| {c['mean_abs_diff']:.2f}, 99th percentile {c['p99_abs_diff']:.0f} levels"
+        )
     if c["why"] or c["mean_abs_diff"] > mean_tol or c["p99_abs_diff"] > p99_tol:
         raise DecodeMismatch(
             f"the GPU decode differs from the CPU decode ({why}); not timing a pipeline that "

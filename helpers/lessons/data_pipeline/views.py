@@ -169,9 +169,8 @@ def mask_ops(trace, label: str = "RandomMask", top: int = 5):
     if spans:
         totals["(no operator: Python, numpy)"] = max(0.0, stage - sum(totals.values()))
     us = pd.Series(totals, dtype=float)
-    df = pd.DataFrame(
-        {"ms_per_sample": us / 1000 / max(len(spans), 1), "share_of_stage": us / stage}
-    )
+    per_sample = us / 1000 / max(len(spans), 1)
+    df = pd.DataFrame({"ms_per_sample": per_sample, "share_of_stage": us / stage})
     df = df[df.ms_per_sample > 0].sort_values("ms_per_sample", ascending=False).head(top)
     return df.rename_axis("op").reset_index()
 
@@ -217,20 +216,14 @@ def plot_stages(results, stages) -> None:
     if stages.empty:
         return
     fig, ax = plt.subplots(figsize=(8, 3.4))
-    left = 0.0
-    for col, colour in zip(stages.columns, plt.cm.tab10.colors):
-        ax.barh(stages.index, stages[col], left=left, label=col, color=colour)
-        left = left + stages[col].to_numpy()
+    stages.plot.barh(stacked=True, ax=ax, title="Where a sample's time goes, variant by variant")
+    ax.set_xlabel("ms per sample (single-process profile)")
     ax.invert_yaxis()
-    ax.set(xlabel="ms per sample (single-process profile)")
-    ax.set_title("Where a sample's time goes, variant by variant")
     ax.legend(fontsize=8, ncol=2)
     _show(fig, results, "stages_per_variant")
 
 
-def fixes_table(
-    results, planned, t_batch_rows, num_workers: int, ceiling_ms: float, batch_size: int
-):
+def fixes_table(results, planned, t_batch_rows, num_workers, ceiling_ms, batch_size):
     """Each variant's ``T_batch``, mean step, samples/s measured and predicted (none without a ``T_batch``)."""
     t = [ms(results, t_batch_rows[v]) if v in t_batch_rows else math.nan for v in planned]
     df = pd.DataFrame(
@@ -368,12 +361,7 @@ def _time_side(c, article_ratio: float):
     return text, reference.agreement(article_ratio, c)
 
 
-def article_rows(
-    results,
-    ref,
-    sweep_pair: tuple[str, str] | None,
-    ref_sweep_pair: tuple[str, str] | None = ("sweep nw=4", "sweep nw=8"),
-):
+def article_rows(results, ref, sweep_pair, ref_sweep_pair=("sweep nw=4", "sweep nw=8")):
     """Per ``ARTICLE`` effect: the reference's comparison of the pair (or its figure) and this run's."""
     rows = []
     for effect, figure, ratio, pair, why in ARTICLE:
