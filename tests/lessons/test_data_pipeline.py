@@ -6,7 +6,7 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, default_collate
 
-from helpers.lessons import data_pipeline as pl
+from helpers.lessons.data_pipeline import transforms as pl
 from helpers.lessons.data_pipeline import experiment as ex, transforms as tf
 
 
@@ -94,7 +94,7 @@ def test_toy_cnn_output_and_size_check():
     assert ex.toy_cnn(32)(torch.rand(2, 3, 32, 32)).shape == (2, 10)
     with pytest.raises(ValueError, match="power of two"):
         ex.toy_cnn(48)
-    step = pl.make_trainer(32, "cpu")
+    step = ex.make_trainer(32, "cpu")
     assert step(torch.rand(2, 3, 32, 32), torch.tensor([1, 2])).ndim == 0
 
 
@@ -248,15 +248,15 @@ def test_batch_collate_converts_the_whole_batch():
 # -- the arithmetic of the runs ---------------------------------------------------------------------
 def test_mean_comparison_sees_the_stall_that_the_median_hides():
     """4 workers: batches arrive in waves, one long step then three short ones, for 3 full cycles."""
-    a, b = pl.summarize([40.0, 1.0, 1.0, 1.0] * 3, 8), pl.summarize([5.0] * 12, 8)
+    a, b = ex.summarize([40.0, 1.0, 1.0, 1.0] * 3, 8), ex.summarize([5.0] * 12, 8)
     assert a["step_ms_median"] < b["step_ms_median"]          # the median says the stalled loop is faster...
     assert a["step_ms_mean"] > b["step_ms_mean"]                # ...the mean does not
     assert a["step_ms_mean"] == pytest.approx(10.75) and a["step_ms_max"] == 40.0
     assert a["samples_per_s"] == pytest.approx(8 * 12 / (129 / 1000.0), rel=1e-4) and a["samples_per_s"] < b["samples_per_s"]
-    w = pl.summarize([10.0, 10.0], 2, warm_ms=[50.0], waits_ms=[5.0, 0.0])
+    w = ex.summarize([10.0, 10.0], 2, warm_ms=[50.0], waits_ms=[5.0, 0.0])
     assert w["data_wait_share"] == 0.25 and w["first_step_ms"] == 50.0 and w["warmup_ms"] == [50.0]
     with pytest.raises(ValueError, match="no timed steps"):
-        pl.summarize([], 2)
+        ex.summarize([], 2)
 
 
 def test_cycle_steps_cover_whole_worker_cycles():
@@ -290,13 +290,13 @@ def test_the_bound_of_a_gpu_decode_pipeline_is_the_ceiling_not_the_cpu_decode_bo
 def test_stand_in_takes_its_time_without_using_the_cpu():
     import time
 
-    s = pl.StandIn(50)
+    s = ex.StandIn(50)
     w0, c0 = time.perf_counter(), time.process_time()
     s(None, None)
     assert time.perf_counter() - w0 >= 0.05 and time.process_time() - c0 < 0.02
     for bad in (0, -1, "10", True, None, float("nan")):
         with pytest.raises(ValueError, match="stand-in"):
-            pl.StandIn(bad)
+            ex.StandIn(bad)
 
 
 def test_stage_ms_groups_labels_per_sample(monkeypatch):

@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import DataLoader, default_collate
 from torchvision.transforms import PILToTensor, RandomCrop
 
-from helpers.lessons import data_pipeline as pl
+from helpers.lessons.data_pipeline import transforms as pl
 from helpers.lessons.data_pipeline import experiment as ex, views
 from helpers.measure import compare
 from helpers.notebook.results import Results
@@ -41,7 +41,7 @@ def tiny_run(variant="crop_first", num_workers=0, steps=2, warmup=0, batch_size=
         for x, y in batches:
             t_data = time.perf_counter()
             if train:
-                pl.StandIn(1.0)(x, y)
+                ex.StandIn(1.0)(x, y)
             times.append(1000 * (time.perf_counter() - t_prev))
             waits.append(1000 * (t_data - t_prev))
             t_prev = time.perf_counter()
@@ -49,7 +49,7 @@ def tiny_run(variant="crop_first", num_workers=0, steps=2, warmup=0, batch_size=
                 on_step()
             if len(times) == warmup + steps:
                 break
-    return pl.summarize(times[warmup:], batch_size, times[:warmup], waits[warmup:])
+    return ex.summarize(times[warmup:], batch_size, times[:warmup], waits[warmup:])
 
 
 def results(tmp_path):

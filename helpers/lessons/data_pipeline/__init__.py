@@ -2,49 +2,5 @@
 (interleaved rows, comparisons, profiles, the panel), ``views`` (tables, charts) and ``checks`` (its claims)."""
 
 from . import experiment, transforms, views
-from .experiment import StandIn, make_trainer, summarize
-from .transforms import (
-    VARIANTS,
-    Compose,
-    ConvertColor,
-    CropParams,
-    ImageDataset,
-    RandomMask,
-    Scale,
-    check_decode,
-    check_settings,
-    collate_batch_transforms,
-    collate_bytes,
-    decode_on_device,
-    dilate_convolve,
-    dilate_shift,
-    load_image,
-    sample_paths,
-    worker_errors,
-)
 
-__all__ = [
-    "experiment",
-    "transforms",
-    "views",
-    "StandIn",
-    "make_trainer",
-    "summarize",
-    "VARIANTS",
-    "Compose",
-    "ConvertColor",
-    "CropParams",
-    "ImageDataset",
-    "RandomMask",
-    "Scale",
-    "check_decode",
-    "check_settings",
-    "collate_batch_transforms",
-    "collate_bytes",
-    "decode_on_device",
-    "dilate_convolve",
-    "dilate_shift",
-    "load_image",
-    "sample_paths",
-    "worker_errors",
-]
+__all__ = ["experiment", "transforms", "views"]

@@ -70,21 +70,11 @@ def load_image(path: Path | str):
 class ImageDataset(Dataset):
     """``length`` samples cycling over ``paths``, random labels (``bytes``: raw; ``die_at``: a worker exits)."""
 
-    def __init__(
-        self, paths, length: int, transform=None, seed: int = 0, bytes: bool = False, die_at=None
-    ):
+    def __init__(self, paths, length, transform=None, seed=0, bytes=False, die_at=None):
         if not paths or length < 1:
-            raise ValueError(
-                f"the dataset needs image paths and a length of at least 1 (got {length})"
-            )
-        self.paths, self.length, self.transform, self.bytes, self.die_at, self.loaded = (
-            paths,
-            length,
-            transform,
-            bytes,
-            die_at,
-            0,
-        )
+            raise ValueError(f"a dataset needs image paths and a length >= 1 (got {length})")
+        self.paths, self.length, self.transform = paths, length, transform
+        self.bytes, self.die_at, self.loaded = bytes, die_at, 0
         self.labels = torch.randint(0, 10, (length,), generator=torch.Generator().manual_seed(seed))
 
     def __len__(self) -> int:
@@ -99,9 +89,8 @@ class ImageDataset(Dataset):
                 )
             os._exit(3)  # a crash (segfault, OOM kill) of this worker process
         path = Path(self.paths[idx % len(self.paths)])
-        if (
-            self.bytes
-        ):  # gpu_decode: the file's bytes (a torch-owned tensor travels through shared memory)
+        if self.bytes:
+            # gpu_decode: the file's bytes (a torch-owned tensor travels through shared memory)
             with record_function("read_bytes"):
                 data = torch.frombuffer(bytearray(path.read_bytes()), dtype=torch.uint8).clone()
             return (data, *self.transform(None)), self.labels[idx]
@@ -183,13 +172,10 @@ class CropParams:
 
     def __call__(self, _):
         h, w = self.image_hw
-        top, left = (
-            int(torch.randint(0, h - self.size + 1, ())),
-            int(torch.randint(0, w - self.size + 1, ())),
-        )
-        return torch.tensor([top, left]), torch.from_numpy(
-            self.mask.make_mask(self.size, self.size)
-        )
+        top = int(torch.randint(0, h - self.size + 1, ()))
+        left = int(torch.randint(0, w - self.size + 1, ()))
+        mask = self.mask.make_mask(self.size, self.size)
+        return torch.tensor([top, left]), torch.from_numpy(mask)
 
 
 def collate_batch_transforms(batch):
@@ -205,11 +191,10 @@ def collate_batch_transforms(batch):
 def collate_bytes(batch):
     """``gpu_decode``: ``((JPEG byte tensors, crop offsets, masks), labels)``."""
     with record_function("collate"):
-        return (
-            [b[0][0] for b in batch],
-            torch.stack([b[0][1] for b in batch]),
-            torch.stack([b[0][2] for b in batch]),
-        ), default_collate([b[1] for b in batch])
+        datas, offsets, masks = zip(*(b[0] for b in batch))
+        return (list(datas), torch.stack(offsets), torch.stack(masks)), default_collate(
+            [b[1] for b in batch]
+        )
 
 
 def decode_on_device(x, device) -> torch.Tensor:
@@ -220,9 +205,8 @@ def decode_on_device(x, device) -> torch.Tensor:
     if torch.device(device).type == "cuda":
         # nvJPEG writes on a private stream that does not wait for this one (pytorch/vision#9606, seen on H100s)
         torch.cuda.current_stream(device).synchronize()
-    imgs = decode_jpeg(
-        datas, device=device, mode=ImageReadMode.RGB
-    )  # grey JPEGs as 3 channels, like PIL's
+    # grey JPEGs as 3 channels, like PIL's
+    imgs = decode_jpeg(datas, device=device, mode=ImageReadMode.RGB)
     s = masks.shape[-1]
     x = torch.stack([im[:, t : t + s, l : l + s] for im, (t, l) in zip(imgs, offsets.tolist())])
     return x.masked_fill(masks.to(device, non_blocking=True)[:, None], 0)
@@ -238,13 +222,7 @@ class DecodeMismatch(RuntimeError):
 
 
 def shm_needed_mb(
-    num_workers: int,
-    batch_size: int,
-    crop: int,
-    *,
-    prefetch_factor=None,
-    bytes_per_value: int = 4,
-    pinned: bool = True,
+    num_workers, batch_size, crop, *, prefetch_factor=None, bytes_per_value=4, pinned=True
 ) -> float:
     """MiB of /dev/shm the batches in flight take (workers x prefetch, two more when not pinned)."""
     if num_workers <= 0:
@@ -272,33 +250,22 @@ def check_settings(
     num_workers,
     batch_size,
     *,
-    crop: int,
+    crop,
     device,
     cores=None,
     prefetch_factor=None,
-    pinned: bool = False,
+    pinned=False,
 ) -> None:
     """Refuse bad settings with a one-line ``ValueError`` before any worker starts, and too little /dev/shm."""
     if variant not in VARIANTS:
-        raise ValueError(
-            f"unknown pipeline variant {variant!r}; choose one of {', '.join(VARIANTS)}"
-        )
+        raise ValueError(f"unknown pipeline variant {variant!r}; one of {', '.join(VARIANTS)}")
     validate_num_workers(num_workers, cores)
     validate_batch_size(batch_size, maximum=1 << 16)
     if variant == "gpu_decode" and torch.device(device).type != "cuda":
-        raise ValueError(
-            "gpu_decode decodes JPEGs with nvJPEG on a CUDA device; this run is on the CPU"
-        )
-    check_shm(
-        shm_needed_mb(
-            num_workers,
-            batch_size,
-            crop,
-            prefetch_factor=prefetch_factor,
-            pinned=pinned,
-            bytes_per_value=1 if variant in ("uint8_device", "gpu_decode") else 4,
-        )
-    )
+        raise ValueError("gpu_decode needs nvJPEG on a CUDA device; this run is on the CPU")
+    per_value = 1 if variant in ("uint8_device", "gpu_decode") else 4
+    kw = dict(prefetch_factor=prefetch_factor, pinned=pinned, bytes_per_value=per_value)
+    check_shm(shm_needed_mb(num_workers, batch_size, crop, **kw))
 
 
 @contextlib.contextmanager
@@ -313,15 +280,11 @@ def worker_errors():
         if text.startswith("Caught "):
             exc = RuntimeError(f"{lines[0].rstrip('.')}: {lines[-1].strip()}")
         elif "exited unexpectedly" in text:
-            exc = RuntimeError(
-                f"a DataLoader worker died ({lines[0]}); the run was stopped cleanly"
-            )
+            exc = RuntimeError(f"a DataLoader worker died ({lines[0]}); the run stopped cleanly")
         raise exc.with_traceback(None) from None
 
 
-def check_decode(
-    paths, device, decode=None, mean_tol: float = 3.0, p99_tol: float = 24.0
-) -> dict[str, float]:
+def check_decode(paths, device, decode=None, mean_tol=3.0, p99_tol=24.0) -> dict[str, float]:
     """``decode(JPEG bytes, device)`` (nvJPEG on a GPU) against PIL's decode: ``DecodeMismatch`` beyond tolerance."""
     from torchvision.io import ImageReadMode, decode_jpeg, read_file
     from torchvision.transforms.functional import pil_to_tensor
@@ -332,10 +295,11 @@ def check_decode(
         {str(p): pil_to_tensor(load_image(p)) for p in paths},
         {str(p): o for p, o in zip(paths, outs)},
     )
-    why = (
-        c["why"]
-        or f"mean |diff| {c['mean_abs_diff']:.2f}, 99th percentile {c['p99_abs_diff']:.0f} levels"
-    )
+    why = c["why"]
+    if not why:
+        why = (
+            f"mean |diff| {c['mean_abs_diff']:.2f}, 99th percentile {c['p99_abs_diff']:.0f} levels"
+        )
     if c["why"] or c["mean_abs_diff"] > mean_tol or c["p99_abs_diff"] > p99_tol:
         raise DecodeMismatch(
             f"the GPU decode differs from the CPU decode ({why}); not timing a pipeline that "

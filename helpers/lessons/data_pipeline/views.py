@@ -1,5 +1,6 @@
 """Notebook 02's tables (``*_table``) and charts (``plot_*``: drawn, saved beside results.json, shown)."""
 
+import functools
 import math
 
 import pandas as pd
@@ -51,35 +52,19 @@ def said(c, what: str, saved_ms: float | None = None) -> str:
     return takes_line(c) + extra
 
 
-def comparisons_table(results):
-    """Every comparison in the one convention: b takes ``time_ratio``× a's time, its interval and verdict."""
-    rows = [
-        {"b": c["b"], "a": c["a"], **takes(c), "noise_floor": c.get("floor")}
-        for c in results.comparisons
-    ]
-    return pd.DataFrame(
-        rows, columns=["b", "a", "time_ratio", "interval", "verdict", "noise_floor"]
-    )
-
-
 def idle_table(results, idle):
     """Per variant: the share of the profiled steps spent waiting for data in the trace, in the timed rows, and
     (on a GPU) Holistic Trace Analysis' idle share."""
-    return (
-        pd.DataFrame(
-            {
-                v: {
-                    "trace_wait_pct": 100 * d["trace_wait_share"],
-                    "timed_wait_pct": 100 * ms(results, v, "data_wait_share"),
-                    "gpu_idle_hta_pct": 100 * d.get("gpu_idle_share", math.nan),
-                }
-                for v, d in idle.items()
-            }
+    rows = [
+        dict(
+            variant=v,
+            trace_wait_pct=100 * d["trace_wait_share"],
+            timed_wait_pct=100 * ms(results, v, "data_wait_share"),
+            gpu_idle_hta_pct=100 * d.get("gpu_idle_share", math.nan),
         )
-        .T.dropna(axis=1, how="all")
-        .rename_axis("variant")
-        .reset_index()
-    )
+        for v, d in idle.items()
+    ]
+    return pd.DataFrame(rows).dropna(axis=1, how="all")
 
 
 def show_results(results, pairs) -> None:
@@ -90,19 +75,25 @@ def show_results(results, pairs) -> None:
     if gone := skipped(results):
         say(f"**Not measured: skipped for time** ({len(gone)} rows): " + ", ".join(gone))
     show_frame(summary(results), precision=1)
-    show_frame(comparisons_table(results), precision=3)
+    show_frame(results.comparisons_table(), precision=3)
     plot_variants(results, pairs)
 
 
 def one_run(results, name: str) -> tuple[list[float], list[float]]:
     """``(warm-up ms, timed ms)`` of ONE loader run of a row: the round whose mean is the median of its rounds."""
-    m = results.metric(name, "round_means_ms") and results.get(name)["metrics"]
-    if not m:
+    means = results.metric(name, "round_means_ms")
+    if not means:
         return [], []
-    k = sorted(range(len(m["round_means_ms"])), key=m["round_means_ms"].__getitem__)[
-        len(m["round_means_ms"]) // 2
-    ]
+    m = results.get(name)["metrics"]
+    k = sorted(range(len(means)), key=means.__getitem__)[len(means) // 2]
     return m["round_warmup_ms"][k], m["round_times_ms"][k]
+
+
+def _predicted(n: int, t_batch: float, ceiling_ms: float, batch_size: int) -> float:
+    """``predicted_samples_per_s``; NaN without a positive ``T_batch`` and ceiling."""
+    if t_batch > 0 and ceiling_ms > 0:
+        return predicted_samples_per_s(n, t_batch, ceiling_ms, batch_size)
+    return math.nan
 
 
 def sweep_table(results, rows, t_batch_row: str, ceiling_ms: float, batch_size: int):
@@ -111,12 +102,7 @@ def sweep_table(results, rows, t_batch_row: str, ceiling_ms: float, batch_size: 
     misfired in runs here)."""
     ns, rounds = list(rows), results.metric(t_batch_row, "round_means_ms", [])
 
-    def pred(n, t):
-        return (
-            predicted_samples_per_s(n, t, ceiling_ms, batch_size)
-            if t > 0 and ceiling_ms > 0
-            else math.nan
-        )
+    pred = functools.partial(_predicted, ceiling_ms=ceiling_ms, batch_size=batch_size)
 
     def beats(n, measured, high):
         points = results.metric(rows[n], "round_means_ms", [])
@@ -148,12 +134,9 @@ def measured(df, col: str = "samples_per_s"):
 
 def skipped(results) -> list[str]:
     """The rows the time budget skipped or stopped (``OverBudget``), in order, each once."""
+    failed = [e for e in results.experiments if e["status"] == "failed"]
     return list(
-        dict.fromkeys(
-            e["name"]
-            for e in results.experiments
-            if e["status"] == "failed" and str(e.get("error") or "").startswith("OverBudget")
-        )
+        dict.fromkeys(e["name"] for e in failed if str(e["error"]).startswith("OverBudget"))
     )
 
 
@@ -167,44 +150,29 @@ def best(results, variants, against: str = "baseline") -> str | None:
 def mask_ops(trace, label: str = "RandomMask", top: int = 5):
     """The operators directly under each ``label`` span (ms per sample, share of the stage) and the time in none."""
     import bisect
+
     from perf_doctor import load_trace
     from perf_doctor.events import complete
 
-    evs = sorted(
-        complete(trace if isinstance(trace, dict) else load_trace(trace)),
-        key=lambda e: (e["ts"], -e["dur"]),
-    )
+    evs = complete(trace if isinstance(trace, dict) else load_trace(trace))
+    evs = sorted(evs, key=lambda e: (e["ts"], -e["dur"]))
     starts, spans, totals = [e["ts"] for e in evs], [e for e in evs if e.get("name") == label], {}
     for m in spans:
-        end, stop = -math.inf, m["ts"] + m["dur"]
+        end, stop = m["ts"], m["ts"] + m["dur"]
         for e in evs[bisect.bisect_left(starts, m["ts"]) : bisect.bisect_left(starts, stop)]:
-            if (
-                e is not m
-                and e.get("tid") == m.get("tid")
-                and e["ts"] >= end
-                and e["ts"] + e["dur"] <= stop
-            ):
-                totals[e["name"]], end = (
-                    totals.get(e["name"], 0.0) + e["dur"],
-                    e["ts"] + e["dur"],
-                )  # a direct child
+            same_thread = e is not m and e.get("tid") == m.get("tid")
+            if same_thread and e["ts"] >= end and e["ts"] + e["dur"] <= stop:
+                # a direct child: it starts after the previous child ended
+                totals[e["name"]] = totals.get(e["name"], 0.0) + e["dur"]
+                end = e["ts"] + e["dur"]
     stage = sum(m["dur"] for m in spans) or math.inf
-    totals["(no operator: Python, numpy)"] = (
-        max(0.0, stage - sum(totals.values())) if spans else 0.0
-    )
-    df = pd.DataFrame(
-        {
-            "op": list(totals),
-            "ms_per_sample": [v / 1000 / max(len(spans), 1) for v in totals.values()],
-            "share_of_stage": [v / stage for v in totals.values()],
-        }
-    )
-    return (
-        df[df.ms_per_sample > 0]
-        .sort_values("ms_per_sample", ascending=False)
-        .head(top)
-        .reset_index(drop=True)
-    )
+    if spans:
+        totals["(no operator: Python, numpy)"] = max(0.0, stage - sum(totals.values()))
+    us = pd.Series(totals, dtype=float)
+    per_sample = us / 1000 / max(len(spans), 1)
+    df = pd.DataFrame({"ms_per_sample": per_sample, "share_of_stage": us / stage})
+    df = df[df.ms_per_sample > 0].sort_values("ms_per_sample", ascending=False).head(top)
+    return df.rename_axis("op").reset_index()
 
 
 def plot_sweep(results, sweep, rows, ceiling_ms: float, batch_size: int, cores: int) -> None:
@@ -215,51 +183,28 @@ def plot_sweep(results, sweep, rows, ceiling_ms: float, batch_size: int, cores: 
     for n, name in rows.items():
         warm, t = one_run(results, name)
         if n and t:
-            ax1.plot(
-                range(len(warm) + len(t)), warm + t, marker=".", label=f"{n} worker(s), one run"
-            )
+            ax1.plot(warm + t, marker=".", label=f"{n} worker(s), one run")
             ax1.axvspan(-0.5, len(warm) - 0.5, color="#eee", zorder=0)
     ax1.axhline(ceiling_ms, color="k", ls="--", label=f"ceiling {ceiling_ms:.0f} ms")
-    ax1.set(
-        yscale="log",
-        xlabel="step (grey: warm-up, reported apart)",
-        ylabel="step time (ms)",
-        title="Baseline per-step times: the sawtooth",
-    )
-    ax1.legend(fontsize=9)
-    ax2.plot(sweep["num_workers"], sweep["samples_per_s"], "o-", label="measured")
-    ax2.plot(
-        sweep["num_workers"],
-        sweep["predicted_samples_per_s"],
-        "s--",
-        label="predicted min(N/T_batch, 1/T_step)",
-    )
-    ax2.fill_between(
-        sweep["num_workers"],
-        sweep["predicted_low"],
-        sweep["predicted_high"],
-        color="C1",
-        alpha=0.15,
-        label="prediction over T_batch's rounds",
-    )
-    pts = [v for v in (*sweep["samples_per_s"], *sweep["predicted_high"]) if v == v] or [
-        1.0
-    ]  # not NaN
-    top, ceiling = max(pts), batch_size * 1000 / ceiling_ms
-    far = (
-        ceiling > 1.5 * top
-    )  # a ceiling far above the points would squash them at the bottom: named, not drawn
-    ax2.plot(
-        [], [], " ", label=f"ceiling: {ceiling:.0f} samples/s, above the chart"
-    ) if far else ax2.axhline(ceiling, color="k", ls="--", label="ceiling")
+    ax1.set(yscale="log", xlabel="step (grey: warm-up, reported apart)", ylabel="step time (ms)")
+    ax1.set_title("Baseline per-step times: the sawtooth")
+    x = sweep["num_workers"]
+    ax2.plot(x, sweep["samples_per_s"], "o-", label="measured")
+    ax2.plot(x, sweep["predicted_samples_per_s"], "s--", label="predicted min(N/T_batch, 1/T_step)")
+    band = dict(color="C1", alpha=0.15, label="prediction over T_batch's rounds")
+    ax2.fill_between(x, sweep["predicted_low"], sweep["predicted_high"], **band)
+    points = [v for v in (*sweep["samples_per_s"], *sweep["predicted_high"]) if not math.isnan(v)]
+    top, ceiling = max(points, default=1.0), batch_size * 1000 / ceiling_ms
+    if ceiling > 1.5 * top:
+        # a ceiling far above the points would squash them at the bottom: named, not drawn
+        ax2.plot([], [], " ", label=f"ceiling: {ceiling:.0f} samples/s, above the chart")
+    else:
+        ax2.axhline(ceiling, color="k", ls="--", label="ceiling")
+        top = max(top, ceiling)
     ax2.axvline(cores, color="#c44", ls=":", label=f"{cores} CPU cores")
-    ax2.set(
-        xticks=list(sweep["num_workers"]),
-        xlabel="num_workers",
-        ylabel="samples/s",
-        title="Worker sweep",
-        ylim=(0, 1.15 * (top if far else max(top, ceiling))),
-    )
+    ax2.set(xticks=list(x), xlabel="num_workers", ylabel="samples/s", ylim=(0, 1.15 * top))
+    ax2.set_title("Worker sweep")
+    ax1.legend(fontsize=9)
     ax2.legend(fontsize=9)
     _show(fig, results, "sawtooth_and_sweep")
 
@@ -271,22 +216,14 @@ def plot_stages(results, stages) -> None:
     if stages.empty:
         return
     fig, ax = plt.subplots(figsize=(8, 3.4))
-    left = 0.0
-    for col, colour in zip(stages.columns, plt.cm.tab10.colors):
-        ax.barh(stages.index, stages[col], left=left, label=col, color=colour)
-        left = left + stages[col].to_numpy()
+    stages.plot.barh(stacked=True, ax=ax, title="Where a sample's time goes, variant by variant")
+    ax.set_xlabel("ms per sample (single-process profile)")
     ax.invert_yaxis()
-    ax.set(
-        xlabel="ms per sample (single-process profile)",
-        title="Where a sample's time goes, variant by variant",
-    )
     ax.legend(fontsize=8, ncol=2)
     _show(fig, results, "stages_per_variant")
 
 
-def fixes_table(
-    results, planned, t_batch_rows, num_workers: int, ceiling_ms: float, batch_size: int
-):
+def fixes_table(results, planned, t_batch_rows, num_workers, ceiling_ms, batch_size):
     """Each variant's ``T_batch``, mean step, samples/s measured and predicted (none without a ``T_batch``)."""
     t = [ms(results, t_batch_rows[v]) if v in t_batch_rows else math.nan for v in planned]
     df = pd.DataFrame(
@@ -296,10 +233,7 @@ def fixes_table(
             "step_ms_mean": [ms(results, v) for v in planned],
             "samples_per_s": [ms(results, v, "samples_per_s") for v in planned],
             "predicted_samples_per_s": [
-                predicted_samples_per_s(num_workers, x, ceiling_ms, batch_size)
-                if x > 0 and ceiling_ms > 0
-                else math.nan
-                for x in t
+                _predicted(num_workers, x, ceiling_ms, batch_size) for x in t
             ],
         }
     )
@@ -313,14 +247,13 @@ def summary(results, names=None):
     tab = results.table(TRAIN_COLS)
     tab = tab[tab["model"].eq(True) & tab["status"].eq("ok")] if "model" in tab else tab.iloc[:0]
     # the latest row of each name, in the order the names first ran
-    first = {n: i for i, n in reversed(list(enumerate(tab["experiment"])))}
-    tab = tab.drop_duplicates("experiment", keep="last")
-    tab = tab.iloc[sorted(range(len(tab)), key=lambda i: first[tab["experiment"].iloc[i]])]
+    order = tab["experiment"].drop_duplicates()
+    tab = tab.drop_duplicates("experiment", keep="last").set_index("experiment").loc[order]
+    tab = tab.reset_index()
     if names is not None:
         tab = tab[tab["experiment"].isin(list(names))]
-    return tab[["experiment", "num_workers", *[c for c in TRAIN_COLS if c in tab]]].dropna(
-        axis=1, how="all"
-    )
+    tab = tab.filter(items=["experiment", "num_workers", *TRAIN_COLS])
+    return tab.dropna(axis=1, how="all")
 
 
 def plot_variants(results, pairs) -> None:
@@ -340,10 +273,10 @@ def plot_variants(results, pairs) -> None:
     ax.set_xlim(0, max(1 / c["low"] for c in comps) * 1.35)
     ax.axvline(1.0, color="k", lw=0.8)
     ax.invert_yaxis()
-    ax.set(
-        xlabel="time per step ÷ the compared pipeline's (interleaved rounds; bars: 95% interval)",
-        title="What each fix did to the step time (below 1: faster)",
+    ax.set_xlabel(
+        "time per step ÷ the compared pipeline's (interleaved rounds; bars: 95% interval)"
     )
+    ax.set_title("What each fix did to the step time (below 1: faster)")
     _show(fig, results, "variants")
 
 
@@ -397,34 +330,26 @@ ARTICLE = [
 
 def _ref_figure(ref, pair, sweep_pair) -> tuple[str | None, float | None]:
     """The reference's figure for an effect it did not compare, as text and ratio a/b; ``(None, None)``."""
-    mean = (
-        {
-            n: ref.metric(n, "step_ms_mean")
-            for n in ("ceiling", "baseline nw=4", *(sweep_pair or ()))
-        }
-        if ref
-        else {}
-    )
-    if (
-        ref
-        and pair == ("ceiling (rounds)", "baseline")
-        and (c := mean["ceiling"])
-        and (b := mean["baseline nw=4"])
-    ):
+    if ref is None:
+        return None, None
+    mean = {
+        n: ref.metric(n, "step_ms_mean") for n in ("ceiling", "baseline nw=4", *(sweep_pair or ()))
+    }
+    c, b = mean["ceiling"], mean["baseline nw=4"]
+    if pair == ("ceiling (rounds)", "baseline") and c and b:
         return f"{b:.1f} ms/step against a {c:.1f} ms ceiling ({b / c:.1f}× the time)", c / b
-    if ref and pair is None and sweep_pair and all(mean[n] for n in sweep_pair):
+    if pair is None and sweep_pair and all(mean[n] for n in sweep_pair):
         a, b = (mean[n] for n in sweep_pair)
         return f"{a:.1f} -> {b:.1f} ms ({b / a:.2f}× the time, the sweep)", a / b
-    rows = [ref.row(f"profile {v} nw=0") for v in pair] if ref and pair else [None]
-    if all(r and r["status"] == "ok" for r in rows):
-        t = [sum(v for k, v in r["metrics"].items() if k.endswith("_ms_per_sample")) for r in rows]
-        x = ref.metric("dilation per sample", "speedup_256") if pair[1] == "bool_dilation" else None
-        return (
-            f"profile {t[0]:.2f} -> {t[1]:.2f} ms per sample ({t[1] / t[0]:.2f}× the time)"
-            + (f"; the dilation alone {x:.0f}x cheaper" if x else "")
-            + "; loop not run"
-        ), t[0] / t[1]
-    return None, None
+    rows = [ref.row(f"profile {v} nw=0") for v in pair] if pair else [None]
+    if not all(r and r["status"] == "ok" for r in rows):
+        return None, None
+    t = [sum(v for k, v in r["metrics"].items() if k.endswith("_ms_per_sample")) for r in rows]
+    text = f"profile {t[0]:.2f} -> {t[1]:.2f} ms per sample ({t[1] / t[0]:.2f}× the time)"
+    x = ref.metric("dilation per sample", "speedup_256") if pair[1] == "bool_dilation" else None
+    if x:
+        text += f"; the dilation alone {x:.0f}x cheaper"
+    return text + "; loop not run", t[0] / t[1]
 
 
 def _time_side(c, article_ratio: float):
@@ -436,12 +361,7 @@ def _time_side(c, article_ratio: float):
     return text, reference.agreement(article_ratio, c)
 
 
-def article_rows(
-    results,
-    ref,
-    sweep_pair: tuple[str, str] | None,
-    ref_sweep_pair: tuple[str, str] | None = ("sweep nw=4", "sweep nw=8"),
-):
+def article_rows(results, ref, sweep_pair, ref_sweep_pair=("sweep nw=4", "sweep nw=8")):
     """Per ``ARTICLE`` effect: the reference's comparison of the pair (or its figure) and this run's."""
     rows = []
     for effect, figure, ratio, pair, why in ARTICLE:
@@ -449,12 +369,11 @@ def article_rows(
         theirs = _time_side(ref.comparison(*ref_ab) if ref and ref_ab else None, ratio)
         if theirs is None:  # the reference's own figure: a direction, no interval
             text, plain = _ref_figure(ref, pair, ref_sweep_pair)
-            theirs = (
-                text,
-                plain
-                and ("direction yes" if (plain > 1) == (ratio > 1) else "no, reversed")
-                + " (one figure, no interval)",
-            )
+            agrees = None
+            if plain:
+                agrees = "direction yes" if (plain > 1) == (ratio > 1) else "no, reversed"
+                agrees += " (one figure, no interval)"
+            theirs = (text, agrees)
         rows.append(
             dict(
                 effect=effect,
