@@ -87,6 +87,6 @@ def takes(comparison: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def takes_line(comparison: Mapping[str, Any]) -> str:
-    """``takes`` as a sentence: "b takes 1.17× a's time (95% interval 1.10–1.25): slower"."""
+    """``takes`` as a sentence: "b takes 1.17× the time of a (95% interval 1.10–1.25): slower"."""
     c, t = comparison, takes(comparison)
-    return f"{c['b']} takes {t['time_ratio']:.2f}× {c['a']}'s time (95% interval {t['interval']}): {t['verdict']}"
+    return f"{c['b']} takes {t['time_ratio']:.2f}× the time of {c['a']} (95% interval {t['interval']}): {t['verdict']}"

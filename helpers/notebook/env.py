@@ -238,10 +238,14 @@ def kineto_log_level(cuda: bool | None = None) -> int:
 
 
 def quiet_logs(cuda: bool | None = None) -> dict[str, str]:
-    """Silence library log lines that are not part of a lesson: torch's spurious profiler warning and, unless already
-    set, ``$KINETO_LOG_LEVEL``, which Kineto reads when the process's first profile starts (call this before
+    """Silence library log lines that are not part of a lesson: torch's spurious profiler warning, the C++ extension
+    loader's "No CUDA runtime is found" (a CUDA wheel on a CPU machine, at Inductor's first compile) and, unless
+    already set, ``$KINETO_LOG_LEVEL``, which Kineto reads when the process's first profile starts (call this before
     profiling). Returns the variables it set."""
+    import logging
+
     quiet_profiler_warning()
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     if os.environ.get(KINETO_LOG_ENV, "").strip():
         return {}
     value = str(kineto_log_level(cuda))

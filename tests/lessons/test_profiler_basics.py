@@ -361,7 +361,7 @@ def test_a_comparison_reads_in_the_one_convention(tmp_path):
 
     res = Results(pb.NOTEBOOK, "smoke", root=tmp_path)
     c = res.compare_times("fp32", "bf16", [10.0, 10.2, 9.9, 10.1] * 3, [5.0, 5.1, 4.9, 5.0] * 3)
-    assert compare.takes_line(c).startswith("bf16 takes 0.50× fp32's time (95% interval ")
+    assert compare.takes_line(c).startswith("bf16 takes 0.50× the time of fp32 (95% interval ")
     assert compare.takes_line(c).endswith(": faster")
     assert res.comparisons_table()["b / a"].iloc[0] == pytest.approx(0.5, abs=0.01)
 

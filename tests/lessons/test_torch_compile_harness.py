@@ -145,7 +145,7 @@ def test_profile_pair_rows(res):
     pair = ["e", "c"]
     timed = {"a": "e", "b": "c", "ratio": 2.0, "low": 1.8, "high": 2.2, "verdict": "faster"}
     assert cl.profiled_vs_timed(out, [], pair).startswith("profiled: the compiled step takes ")
-    assert cl.profiled_vs_timed(out, [timed], pair).endswith("; timed: c takes 0.50× e's time (95% interval 0.45–0.56): faster")
+    assert cl.profiled_vs_timed(out, [timed], pair).endswith("; timed: c takes 0.50× the time of e (95% interval 0.45–0.56): faster")
 
 
 def _row(res, model, mode, metrics, precision="fp32", status="ok"):

@@ -84,3 +84,18 @@ def test_profile_steps_silences_it_without_quiet_logs():
     p = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_the_cpp_extension_loaders_cuda_home_warning_is_kept_out():
+    import logging
+
+    from helpers.notebook import env
+
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    before = logger.level
+    try:
+        logger.setLevel(logging.NOTSET)
+        env.quiet_logs()
+        assert not logger.isEnabledFor(logging.WARNING)
+    finally:
+        logger.setLevel(before)

@@ -763,7 +763,7 @@ def test_jupyterlab_notebook_widgets_and_tensorboard_in_a_real_browser(tmp_path)
                         ".pop(); return f && f.src && f.src.startsWith('http'); }")
                     src = frame_el.get_attribute("src")
                     port = int(re.search(r":(\d+)/", src).group(1))
-                    assert page.get_by_text("TensorBoard answered at").count() >= 1, "tb.check did not say it answered"
+                    assert page.get_by_text("TensorBoard answered at").count() >= 1, "tb.inline did not say it answered"
                     # 02 logs into a folder of its own runs alone (tb.notebook_logdir) and serves it: the run names
                     # are its rows' own ("baseline-0"), never "02_data_pipeline/baseline-0", which TensorBoard's run
                     # columns cut to "02_data_pipeline"; another notebook's run (seeded beside it) is not served

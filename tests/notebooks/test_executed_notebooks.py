@@ -29,6 +29,7 @@ NOISE = {
     "Kineto's USDT probe markers": re.compile(r"USDT\b.*profiler_(start|stop)"),
     "a Kineto log line": KINETO_LINE,
     "the kernel's unencrypted-TCP warning": re.compile(r"running over TCP without encryption"),
+    "the C++ extension loader's CUDA_HOME warning": re.compile(r"No CUDA runtime is found"),
     # a Python warning printed by the warnings module ("file.py:12: UserWarning: ..."): a library's stray
     # warning; a notebook that teaches one shows it deliberately (caught and explained), not raw
     "a stray Python warning": re.compile(r"^\S+\.py:\d+: \w*Warning: ", re.M),
