@@ -18,7 +18,7 @@ def test_every_notebook_has_its_reference_and_it_is_small():
     for nb in NOTEBOOKS:
         ref = h100(nb)
         # 06 on one GPU runs its CPU fallback (2 gloo ranks) at smoke sizes, and says so
-        assert ref.scale == ("smoke" if nb == "06_distributed" else "full") and "H100" in ref.source()
+        assert ref.doc.get("scale") == ("smoke" if nb == "06_distributed" else "full") and "H100" in ref.source()
         for t in ref.traces():
             assert t.name.endswith(".gz"), f"{t} is not gzipped"
             assert t.stat().st_size <= 2 * MIB, f"{t} is over 2 MiB gzipped"
