@@ -56,7 +56,8 @@ def overhead_table(single: dict[str, Any], ddp: dict[str, Any], world: int):
         "DDP adds: exposed comm": ddp["exposed_ms"],
         "overlapped comm": ddp["overlapped_ms"],
     }
-    return pd.DataFrame({"ms": ms, "share of DDP": {k: v / ddp["step_ms"] for k, v in ms.items()}})
+    share = {k: round(100 * v / ddp["step_ms"], 1) for k, v in ms.items()}
+    return pd.DataFrame({"ms": ms, "% of the DDP step": share})
 
 
 def bucket_table(traces: Path | str, caps: list[float]):
@@ -110,7 +111,7 @@ def speedup(entry: dict[str, Any], ranks: int, slow: float = 1.25) -> dict[str, 
     ``median_ratio`` and ``slow_steps`` (over ``slow`` × median) of ``n``."""
     s = entry.get("samples") or {}
     a, b = s.get("a") or [], s.get("b") or []
-    med = statistics.median(a) / statistics.median(b) if a and b else None
+    med = round(statistics.median(a) / statistics.median(b), 3) if a and b else None
     return {
         "mean_ratio": entry["ratio"],
         "super_linear": entry["ratio"] > ranks,
