@@ -40,8 +40,9 @@ BESIDE_NOTEBOOKS ?= 03_backward_hooks 04_torch_compile 05_diagnose 07_memory
 # The lowest CPU priority there is, inherited by every process the command starts: SCHED_IDLE (util-linux's
 # `chrt --idle 0`: only CPU time nothing else wants) where chrt is and may set it, else `nice -n 19`.
 IDLE             := $(shell chrt --idle 0 true 2>/dev/null && echo chrt --idle 0 || echo nice -n 19)
-# Once those notebooks have ended, the trace tests go back to the normal priority: on a loaded machine (two busy
-# programs on the two cores) a SCHED_IDLE process gets almost no CPU, and the phase waited on it for minutes.
+# Once those notebooks have ended, the trace tests go back to the normal priority, and the unit phase starts beside
+# what is left of them (waited for after it): on a loaded machine a SCHED_IDLE process gets almost no CPU (a nice-10
+# busy loop left them 135 of their 360 s to run after the notebooks), and the unit phase waited on it.
 UNIDLE           := $(if $(findstring chrt,$(IDLE)),chrt --other -a -p 0,renice -n 0 -p)
 ALL_NOTEBOOKS    := $(sort $(basename $(notdir $(wildcard notebooks/[0-9][0-9]_*.ipynb))))
 BESIDE_RUN       := $(if $(strip $(OVERLAP_TESTS)),$(filter $(BESIDE_NOTEBOOKS),$(ALL_NOTEBOOKS)))
@@ -101,11 +102,11 @@ test: setup ## every notebook at smoke scale, then the unit tests (8-10 min on 2
 	  $(if $(BESIDE_RUN),$(IDLE) $(BIN)/python -m pytest -p no:cacheprovider \
 	    --basetemp=$(DEEP_TMP) $(OVERLAP_TESTS) > $(TEST_OUT)/beside-notebooks.log 2>&1 & beside=$$!; \
 	    $(NBMAKE) $(BESIDE_RUN:%=$(TEST_NOTEBOOKS)/%.ipynb) || rc=1; \
-	    $(UNIDLE) $$beside > /dev/null 2>&1 || true; \
-	    echo "--- the trace tests that ran beside $(BESIDE_RUN) ($(TEST_OUT)/beside-notebooks.log):"; \
-	    wait $$beside || rc=1; cat $(TEST_OUT)/beside-notebooks.log;) \
+	    $(UNIDLE) $$beside > /dev/null 2>&1 || true;) \
 	  $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal tests $(if $(BESIDE_RUN),$(OVERLAP_TESTS:%=--ignore=%)) \
 	    || rc=1; \
+	  $(if $(BESIDE_RUN),echo "--- the trace tests that ran beside $(BESIDE_RUN) ($(TEST_OUT)/beside-notebooks.log):"; \
+	    wait $$beside || rc=1; cat $(TEST_OUT)/beside-notebooks.log;) \
 	  exit $$rc
 
 # On a fresh clone `make run` sets up .venv first, as `make test` and `make lab` do. Without a package registry (a

@@ -33,7 +33,8 @@ needs_make = pytest.mark.skipif(subprocess.run(["make", "--version"], capture_ou
 def test_make_test_runs_each_trace_test_once_beside_some_notebooks():
     """``make test``'s plan (``make -n``): every notebook is executed once; the OVERLAP_TESTS files exist and start
     at the lowest priority just before nbmake runs the BESIDE_NOTEBOOKS, after the ones that run alone (02's
-    workers and 06's ranks use both cores), and are waited for and left out of the unit phase, so each runs once."""
+    workers and 06's ranks use both cores), are left out of the unit phase, which starts
+    beside what is left of them, and are waited for after it, so each runs once."""
     plan = make_plan()
     assert sorted(executed(plan)) == NOTEBOOKS, executed(plan)
     beside = BESIDE.search(plan)
@@ -42,7 +43,8 @@ def test_make_test_runs_each_trace_test_once_beside_some_notebooks():
     assert files and all((ROOT / f).exists() for f in files), files
     after = executed(plan[beside.end():])
     assert after and "02_data_pipeline" not in after and "06_distributed" not in after, after
-    assert plan.index("wait $beside || rc=1") < plan.index("--dist worksteal tests")  # a failure there fails make test
+    # the unit phase starts beside what is left of them, and they are waited for after it: a failure fails make test
+    assert plan.index("--dist worksteal tests") < plan.index("wait $beside || rc=1") < plan.index("exit $rc")
     unit = plan[plan.index("--dist worksteal tests"):].split(";")[0]
     assert sorted(re.findall(r"--ignore=(\S+)", unit)) == sorted(files)
     # none of them times anything: what they assert does not depend on the CPU they get
