@@ -147,34 +147,37 @@ def resolved(comparison: Mapping[str, Any]) -> bool:
     return direction(comparison) is not None
 
 
+def _n(r: float) -> str:
+    return (
+        f"{r:.0f}"
+        if r >= 100
+        else f"{r:.1f}"
+        if r >= 10
+        else f"{r:.2f}"
+        if r >= 0.1
+        else f"{r:.2g}"
+    )
+
+
 def _x(r: float) -> str:
-    return f"{r:.0f}×" if r >= 100 else f"{r:.1f}×" if r >= 10 else f"{r:.2f}×"
+    return f"{_n(r)}×"
 
 
 def describe(comparison: Mapping[str, Any]) -> str:
-    """One line for a reader, worded by the comparison's role ("compiled: 0.51× the eager step (1.97× faster; 95%
-    interval ...)", "naive reads 1040× low against synchronised ...", "... no difference beyond this run's noise
-    ..."); a resolved change under 3.5% says so."""
+    """One line for a reader in the one ratio convention, b's time as a multiple of a's ("compiled takes 0.51× the
+    time of eager (95% interval 0.49–0.53): faster"; "... : no difference beyond this run's noise"); a timer's second
+    reading as how low or high it reads ("naive reads 1040× low against synchronised ..."); a resolved change under
+    3.5% says so."""
     c = comparison
     pct = int(round(100 * c.get("confidence", 0.95)))
     r, lo, hi, d = c["ratio"], c["low"], c["high"], direction(c)
     small = "; a small change, under 3.5%" if c["verdict"].endswith("small") else ""
-    if d is None:
-        floor = f"; noise floor ±{100 * c['floor']:.1f}%" if c.get("floor") else ""
-        return (
-            f"{c['b']} vs {c['a']}: no difference beyond this run's noise ({_x(r)}, {pct}% interval "
-            f"{lo:.2f}–{hi:.2f}×{floor})"
-        )
-    if c.get("role") == "timer":
+    if d is not None and c.get("role") == "timer":
         if d == "faster":
             return f"{c['b']} reads {_x(r)} low against {c['a']} ({pct}% interval {_x(lo)}–{_x(hi)}{small})"
         return f"{c['b']} reads {_x(1 / r)} high against {c['a']} ({pct}% interval {_x(1 / hi)}–{_x(1 / lo)}{small})"
-    if d == "faster":
-        return (
-            f"{c['b']}: {1 / r:.2f}× the {c['a']} step ({_x(r)} faster; {pct}% interval "
-            f"{_x(lo)}–{_x(hi)}{small})"
-        )
-    return (
-        f"{c['b']} makes the step {_x(1 / r)} slower than {c['a']} ({pct}% interval {_x(1 / hi)}–{_x(1 / lo)}"
-        f"{small})"
-    )
+    takes = f"{c['b']} takes {_x(1 / r)} the time of {c['a']} ({pct}% interval {_n(1 / hi)}–{_n(1 / lo)})"
+    if d is None:
+        floor = f" (noise floor ±{100 * c['floor']:.1f}%)" if c.get("floor") else ""
+        return f"{takes}: no difference beyond this run's noise{floor}"
+    return f"{takes}: {d}{small}"

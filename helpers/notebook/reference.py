@@ -167,14 +167,18 @@ def _has_ratio(entry: dict[str, Any] | None) -> bool:
 
 
 def ratio_text(entry: dict[str, Any] | None, missing: str = NOT_RUN) -> str:
-    """A comparison as ``1.97x [1.87, 2.04] faster`` (ratio a/b, its 95% interval, its verdict); ``missing`` when
-    there is none or it has no ratio."""
+    """A comparison in the one ratio convention, b's time as a multiple of a's: ``0.51× the time [0.49, 0.53]:
+    faster`` (its ratio is a/b; the 95% interval, the verdict); an entry that names what its ratio ``of`` is (b/a,
+    e.g. ``memory``) as ``0.89× the memory (...)``; ``missing`` when there is none or it has no ratio."""
     if not _has_ratio(entry):
         return missing
-    text = f"{entry['ratio']:.2f}x"
-    if isinstance(entry.get("low"), (int, float)) and isinstance(entry.get("high"), (int, float)):
-        text += f" [{entry['low']:.2f}, {entry['high']:.2f}]"
-    return text + (f" {entry['verdict']}" if entry.get("verdict") else "")
+    lo, hi = entry.get("low"), entry.get("high")
+    if entry.get("of"):
+        return f"{entry['ratio']:.2f}× the {entry['of']} {entry.get('verdict', '')}".rstrip()
+    text = f"{1 / entry['ratio']:.2f}× the time"
+    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
+        text += f" [{1 / hi:.2f}, {1 / lo:.2f}]"
+    return text + (f": {entry['verdict']}" if entry.get("verdict") else "")
 
 
 def agreement(

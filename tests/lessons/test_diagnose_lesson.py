@@ -199,8 +199,8 @@ def test_as_slowdown_reads_the_plant_as_what_it_does():
 
     c = {"a": "planted input (size 1)", "b": "nothing planted", "ratio": 4.0, "low": 3.0, "high": 5.0,
          "verdict": "faster", "role": "change"}
-    assert describe(dx.as_slowdown(c)) == ("planted input (size 1) makes the step 4.00× slower than nothing planted "
-                                            "(95% interval 3.00×–5.00×)")
+    assert describe(dx.as_slowdown(c)) == ("planted input (size 1) takes 4.00× the time of nothing planted "
+                                            "(95% interval 3.00–5.00): slower")
 
 
 def test_results_view_only_informative_columns(tmp_path):

@@ -186,7 +186,7 @@ def test_the_article_table_never_shows_nan_and_explains_only_disagreement():
     assert list(df.columns) == reference.ARTICLE_COLUMNS
     assert df["why"].tolist() == ["", "host-bound at batch 64", ""]
     assert df.loc[1, "this run"] == reference.NOT_MEASURED and df.loc[1, "H100 reproduces?"] == "no, reversed"
-    assert df.loc[0, "H100 reference"] == "1.45x [1.40, 1.52] faster"
+    assert df.loc[0, "H100 reference"] == "0.69× the time [0.66, 0.71]: faster"
     assert "nan" not in df.to_string().lower()
 
 

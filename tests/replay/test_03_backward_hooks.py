@@ -82,7 +82,8 @@ def test_article_table_shows_the_resolved_small_fix():
     table = reference.article_table([
         dict(effect="fix", article="~2% faster", article_ratio=1.02, reference=fix, this_run=None),
         dict(effect="beats", article="faster", article_ratio=1.01, reference=beats, this_run=None)])
-    assert table["H100 reference"].tolist() == ["1.02x [1.02, 1.03] faster, small", "0.98x [0.97, 0.98] slower, small"]
+    assert table["H100 reference"].tolist() == ["0.98× the time [0.97, 0.98]: faster, small",
+                                                "1.02× the time [1.02, 1.03]: slower, small"]
 
 
 def test_article_agreement_of_small_effects():

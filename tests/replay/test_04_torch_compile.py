@@ -44,7 +44,7 @@ def test_the_article_table_pairs_the_articles_whole_run_with_the_h100_run_of_the
     assert w["steps"] == 10419 and w["low"] < 1.71 < w["high"] and ref().comparison(rn("swin_b", "eager"),
                                                                                     rn("swin_b", "default"))["ratio"] > 1.9
     table = reference.article_table(rows)
-    assert table["H100 reference"][0].startswith("1.71x") and table["this run"][0] == reference.NOT_MEASURED
+    assert table["H100 reference"][0].startswith("0.58× the time") and table["this run"][0] == reference.NOT_MEASURED
 
 
 def test_the_swin_t_reversal_is_computed_from_the_steps_arithmetic():
@@ -66,7 +66,7 @@ def test_the_memory_change_is_a_computed_row():
     assert (b["pct"], t["pct"]) == (-10.7, -11.3)
     assert reference.agreement(0.9, b) == "yes"  # the article's Swin-B -10%
     assert reference.agreement(1.0, t) == "no (article: no effect)"  # the article's Swin-T: no change
-    assert reference.ratio_text(b).startswith("0.89x (-10.7% peak allocated, 10519 -> 9391 MB)")
+    assert reference.ratio_text(b).startswith("0.89× the memory (-10.7% peak allocated, 10519 -> 9391 MB)")
 
 
 def test_the_tf32_warning_is_filtered_and_its_text_is_right():

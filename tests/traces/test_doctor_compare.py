@@ -168,7 +168,7 @@ def test_a_planted_fix_is_faster_and_names_its_cause(planted_fix):
     text = cli(before, after)
     lines = text.stdout.splitlines()
     assert text.returncode == 0 and lines[3] == "verdict: faster" and "the cause that moved most: input" in lines[4]
-    assert lines[4].startswith("after: ") and "faster; 95% interval" in lines[4]       # compare.describe's words
+    assert lines[4].startswith("after takes ") and "): faster; " in lines[4]       # compare.describe's words
 
 
 def test_slower_sets_the_exit_status_for_ci(planted_fix):

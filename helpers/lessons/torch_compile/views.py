@@ -105,6 +105,7 @@ def memory_entry(src, eager: str, compiled: str) -> dict[str, Any] | None:
     pct = round(100.0 * (c - e) / e, 1)
     return {
         "ratio": round(c / e, 3),
+        "of": "memory",
         "pct": pct,
         "verdict": f"({pct:+.1f}% peak allocated, {e:.0f} -> {c:.0f} MB)",
     }
