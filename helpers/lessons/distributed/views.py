@@ -142,7 +142,7 @@ def _effects(d: dict[str, Any], ranks: int, accum: int) -> dict[str, tuple]:
     """One run's side of ``effects_table``: effect -> (text or None, reproduces?)."""
     out = dict.fromkeys(EFFECTS, (None, ""))
     if c := d.get("ddp"):
-        med = f"; medians {d['median']:.2f}x" if d.get("median") else ""
+        med = f"; medians {1 / d['median']:.2f}× the time" if d.get("median") else ""
         out["ddp"] = (rf.ratio_text(c) + med, rf.agreement(ranks, c))
     if ar := d.get("all_reduces"):
         ok = all(r["accum sync"] == accum * r["accum no_sync"] > 0 for r in ar)
