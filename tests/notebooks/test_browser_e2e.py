@@ -395,9 +395,13 @@ def _trust(copies: list[Path], tmp: Path) -> None:
 
 def _open_and_render(page, name: str, n_code: int):
     """Open ``name`` as the only notebook in the main area and wait until its saved outputs have laid out."""
-    page.evaluate("async (path) => { if (window.perfNotebook) window.perfNotebook.dispose();"
-                  " window.perfNotebook = await window.jupyterapp.commands.execute('docmanager:open', {path});"
-                  " await window.perfNotebook.context.ready; }", name)
+    # started here, waited for below: a page.evaluate that awaits the open itself once failed with Playwright's
+    # "Resulting promise was garbage collected" (the page's promise lost before it settled), not with an answer
+    page.evaluate("(path) => { if (window.perfNotebook) window.perfNotebook.dispose(); window.perfReady = false;"
+                  " window.jupyterapp.commands.execute('docmanager:open', {path})"
+                  ".then(w => { window.perfNotebook = w; return w.context.ready; })"
+                  ".then(() => { window.perfReady = true; }); }", name)
+    page.wait_for_function("() => window.perfReady === true", timeout=RENDER_STALL_S * 1000)
     looks: list = [None, 0]   # the last look, and how many in a row were the same
 
     def laid_out() -> bool:   # the same cells, outputs and loaded pictures in three looks in a row
