@@ -150,6 +150,7 @@ DISTRIBUTED = by_scale(
     straggler_rank=(0, 1),
     straggler_ms=(0.0, 0.0),
     straggler_share=(0.2, 0.18),
+    straggler_steps=(10, 9),
     wait=(1, 1),
     warmup_steps=(1, 1),
     active=(3, 3),

@@ -50,14 +50,20 @@ def test_distributed_structure():
     # made only where the rounds' interval resolves it (a loaded machine's often spans 1): then it holds when slower
     assert doc["checks"].get("straggler_slows_the_job", None) == (
         None if straggler is None else straggler == "slower")
-    assert set(doc["checks"]) - {"straggler_slows_the_job"} == {
-        "ddp_traces_hold_split_communication", "smaller_buckets_more_all_reduces",
-        "no_sync_divides_all_reduces_by_accum", "no_sync_accumulation_faster",
-        "doctor_names_the_straggler", "others_wait_for_the_straggler", "too_many_ranks_refused",
-        "dead_rank_is_a_failed_row", "straggler_is_a_fraction_of_the_step", "report_leads_with_the_straggler",
-        "profiled_clock_agrees_with_wall_clock"}
+    # the doctor's claims: made only where the traces resolve the planted rank's lateness (its interval above 0);
+    # a loaded machine's own delays can drown it, and the doctor then rightly names the rank that came out late
     named = rows["straggler doctor"]
-    assert named["metrics"]["named_rank"] == named["config"]["planted_rank"]
+    m = named["metrics"]
+    assert m["planted_late_collectives"] >= 2 and m["planted_late_low_ms"] <= m["planted_late_mean_ms"]
+    doctor = {"doctor_names_the_straggler", "others_wait_for_the_straggler", "report_leads_with_the_straggler"}
+    resolved = m["planted_late_low_ms"] > 0
+    assert (doctor <= set(doc["checks"])) == resolved and not (doctor & set(doc["checks"])) == resolved
+    assert set(doc["checks"]) - {"straggler_slows_the_job"} - doctor == {
+        "ddp_traces_hold_split_communication", "smaller_buckets_more_all_reduces",
+        "no_sync_divides_all_reduces_by_accum", "no_sync_accumulation_faster", "too_many_ranks_refused",
+        "dead_rank_is_a_failed_row", "straggler_is_a_fraction_of_the_step", "profiled_clock_agrees_with_wall_clock"}
+    if resolved:
+        assert m["named_rank"] == named["config"]["planted_rank"]
     counts = doc["notes"]["all_reduces_per_optimizer_step"]
     speedup = doc["notes"]["ddp_speedup"]   # 06-2: means and medians, super-linear said where it is
     assert speedup["median_ratio"] > 0 and speedup["super_linear"] == (speedup["mean_ratio"] > len(ranks))

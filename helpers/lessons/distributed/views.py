@@ -5,11 +5,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import scipy.stats
 
 from perf_doctor import events as ev
 from perf_doctor import load
 from perf_doctor.files import find_workers
-from perf_doctor.job import diagnose_job
+from perf_doctor.job import collectives, diagnose_job
 from perf_doctor.views import open_trace, quiet
 
 from ...notebook import reference as rf
@@ -28,6 +29,33 @@ def all_reduces(folder: Path | str) -> dict[int, float]:
         n = sum(a <= t < b for t in starts for a, b in steps)
         out[rank if rank is not None else i] = n / max(len(steps), 1)
     return out
+
+
+def lateness(folder: Path | str, rank: int) -> dict[str, Any]:
+    """How late ``rank`` reached each collective: the others' duration of it minus its own (a collective ends on
+    every rank when the last has joined), per collective in ms, with the mean's 95% t-interval (scipy)."""
+    per = {}
+    for i, (r, _, f) in enumerate(find_workers(folder)[0]):
+        doc, _ = load.trim(load.load_trace(f))  # the steps the doctor reads (load.MAX_STEPS)
+        on_gpu = bool(ev.device_work(ev.complete(doc)))
+        per[r if r is not None else i] = collectives(doc, on_gpu)
+    mine, late = per.get(rank, {}), []
+    for kind, durs in mine.items():
+        others = [c[kind] for r, c in per.items() if r != rank and kind in c]
+        if not others:
+            continue
+        for k in range(min(len(durs), *(len(o) for o in others))):
+            late.append(statistics.fmean(o[k] for o in others) / 1000 - durs[k] / 1000)
+    if len(late) < 2:
+        return {"collectives": len(late), "mean_ms": None, "low_ms": None, "high_ms": None}
+    mean = statistics.fmean(late)
+    half = scipy.stats.t.ppf(0.975, len(late) - 1) * statistics.stdev(late) / len(late) ** 0.5
+    return {
+        "collectives": len(late),
+        "mean_ms": round(mean, 3),
+        "low_ms": round(float(mean - half), 3),
+        "high_ms": round(float(mean + half), 3),
+    }
 
 
 def comm_split(folder: Path | str) -> dict[str, Any]:
