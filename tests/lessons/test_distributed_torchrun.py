@@ -17,7 +17,7 @@ from helpers.lessons.distributed import views
 ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = ("single", "ddp", "straggler", "accum sync", "accum no_sync")
 TINY = dict(batch_size=64, features=32, hidden=64, layers=2, classes=10, micro_batch=4, accum=3, rounds=2, warmup=1,
-            bucket_caps=[0.01, 25.0], bucket_cap_mb=25.0, straggler_rank=1, straggler_ms=80.0, n_batches=2,
+            bucket_caps=[0.01, 25.0], bucket_cap_mb=25.0, straggler_rank=1, straggler_ms=80.0, straggler_steps=3, n_batches=2,
             threads=1, wait=1, warmup_steps=1, active=3, device="cpu", die_rank=None, profile=True)
 
 

@@ -39,23 +39,15 @@ def lateness(folder: Path | str, rank: int) -> dict[str, Any]:
         doc, _ = load.trim(load.load_trace(f))  # the steps the doctor reads (load.MAX_STEPS)
         on_gpu = bool(ev.device_work(ev.complete(doc)))
         per[r if r is not None else i] = collectives(doc, on_gpu)
-    mine, late = per.get(rank, {}), []
-    for kind, durs in mine.items():
-        others = [c[kind] for r, c in per.items() if r != rank and kind in c]
-        if not others:
-            continue
+    late = []
+    for kind, durs in per.get(rank, {}).items():
+        others = [c[kind] for r, c in per.items() if r != rank and kind in c] or [[]]
         for k in range(min(len(durs), *(len(o) for o in others))):
             late.append(statistics.fmean(o[k] for o in others) / 1000 - durs[k] / 1000)
-    if len(late) < 2:
-        return {"collectives": len(late), "mean_ms": None, "low_ms": None, "high_ms": None}
-    mean = statistics.fmean(late)
-    half = scipy.stats.t.ppf(0.975, len(late) - 1) * statistics.stdev(late) / len(late) ** 0.5
-    return {
-        "collectives": len(late),
-        "mean_ms": round(mean, 3),
-        "low_ms": round(float(mean - half), 3),
-        "high_ms": round(float(mean + half), 3),
-    }
+    ci = scipy.stats.ttest_1samp(late, 0.0).confidence_interval() if len(late) > 1 else None
+    figures = (statistics.fmean(late), *ci) if ci else (None, None, None)
+    shown = [None if x is None else round(float(x), 3) for x in figures]
+    return dict(zip(("collectives", "mean_ms", "low_ms", "high_ms"), (len(late), *shown)))
 
 
 def comm_split(folder: Path | str) -> dict[str, Any]:
