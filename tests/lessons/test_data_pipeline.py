@@ -149,7 +149,9 @@ def test_a_failed_workers_loader_is_shut_down_when_the_row_fails(tmp_path):
     try:
         with pytest.raises(RuntimeError, match="could not be decoded") as info:
             consume(loader([bad]))
-        alive = [p for p in psutil.Process().children() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        # a loaded machine may still be reaping it: wait up to 3 s, under the 5 s the collector's path took
+        _, alive = psutil.wait_procs(psutil.Process().children(), timeout=3)
+        alive = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     finally:
         gc.enable()
     assert not alive, f"the failed row left its DataLoader worker running: {alive}"
